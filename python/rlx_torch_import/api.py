@@ -1,0 +1,140 @@
+"""Public entry points: from_torch (module -> verified bundle) and build (torch-ir dir -> bundle)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import _core, safetensors_io, torchir
+from .emit.bundle import write_bundle
+from .errors import InputError
+from .lower import lower
+from .outdir import staged
+from .progress import Progress
+from .runtime import BundleModel
+from .verify.parity import ParityReport, compare_output
+
+EMIT_TARGETS = ("bundle",)
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+
+
+def _check_options(emit: Sequence[str], device: str) -> None:
+    for target in emit:
+        if target not in EMIT_TARGETS:
+            raise InputError(f"emit target {target!r} is not available (this version writes: {', '.join(EMIT_TARGETS)})")
+    if device != "cpu":
+        raise InputError(f"device {device!r} is not supported by this build; RLX runs on 'cpu' here")
+
+
+def _default_name(model: Any) -> str:
+    raw = type(model).__name__
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", raw).lower() or "model"
+
+
+def from_torch(
+    model: Any,
+    example_inputs: Any,
+    out_dir: str | os.PathLike[str],
+    *,
+    verify: bool = True,
+    emit: Sequence[str] = ("bundle",),
+    decomposition: str = "high",
+    dynamic_shapes: Any = None,
+    strict: bool = False,
+    name: str | None = None,
+    device: str = "cpu",
+    progress: bool = False,
+) -> ParityReport:
+    """Export `model`, lower it to RLX, write `out_dir/`, and verify against PyTorch.
+
+    `out_dir` gets torch-ir.json, weights.safetensors, reference.safetensors,
+    bundle/ and report.json/report.md. Parity failure is reported (`report.ok`),
+    not raised; unsupported ops, bad input and export failures raise `RtiError`s.
+    """
+    from .frontend.capture import capture
+    from .frontend.export import check_example_inputs, export_program
+
+    _check_options(emit, device)
+    inputs = check_example_inputs(example_inputs)
+    name = name or _default_name(model)
+    prog = Progress(progress)
+    with staged(Path(out_dir)) as stage:
+        with prog.phase("export"):
+            ep = export_program(model, inputs, decomposition=decomposition, dynamic_shapes=dynamic_shapes,
+                                strict=strict)
+        with prog.phase("capture"):
+            cap = capture(ep, model, inputs, name=name, decomposition=decomposition)
+            cap.ir.save(stage)
+            safetensors_io.write(stage / torchir.WEIGHTS, dict(safetensors_io.iter_torch(cap.weights)))
+            safetensors_io.write(stage / torchir.REFERENCE, dict(safetensors_io.iter_torch(cap.reference)))
+        report = _lower_and_verify(stage, stage / "bundle", verify, prog, out_dir=Path(out_dir))
+        _write_reports(report, stage)
+    return report
+
+
+def build(
+    directory: str | os.PathLike[str],
+    *,
+    verify: bool = True,
+    progress: bool = False,
+) -> ParityReport:
+    """Lower an existing torch-ir directory again into `directory/bundle` and verify it."""
+    directory = Path(directory)
+    prog = Progress(progress)
+    with staged(directory / "bundle") as stage:
+        report = _lower_and_verify(directory, stage, verify, prog, out_dir=directory)
+    _write_reports(report, directory)
+    return report
+
+
+def _lower_and_verify(src: Path, bundle_dir: Path, verify: bool, prog: Progress, *, out_dir: Path) -> ParityReport:
+    with prog.phase("lower"):
+        ir = torchir.load(src)
+        program = lower(ir)
+    with prog.phase("bundle"):
+        weights = safetensors_io.read(src / torchir.WEIGHTS)
+        missing = sorted({p.name for p in program.params} - set(weights))
+        if missing:
+            raise torchir.TorchIRError(f"{src / torchir.WEIGHTS}: missing weights {', '.join(missing)}")
+        write_bundle(program, ir, weights, bundle_dir)
+    report = ParityReport(
+        name=ir.name,
+        ok=True,
+        verified=False,
+        out_dir=str(out_dir),
+        op_histogram=program.op_histogram(),
+        aten_histogram=program.aten_histogram(),
+        decomposition=ir.decomposition,
+        rlx_version=_core.rlx_version(),
+        torch_version=ir.producer.get("torch", ""),
+    )
+    ref_path = src / torchir.REFERENCE
+    if verify and ref_path.is_file():
+        with prog.phase("verify"):
+            ref = safetensors_io.read(ref_path)
+            model = BundleModel(bundle_dir)
+            feed = {s.name: ref[f"input.{s.name}"].to_numpy() for s in ir.inputs}
+            got = model.run(feed)
+            for spec in ir.outputs:
+                expected = ref[f"output.{spec.name}"]
+                report.outputs.append(
+                    compare_output(spec.name, got[spec.name], expected.to_numpy(), spec.dtype, expected.dtype)
+                )
+            report.verified = True
+            report.ok = all(o.ok for o in report.outputs)
+    elif verify:
+        raise InputError(f"{ref_path}: not found, cannot verify", hint="pass verify=False / --no-verify")
+    report.timings_s = dict(prog.timings)
+    return report
+
+
+def _write_reports(report: ParityReport, directory: Path) -> None:
+    """report.json (machine-readable) and report.md (for people), each replaced atomically."""
+    for fname, text in ((REPORT_JSON, report.to_json()), (REPORT_MD, report.markdown())):
+        tmp = directory / f".{fname}.tmp"
+        tmp.write_text(text)
+        tmp.replace(directory / fname)

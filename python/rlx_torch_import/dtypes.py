@@ -1,0 +1,64 @@
+"""Dtype names across the three vocabularies: torch, torch-ir (strings), RLX serde."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# torch-ir dtype name -> (RLX serde name, numpy dtype or None when numpy lacks it)
+_TABLE: dict[str, tuple[str, str | None]] = {
+    "float32": ("F32", "float32"),
+    "float16": ("F16", "float16"),
+    "bfloat16": ("BF16", None),
+    "float64": ("F64", "float64"),
+    "int8": ("I8", "int8"),
+    "int16": ("I16", "int16"),
+    "int32": ("I32", "int32"),
+    "int64": ("I64", "int64"),
+    "uint8": ("U8", "uint8"),
+    "bool": ("Bool", "bool"),
+}
+
+FLOAT_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64"})
+INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8"})
+
+
+def is_supported(dtype: str) -> bool:
+    """Whether a torch-ir dtype name has an RLX counterpart."""
+    return dtype in _TABLE
+
+
+def to_rlx(dtype: str) -> str:
+    """torch-ir dtype name -> RLX serde dtype (`"float32"` -> `"F32"`)."""
+    try:
+        return _TABLE[dtype][0]
+    except KeyError:
+        raise ValueError(f"dtype {dtype!r} has no RLX counterpart") from None
+
+
+def from_rlx(rlx: str) -> str:
+    """RLX serde dtype -> torch-ir dtype name."""
+    for name, (r, _) in _TABLE.items():
+        if r == rlx:
+            return name
+    raise ValueError(f"unknown RLX dtype {rlx!r}")
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    """numpy dtype for a torch-ir dtype (bfloat16 travels as raw uint16 bits)."""
+    np_name = _TABLE[dtype][1]
+    return np.dtype(np_name if np_name is not None else "uint16")
+
+
+def torch_name(torch_dtype: object) -> str:
+    """`torch.float32` -> `"float32"`."""
+    return str(torch_dtype).removeprefix("torch.")
+
+
+def promote(a: str, b: str) -> str:
+    """Result dtype of a binary op on two tensors (torch's category rules)."""
+    if a == b:
+        return a
+    order = ["bool", "uint8", "int8", "int16", "int32", "int64", "bfloat16", "float16", "float32", "float64"]
+    if {a, b} == {"bfloat16", "float16"}:
+        return "float32"
+    return a if order.index(a) > order.index(b) else b

@@ -1,0 +1,1 @@
+"""Writers of the lowered program: the RLX bundle (crate writers come later)."""

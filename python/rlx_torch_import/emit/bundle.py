@@ -1,0 +1,57 @@
+"""Write a bundle: model.hir.json (rlx-ir's own format), weights.safetensors, meta.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .. import __version__, _core, safetensors_io
+from ..dtypes import from_rlx
+from ..program import Program
+from ..torchir import TorchIR
+
+BUNDLE_FORMAT = "rlx-torch-import-bundle"
+BUNDLE_VERSION = 1
+HIR = "model.hir.json"
+WEIGHTS = "weights.safetensors"
+META = "meta.json"
+
+
+def write_bundle(
+    program: Program,
+    ir: TorchIR,
+    weights: dict[str, safetensors_io.RawTensor],
+    directory: Path,
+) -> Path:
+    """Build the HIR through the Rust core and write the three bundle files into `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    hir_json = _core.program_to_hir_json(program.to_core_json())
+    (directory / HIR).write_text(hir_json)
+    used = {p.name for p in program.params}
+    safetensors_io.write(
+        directory / WEIGHTS,
+        {k: (t.dtype, t.shape, t.data) for k, t in weights.items() if k in used},
+    )
+    meta = {
+        "format": BUNDLE_FORMAT,
+        "version": BUNDLE_VERSION,
+        "name": program.name,
+        "rlx_version": _core.rlx_version(),
+        "producer": {**ir.producer, "name": "rlx-torch-import", "version": __version__},
+        "decomposition": ir.decomposition,
+        "inputs": [{"name": v.name, "shape": list(v.dims), "dtype": from_rlx(v.dtype)} for v in program.inputs],
+        "outputs": [
+            {"name": o.name, "value": value, "shape": o.shape, "dtype": o.dtype}
+            for o, value in zip(ir.outputs, program.outputs, strict=True)
+        ],
+        "params": [{"name": v.name, "shape": list(v.dims), "dtype": from_rlx(v.dtype)} for v in program.params],
+        "op_histogram": program.op_histogram(),
+        "aten_histogram": program.aten_histogram(),
+        "provenance": {
+            n.id: {"aten": n.provenance.aten, "node": n.provenance.node, "module_path": n.provenance.module_path,
+                   "source": n.provenance.source}
+            for n in program.nodes
+        },
+    }
+    (directory / META).write_text(json.dumps(meta, indent=1, allow_nan=False) + "\n")
+    return directory

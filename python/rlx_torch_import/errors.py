@@ -1,0 +1,104 @@
+"""One exception hierarchy; each error knows its CLI exit code and how to explain itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class ExitCode:
+    """Documented CLI exit codes (README "Exit codes")."""
+
+    OK = 0
+    PARITY_FAILED = 1
+    BAD_INPUT = 2
+    UNSUPPORTED = 3
+    EXPORT_FAILED = 4
+    INTERNAL = 5
+
+
+class RtiError(Exception):
+    """Base of every error rlx-torch-import raises on purpose."""
+
+    exit_code: int = ExitCode.INTERNAL
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def explain(self) -> str:
+        """One paragraph for a person: what went wrong, then what to try."""
+        return self.message if not self.hint else f"{self.message}\nhint: {self.hint}"
+
+
+class ModelLoadError(RtiError):
+    """The model file could not be run, or did not provide a model and inputs."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class InputError(RtiError):
+    """Arguments to the API/CLI are wrong (non-tensor inputs, bad option values, ...)."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class ExportError(RtiError):
+    """torch.export failed; wraps torch's own message with a hint."""
+
+    exit_code = ExitCode.EXPORT_FAILED
+
+
+class TorchIRError(RtiError):
+    """A torch-ir directory or file is malformed; names the file and field."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class BundleError(RtiError):
+    """A bundle is missing files, or RLX could not build/compile/run it."""
+
+    exit_code = ExitCode.INTERNAL
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """One thing the registry cannot lower: an op overload or one argument value."""
+
+    target: str
+    node: str
+    module_path: str
+    reason: str
+    source: str = ""
+
+    def line(self) -> str:
+        where = f"node {self.node}"
+        if self.module_path:
+            where += f" in {self.module_path}"
+        if self.source:
+            where += f" ({self.source})"
+        return f"{self.target}: {self.reason} [{where}]"
+
+
+@dataclass
+class UnsupportedOpsError(RtiError):
+    """Every unsupported op overload and argument value in a graph, all at once."""
+
+    items: list[Unsupported] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        targets = sorted({i.target for i in self.items})
+        lines = "\n".join(f"  - {i.line()}" for i in self.items)
+        super().__init__(
+            f"{len(self.items)} unsupported op use(s) across {len(targets)} op(s) "
+            f"({', '.join(targets)}):\n{lines}",
+            hint="try --decomposition core to decompose high-level ops into Core ATen, "
+            "or see docs/adding-an-op.md to add a lowering",
+        )
+
+    exit_code = ExitCode.UNSUPPORTED
+
+    @property
+    def targets(self) -> list[str]:
+        """Distinct unsupported op overloads, sorted."""
+        return sorted({i.target for i in self.items})

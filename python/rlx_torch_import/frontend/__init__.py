@@ -1,0 +1,1 @@
+"""torch.export front-end: nn.Module + example inputs -> TorchIR, weights, reference tensors."""

@@ -1,0 +1,208 @@
+"""Walk an ExportedProgram into our TorchIR schema, plus its weight and reference tensors."""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.export.graph_signature import InputKind, OutputKind
+
+from .. import __version__
+from ..dtypes import torch_name
+from ..errors import InputError
+from ..torchir import Node, OutputSpec, TensorSpec, TorchIR, WeightSpec, encode_float
+
+
+@dataclass
+class Captured:
+    """What the front-end hands on: the IR plus tensors to write next to it."""
+
+    ir: TorchIR
+    weights: dict[str, torch.Tensor]
+    reference: dict[str, torch.Tensor]
+
+
+def _module_info(node: torch.fx.Node) -> tuple[str, str]:
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return "", ""
+    path, mtype = list(stack.values())[-1]
+    path = re.sub(r"^L\['self'\]\.?", "", str(path))
+    mtype = mtype if isinstance(mtype, str) else f"{mtype.__module__}.{mtype.__qualname__}"
+    return path, mtype
+
+
+def _source_line(node: torch.fx.Node) -> str:
+    trace = node.meta.get("stack_trace") or ""
+    found = re.findall(r'File "([^"]+)", line (\d+)', trace)
+    if not found:
+        return ""
+    file, line = found[-1]
+    return f"{file.rsplit('/', 1)[-1]}:{line}"
+
+
+def _spec_of(name: str, val: Any) -> TensorSpec:
+    shape = []
+    for d in val.shape:
+        if not isinstance(d, int):
+            raise InputError(
+                f"value {name!r} has a symbolic dimension ({d}); dynamic shapes are not supported yet",
+                hint="export with static example shapes (dynamic_shapes=None)",
+            )
+        shape.append(d)
+    return TensorSpec(name, shape, torch_name(val.dtype))
+
+
+class _ArgEncoder:
+    """Encode fx arguments as tagged torch-ir values; getitem results map to their producer's outputs."""
+
+    def __init__(self, aliases: dict[str, str]) -> None:
+        self.aliases = aliases
+
+    def __call__(self, arg: Any) -> dict[str, Any]:
+        if isinstance(arg, torch.fx.Node):
+            return {"tensor": self.aliases.get(arg.name, arg.name)}
+        if arg is None:
+            return {"none": None}
+        if isinstance(arg, bool):
+            return {"bool": arg}
+        if isinstance(arg, int):
+            return {"int": arg}
+        if isinstance(arg, float):
+            return encode_float(arg)
+        if isinstance(arg, str):
+            return {"str": arg}
+        if isinstance(arg, torch.dtype):
+            return {"dtype": torch_name(arg)}
+        if isinstance(arg, torch.device):
+            return {"device": str(arg)}
+        if isinstance(arg, torch.layout):
+            return {"layout": str(arg).removeprefix("torch.")}
+        if isinstance(arg, torch.memory_format):
+            return {"memory_format": str(arg).removeprefix("torch.")}
+        if isinstance(arg, (list, tuple)):
+            return {"list": [self(a) for a in arg]}
+        if isinstance(arg, torch.SymInt):
+            raise InputError(f"symbolic size {arg} in the graph; dynamic shapes are not supported yet")
+        raise InputError(f"cannot record argument {arg!r} of type {type(arg).__name__} in torch-ir")
+
+
+def _output_names(flat_count: int, paths: list[str]) -> list[str]:
+    if flat_count == 1:
+        return ["output"]
+    names = []
+    for i, path in enumerate(paths):
+        clean = re.sub(r"[^A-Za-z0-9_]+", "_", path).strip("_") or str(i)
+        names.append(f"output_{clean}")
+    if len(set(names)) != len(names):
+        names = [f"output_{i}" for i in range(flat_count)]
+    return names
+
+
+def capture(
+    ep: torch.export.ExportedProgram,
+    model: torch.nn.Module,
+    example_inputs: tuple[torch.Tensor, ...],
+    *,
+    name: str,
+    decomposition: str,
+) -> Captured:
+    """ExportedProgram + eager run -> TorchIR, state_dict-keyed weights, reference tensors."""
+    graph = ep.graph_module.graph
+    sig = ep.graph_signature
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    inputs: list[TensorSpec] = []
+    weights: list[WeightSpec] = []
+    weight_tensors: dict[str, torch.Tensor] = {}
+    kinds = {InputKind.PARAMETER: "parameter", InputKind.BUFFER: "buffer", InputKind.CONSTANT_TENSOR: "constant"}
+    for node, spec in zip(placeholders, sig.input_specs, strict=True):
+        if spec.kind == InputKind.USER_INPUT:
+            val = node.meta.get("val")
+            if not isinstance(val, torch.Tensor):
+                raise InputError(f"graph input {node.name!r} is not a tensor ({type(val).__name__})")
+            inputs.append(_spec_of(node.name, val))
+        elif spec.kind in kinds:
+            key = str(spec.target)
+            tensor = ep.state_dict.get(key)
+            if tensor is None:
+                tensor = ep.constants[key]
+            tensor = tensor.detach()
+            weights.append(WeightSpec(node.name, key, kinds[spec.kind], list(tensor.shape), torch_name(tensor.dtype)))
+            weight_tensors[key] = tensor
+        else:
+            raise InputError(f"graph input {node.name!r} has kind {spec.kind.name}, which is not supported")
+
+    # Fold getitem into the producer: a tuple-returning node lists one output per element.
+    aliases: dict[str, str] = {}
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target is operator.getitem:
+            src, idx = node.args
+            aliases[node.name] = f"{src.name}.{idx}"  # replaced below by the getitem's own name
+    getitem_names: dict[tuple[str, int], str] = {}
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target is operator.getitem:
+            src, idx = node.args
+            getitem_names[(src.name, idx)] = node.name
+            aliases.pop(node.name)
+    encode = _ArgEncoder(aliases)
+
+    nodes: list[Node] = []
+    for node in graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        val = node.meta.get("val")
+        if isinstance(val, (tuple, list)):
+            outs = []
+            for i, v in enumerate(val):
+                out_name = getitem_names.get((node.name, i), f"{node.name}.{i}")
+                outs.append(_spec_of(out_name, v) if isinstance(v, torch.Tensor) else TensorSpec(out_name, [], "none"))
+        elif isinstance(val, torch.Tensor):
+            outs = [_spec_of(node.name, val)]
+        else:
+            outs = []
+        path, mtype = _module_info(node)
+        nodes.append(
+            Node(
+                name=node.name,
+                target=str(node.target),
+                args=[encode(a) for a in node.args],
+                kwargs={k: encode(v) for k, v in node.kwargs.items()},
+                outputs=outs,
+                module_path=path,
+                module_type=mtype,
+                source=_source_line(node),
+            )
+        )
+
+    out_node = next(n for n in graph.nodes if n.op == "output")
+    user_values = [
+        a for a, s in zip(out_node.args[0], sig.output_specs, strict=True) if s.kind == OutputKind.USER_OUTPUT
+    ]
+    with torch.no_grad():
+        eager = model(*example_inputs)
+    flat, _ = torch.utils._pytree.tree_flatten_with_path(eager)
+    eager_tensors = [v for _, v in flat]
+    if len(eager_tensors) != len(user_values) or not all(isinstance(t, torch.Tensor) for t in eager_tensors):
+        raise InputError("the model's outputs must be tensors (or nested tuples/lists/dicts of tensors)")
+    out_names = _output_names(len(flat), [torch.utils._pytree.keystr(p) for p, _ in flat])
+    outputs = []
+    for out_name, value, tensor in zip(out_names, user_values, eager_tensors, strict=True):
+        if not isinstance(value, torch.fx.Node):
+            raise InputError(f"model output {out_name!r} is a constant, not computed from the inputs")
+        outputs.append(OutputSpec(out_name, encode(value)["tensor"], list(tensor.shape), torch_name(tensor.dtype)))
+
+    reference = {f"input.{s.name}": t.detach() for s, t in zip(inputs, example_inputs, strict=True)}
+    reference.update({f"output.{n}": t.detach() for n, t in zip(out_names, eager_tensors, strict=True)})
+    ir = TorchIR(
+        name=name,
+        decomposition=decomposition,
+        inputs=inputs,
+        weights=weights,
+        nodes=nodes,
+        outputs=outputs,
+        producer={"name": "rlx-torch-import", "version": __version__, "torch": torch.__version__},
+    )
+    return Captured(ir, weight_tensors, reference)

@@ -1,0 +1,125 @@
+"""Run torch.export and apply one of three decomposition levels.
+
+- `aten`: the graph as torch.export gives it (no `run_decompositions`).
+- `high` (default): Core ATen, except the high-level ops RLX has fused kernels
+  for, which are kept whole (see `PRESERVED_HIGH_LEVEL`).
+- `core`: full Core ATen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ..errors import ExportError, InputError
+
+DECOMPOSITION_LEVELS = ("aten", "high", "core")
+
+
+def _preserved_high_level() -> list[Any]:
+    """High-level ATen ops that map onto fused RLX ops; kept out of the decomposition table."""
+    aten = torch.ops.aten
+    names = [
+        "linear.default",
+        "layer_norm.default",
+        "native_layer_norm.default",
+        "group_norm.default",
+        "native_group_norm.default",
+        "batch_norm.default",
+        "rms_norm.default",
+        "scaled_dot_product_attention.default",
+        "gelu.default",
+        "silu.default",
+        "softmax.int",
+        "log_softmax.int",
+        "conv1d.default",
+        "conv2d.default",
+        "conv_transpose2d.input",
+        "embedding.default",
+        "max_pool2d.default",
+        "adaptive_avg_pool2d.default",
+        "hardswish.default",
+        "hardsigmoid.default",
+        "mish.default",
+    ]
+    ops = []
+    for name in names:
+        packet, _, overload = name.partition(".")
+        op = getattr(getattr(aten, packet, None), overload, None)
+        if op is not None:
+            ops.append(op)
+    return ops
+
+
+def decomposition_table(level: str) -> dict[Any, Any] | None:
+    """The table passed to `run_decompositions`, or None for `aten` (no decomposition)."""
+    if level == "aten":
+        return None
+    table = torch.export.default_decompositions()
+    if level == "high":
+        for op in _preserved_high_level():
+            table.pop(op, None)
+    return table
+
+
+def check_example_inputs(example_inputs: Any) -> tuple[Any, ...]:
+    """Normalize example inputs to a tuple of tensors, or say which one is wrong."""
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    if not isinstance(example_inputs, (tuple, list)):
+        raise InputError(
+            f"example_inputs must be a tensor or a tuple of tensors, got {type(example_inputs).__name__}",
+            hint="pass e.g. (torch.randn(1, 16),)",
+        )
+    for i, value in enumerate(example_inputs):
+        if not isinstance(value, torch.Tensor):
+            raise InputError(
+                f"example_inputs[{i}] is a {type(value).__name__}, not a torch.Tensor",
+                hint="every example input must be a tensor; bake Python constants into the module",
+            )
+    return tuple(example_inputs)
+
+
+def export_program(
+    model: torch.nn.Module,
+    example_inputs: Sequence[torch.Tensor],
+    *,
+    decomposition: str = "high",
+    dynamic_shapes: Any = None,
+    strict: bool = False,
+) -> torch.export.ExportedProgram:
+    """torch.export under no_grad in eval mode, then decompose to `decomposition`."""
+    if decomposition not in DECOMPOSITION_LEVELS:
+        raise InputError(
+            f"decomposition must be one of {', '.join(DECOMPOSITION_LEVELS)}, got {decomposition!r}"
+        )
+    if not isinstance(model, torch.nn.Module):
+        raise InputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    model.eval()
+    try:
+        with torch.no_grad():
+            ep = torch.export.export(model, tuple(example_inputs), dynamic_shapes=dynamic_shapes, strict=strict)
+    except Exception as e:  # torch raises many types here; all become one ExportError
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        hint = "torch.export could not trace the model."
+        text = str(e)
+        if "data-dependent" in text.lower() or "guard" in text.lower() or "GuardOnDataDependent" in type(e).__name__:
+            hint += (
+                " The forward has Python control flow that depends on tensor values;"
+                " rewrite it with torch.where / torch.cond, or make the condition a constant."
+            )
+        else:
+            hint += " Check that forward() runs on the example inputs and uses only torch operations."
+        raise ExportError(f"torch.export failed: {type(e).__name__}: {first}", hint=hint) from e
+    table = decomposition_table(decomposition)
+    if table is not None:
+        try:
+            ep = ep.run_decompositions(table)
+        except Exception as e:
+            raise ExportError(
+                f"run_decompositions({decomposition!r}) failed: {type(e).__name__}: {e}",
+                hint="try another --decomposition level",
+            ) from e
+    return ep

@@ -1,0 +1,95 @@
+"""scaled_dot_product_attention on RLX's fused Attention op.
+
+Q/K/V `[..., H, S, D]` are folded to rank-3 `[B*H, S, D]` and run as single-head
+attention: rank 3 is unambiguous in RLX, whereas rank 4 guesses the layout from
+which axis equals `num_heads` (wrong when S == H).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .context import Builder, Call, Value
+from .registry import lowers
+
+
+def _check_sdpa(call: Call) -> str | None:
+    q = call["query"]
+    if q.rank < 3:
+        return f"query of rank {q.rank} is not supported (need [..., S, D])"
+    if call.get("dropout_p", 0.0) != 0.0:
+        return f"dropout_p={call['dropout_p']} is not supported (inference only)"
+    if call.get("attn_mask") is not None and call.get("is_causal", False):
+        return "attn_mask together with is_causal is not supported"
+    k, v = call["key"], call["value"]
+    if k.dims[:-3] != q.dims[:-3] or (q.rank > 3 and k.dims[-3] != q.dims[-3]) and not call.get("enable_gqa", False):
+        return "key/value batch or head count differs from query (grouped-query attention needs enable_gqa)"
+    if v.dims[-1] != q.dims[-1]:
+        return "value head_dim different from query head_dim is not supported yet"
+    return None
+
+
+def _fold(b: Builder, x: Value) -> Value:
+    return b.reshape(x, (math.prod(x.dims[:-2]), x.dims[-2], x.dims[-1]))
+
+
+def _repeat_heads(b: Builder, x: Value, heads: int) -> Value:
+    """GQA: repeat each KV head heads/kv_heads times ([B, Hkv, S, D] -> [B, H, S, D])."""
+    hkv = x.dims[-3]
+    if hkv == heads:
+        return x
+    rep = heads // hkv
+    lead = x.dims[:-3]
+    y = b.reshape(x, (*lead, hkv, 1, *x.dims[-2:]))
+    y = b.expand(y, (*lead, hkv, rep, *x.dims[-2:]))
+    return b.reshape(y, (*lead, heads, *x.dims[-2:]))
+
+
+@lowers("aten.scaled_dot_product_attention.default", check=_check_sdpa)
+def sdpa(b: Builder, call: Call) -> Value:
+    """softmax(Q K^T * scale + mask) V."""
+    q, k, v = call.tensor("query"), call.tensor("key"), call.tensor("value")
+    if q.rank > 3:
+        k, v = _repeat_heads(b, k, q.dims[-3]), _repeat_heads(b, v, q.dims[-3])
+    head_dim, sq, sk = q.dims[-1], q.dims[-2], k.dims[-2]
+    scale = call.get("scale")
+    scale = float(scale) if scale is not None else 1.0 / math.sqrt(head_dim)
+    mask = call.get("attn_mask")
+    causal = bool(call.get("is_causal", False))
+    if mask is None and (not causal or sq == sk):
+        qf, kf, vf = _fold(b, q), _fold(b, k), _fold(b, v)
+        op = {
+            "Attention": {
+                "num_heads": 1,
+                "head_dim": head_dim,
+                "v_head_dim": None,
+                "mask_kind": "Causal" if causal else "None",
+                "score_scale": scale,
+                "attn_logit_softcap": None,
+            }
+        }
+        y = b.emit(op, [qf, kf, vf], qf.dims, q.dtype)
+        return b.reshape(y, call.out_dims)
+    return _explicit(b, q, k, v, scale, mask, causal)
+
+
+def _explicit(b: Builder, q: Value, k: Value, v: Value, scale: float, mask: Value | None, causal: bool) -> Value:
+    """Masked attention as matmul/softmax/matmul (torch's top-left causal alignment)."""
+    perm = [*range(k.rank - 2), k.rank - 1, k.rank - 2]
+    scores = b.matmul(q, b.transpose(k, perm))
+    scores = b.binary("Mul", scores, b.const(scale, scores.dtype))
+    sq, sk = q.dims[-2], k.dims[-2]
+    if causal:
+        import numpy as np
+
+        keep = np.tril(np.ones((sq, sk), dtype=bool))
+        mask = b.const(keep, "bool")
+    if mask is not None:
+        if mask.dtype == "bool":
+            neg = b.const(float("-inf"), scores.dtype)
+            dims = scores.dims
+            scores = b.emit("Where", [b.expand(mask, dims), scores, b.expand(neg, dims)], dims, scores.dtype)
+        else:
+            scores = b.binary("Add", scores, mask)
+    probs = b.emit({"Softmax": {"axis": -1}}, [scores], scores.dims, scores.dtype)
+    return b.matmul(probs, v)

@@ -1,0 +1,188 @@
+"""What a lowering function sees: its call (arguments read by schema name) and a builder.
+
+Lowerings return RLX values; the driver in `registry.py` wires them to node outputs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import FLOAT_DTYPES, numpy_dtype, promote, to_rlx
+from ..program import Program, Provenance, RlxNode
+from ..torchir import Node, decode_float
+
+
+@dataclass(frozen=True)
+class Value:
+    """A tensor value in the program being built: RLX value id, dims, torch-ir dtype."""
+
+    id: str
+    dims: tuple[int, ...]
+    dtype: str
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.dims)
+
+
+class Call:
+    """One torch-ir node with its arguments bound to the op schema's names."""
+
+    def __init__(self, node: Node, values: dict[str, Value], schema_names: list[str], defaults: dict[str, Any]) -> None:
+        self.node = node
+        self.target = node.target
+        bound: dict[str, Any] = dict(defaults)
+        for name, arg in zip(schema_names, node.args, strict=False):
+            bound[name] = _decode(arg, values)
+        for name, arg in node.kwargs.items():
+            bound[name] = _decode(arg, values)
+        self._args = bound
+        self.positional = [_decode(a, values) for a in node.args]
+
+    def __getitem__(self, name: str) -> Any:
+        return self._args[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        value = self._args.get(name, default)
+        return default if value is None else value
+
+    def tensor(self, name: str) -> Value:
+        value = self._args[name]
+        if not isinstance(value, Value):
+            raise TypeError(f"argument {name!r} of {self.target} is not a tensor")
+        return value
+
+    @property
+    def out_dims(self) -> tuple[int, ...]:
+        return tuple(self.node.outputs[0].shape)
+
+    @property
+    def out_dtype(self) -> str:
+        return self.node.outputs[0].dtype
+
+
+class _Unresolved:
+    """A tensor argument whose producer was not lowered (only seen by checks)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _decode(arg: dict[str, Any], values: dict[str, Value]) -> Any:
+    (tag, payload), = arg.items()
+    if tag == "tensor":
+        return values.get(payload, _Unresolved(payload))
+    if tag == "float":
+        return decode_float(payload)
+    if tag == "list":
+        return [_decode(a, values) for a in payload]
+    if tag == "none":
+        return None
+    return payload
+
+
+def norm_axis(axis: int, rank: int) -> int:
+    """Negative axis -> positive; rank-0 tensors accept axis 0/-1."""
+    return axis + max(rank, 1) if axis < 0 else axis
+
+
+class Builder:
+    """Appends RLX nodes to a program under the provenance of the node being lowered."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.provenance = Provenance(aten="", node="")
+        self._counter = 0
+        self._consts: dict[tuple[bytes, str, tuple[int, ...]], Value] = {}
+
+    def _fresh(self) -> str:
+        self._counter += 1
+        return f"{self.provenance.node or 'v'}#{self._counter}"
+
+    def emit(self, op: Any, inputs: list[Value], dims: tuple[int, ...] | list[int], dtype: str) -> Value:
+        """Add one RLX node; `dtype` is the torch-ir dtype name of its result."""
+        value = Value(self._fresh(), tuple(int(d) for d in dims), dtype)
+        self.program.nodes.append(
+            RlxNode(value.id, op, tuple(v.id for v in inputs), value.dims, to_rlx(dtype), self.provenance)
+        )
+        return value
+
+    # ── constants ────────────────────────────────────────────────────────
+    def const(self, array: np.ndarray | float | int | bool, dtype: str) -> Value:
+        """A constant tensor (little-endian bytes of `dtype`); identical constants are shared."""
+        arr = np.asarray(array).astype(numpy_dtype(dtype))
+        data = arr.astype(arr.dtype.newbyteorder("<")).tobytes()
+        key = (data, dtype, tuple(arr.shape))
+        if key not in self._consts:
+            self._consts[key] = self.emit({"Constant": {"data": list(data)}}, [], arr.shape, dtype)
+        return self._consts[key]
+
+    def scalar_like(self, value: float | int | bool, like: Value) -> Value:
+        """A rank-0 constant of `like`'s dtype."""
+        return self.const(value, like.dtype)
+
+    # ── shape helpers ────────────────────────────────────────────────────
+    def reshape(self, x: Value, dims: tuple[int, ...] | list[int]) -> Value:
+        dims = tuple(int(d) for d in dims)
+        if dims == x.dims:
+            return x
+        return self.emit({"Reshape": {"new_shape": list(dims)}}, [x], dims, x.dtype)
+
+    def transpose(self, x: Value, perm: list[int]) -> Value:
+        if perm == list(range(x.rank)):
+            return x
+        dims = tuple(x.dims[p] for p in perm)
+        return self.emit({"Transpose": {"perm": perm}}, [x], dims, x.dtype)
+
+    def expand(self, x: Value, dims: tuple[int, ...]) -> Value:
+        if x.dims == tuple(dims):
+            return x
+        if x.rank < len(dims):
+            x = self.reshape(x, (1,) * (len(dims) - x.rank) + x.dims)
+        return self.emit({"Expand": {"target_shape": list(dims)}}, [x], dims, x.dtype)
+
+    def cast(self, x: Value, dtype: str) -> Value:
+        if x.dtype == dtype:
+            return x
+        return self.emit({"Cast": {"to": to_rlx(dtype)}}, [x], x.dims, dtype)
+
+    # ── arithmetic helpers ───────────────────────────────────────────────
+    def binary(self, op: str, a: Value, b: Value, out_dtype: str | None = None) -> Value:
+        """Broadcasting binary op; both operands are first cast to the promoted dtype."""
+        dtype = out_dtype or promote(a.dtype, b.dtype)
+        a, b = self.cast(a, dtype), self.cast(b, dtype)
+        dims = tuple(np.broadcast_shapes(a.dims, b.dims))
+        return self.emit({"Binary": op}, [a, b], dims, dtype)
+
+    def unary(self, activation: str, x: Value) -> Value:
+        return self.emit({"Activation": activation}, [x], x.dims, x.dtype)
+
+    def compare(self, op: str, a: Value, b: Value) -> Value:
+        dtype = promote(a.dtype, b.dtype)
+        a, b = self.cast(a, dtype), self.cast(b, dtype)
+        dims = tuple(np.broadcast_shapes(a.dims, b.dims))
+        return self.emit({"Compare": op}, [a, b], dims, "bool")
+
+    def reduce(self, op: str, x: Value, axes: list[int], keep_dim: bool) -> Value:
+        axes = sorted({norm_axis(a, x.rank) for a in axes})
+        dims = tuple(
+            (1 if i in axes else d) for i, d in enumerate(x.dims) if keep_dim or i not in axes
+        )
+        return self.emit({"Reduce": {"op": op, "axes": axes, "keep_dim": keep_dim}}, [x], dims, x.dtype)
+
+    def matmul(self, a: Value, b: Value) -> Value:
+        dtype = promote(a.dtype, b.dtype)
+        batch = tuple(np.broadcast_shapes(a.dims[:-2], b.dims[:-2]))
+        return self.emit("MatMul", [self.cast(a, dtype), self.cast(b, dtype)], (*batch, a.dims[-2], b.dims[-1]), dtype)
+
+    def as_float(self, x: Value) -> Value:
+        """Integer/bool tensors become float32 (torch's default float) before float math."""
+        return x if x.dtype in FLOAT_DTYPES else self.cast(x, "float32")

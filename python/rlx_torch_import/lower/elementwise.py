@@ -1,0 +1,180 @@
+"""Elementwise math: arithmetic with broadcasting and dtype promotion, activations, comparisons."""
+
+from __future__ import annotations
+
+from ..dtypes import FLOAT_DTYPES
+from .context import Builder, Call, Value
+from .registry import lowers
+
+
+def _operand(b: Builder, call: Call, name: str, like: Value) -> Value:
+    """A tensor argument, or a Python scalar as a rank-0 constant of the result dtype."""
+    value = call[name]
+    if isinstance(value, Value):
+        return value
+    return b.const(value, call.out_dtype if call.out_dtype != "bool" else like.dtype)
+
+
+def _scaled(b: Builder, x: Value, alpha: float | int) -> Value:
+    return x if alpha == 1 else b.binary("Mul", x, b.const(alpha, x.dtype))
+
+
+def _arith(op: str, b: Builder, call: Call) -> Value:
+    """out = self <op> other, in the result dtype torch reports."""
+    x = call.tensor("self")
+    y = _operand(b, call, "other", x)
+    dtype = call.out_dtype
+    return b.binary(op, b.cast(x, dtype), b.cast(y, dtype), dtype)
+
+
+@lowers("aten.add.Tensor", "aten.add.Scalar")
+def add(b: Builder, call: Call) -> Value:
+    """self + alpha * other."""
+    x = b.cast(call.tensor("self"), call.out_dtype)
+    y = b.cast(_operand(b, call, "other", x), call.out_dtype)
+    return b.binary("Add", x, _scaled(b, y, call.get("alpha", 1)), call.out_dtype)
+
+
+@lowers("aten.sub.Tensor", "aten.sub.Scalar")
+def sub(b: Builder, call: Call) -> Value:
+    """self - alpha * other."""
+    x = b.cast(call.tensor("self"), call.out_dtype)
+    y = b.cast(_operand(b, call, "other", x), call.out_dtype)
+    return b.binary("Sub", x, _scaled(b, y, call.get("alpha", 1)), call.out_dtype)
+
+
+@lowers("aten.rsub.Scalar", "aten.rsub.Tensor")
+def rsub(b: Builder, call: Call) -> Value:
+    """other - alpha * self."""
+    x = b.cast(call.tensor("self"), call.out_dtype)
+    y = b.cast(_operand(b, call, "other", x), call.out_dtype)
+    return b.binary("Sub", y, _scaled(b, x, call.get("alpha", 1)), call.out_dtype)
+
+
+@lowers("aten.mul.Tensor", "aten.mul.Scalar")
+def mul(b: Builder, call: Call) -> Value:
+    """self * other."""
+    return _arith("Mul", b, call)
+
+
+def _check_div(call: Call) -> str | None:
+    mode = call.get("rounding_mode")
+    if mode not in (None, "floor"):
+        return f"rounding_mode={mode!r} is not supported (only None and 'floor')"
+    return None
+
+
+@lowers("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.div.Scalar_mode", check=_check_div)
+def div(b: Builder, call: Call) -> Value:
+    """self / other (true division), optionally floored."""
+    x, dtype = call.tensor("self"), call.out_dtype
+    y = _operand(b, call, "other", x)
+    if call.get("rounding_mode") == "floor" and dtype not in FLOAT_DTYPES:
+        q = b.binary("Div", b.cast(x, "float32"), b.cast(y, "float32"), "float32")
+        return b.cast(b.unary("Floor", q), dtype)
+    q = b.binary("Div", b.cast(x, dtype), b.cast(y, dtype), dtype)
+    return b.unary("Floor", q) if call.get("rounding_mode") == "floor" else q
+
+
+def _check_pow(call: Call) -> str | None:
+    if call.out_dtype not in FLOAT_DTYPES:
+        return f"integer pow ({call.out_dtype}) is not supported"
+    return None
+
+
+@lowers("aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", check=_check_pow)
+def pow_(b: Builder, call: Call) -> Value:
+    """self ** exponent; small constant exponents become multiplies or sqrt (exact and fast)."""
+    x = b.cast(call.tensor("self"), call.out_dtype)
+    e = call["exponent"]
+    if not isinstance(e, Value):
+        if e == 1:
+            return x
+        if e == 2:
+            return b.binary("Mul", x, x)
+        if e == 0.5:
+            return b.unary("Sqrt", x)
+        if e == -1:
+            return b.unary("Recip", x)
+    return b.binary("Pow", x, _operand(b, call, "exponent", x), call.out_dtype)
+
+
+def _unary(activation: str):  # noqa: ANN202 - factory returning a lowering
+    def lower_unary(b: Builder, call: Call) -> Value:
+        return b.unary(activation, b.cast(call.tensor("self"), call.out_dtype))
+
+    lower_unary.__name__ = f"unary_{activation.lower()}"
+    lower_unary.__doc__ = f"Elementwise {activation}."
+    return lower_unary
+
+
+for _target, _act in {
+    "aten.relu.default": "Relu",
+    "aten.silu.default": "Silu",
+    "aten.sigmoid.default": "Sigmoid",
+    "aten.tanh.default": "Tanh",
+    "aten.exp.default": "Exp",
+    "aten.log.default": "Log",
+    "aten.sqrt.default": "Sqrt",
+    "aten.rsqrt.default": "Rsqrt",
+    "aten.neg.default": "Neg",
+    "aten.abs.default": "Abs",
+    "aten.sin.default": "Sin",
+    "aten.cos.default": "Cos",
+    "aten.erf.default": "Erf",
+    "aten.reciprocal.default": "Recip",
+    "aten.floor.default": "Floor",
+    "aten.ceil.default": "Ceil",
+}.items():
+    lowers(_target)(_unary(_act))
+
+
+def _check_gelu(call: Call) -> str | None:
+    approx = call.get("approximate", "none")
+    return None if approx in ("none", "tanh") else f"approximate={approx!r} is not supported"
+
+
+@lowers("aten.gelu.default", check=_check_gelu)
+def gelu(b: Builder, call: Call) -> Value:
+    """Exact (erf) or tanh-approximated GELU."""
+    kind = "GeluApprox" if call.get("approximate", "none") == "tanh" else "Gelu"
+    return b.unary(kind, call.tensor("self"))
+
+
+def _compare(op: str):  # noqa: ANN202 - factory returning a lowering
+    def lower_compare(b: Builder, call: Call) -> Value:
+        x = call.tensor("self")
+        y = call["other"]
+        y = y if isinstance(y, Value) else b.const(y, x.dtype if x.dtype != "bool" else "float32")
+        return b.compare(op, b.as_float(x) if x.dtype == "bool" else x, b.as_float(y) if y.dtype == "bool" else y)
+
+    lower_compare.__name__ = f"compare_{op.lower()}"
+    lower_compare.__doc__ = f"Elementwise comparison {op} (bool result)."
+    return lower_compare
+
+
+for _name, _op in {"eq": "Eq", "ne": "Ne", "lt": "Lt", "le": "Le", "gt": "Gt", "ge": "Ge"}.items():
+    lowers(f"aten.{_name}.Tensor", f"aten.{_name}.Scalar")(_compare(_op))
+
+
+@lowers("aten.logical_not.default")
+def logical_not(b: Builder, call: Call) -> Value:
+    """not x  ==  (x == 0)."""
+    x = b.as_float(call.tensor("self"))
+    return b.compare("Eq", x, b.const(0.0, x.dtype))
+
+
+@lowers("aten.where.self")
+def where(b: Builder, call: Call) -> Value:
+    """condition ? self : other, broadcast to the result shape."""
+    cond, x, y = call.tensor("condition"), call.tensor("self"), call.tensor("other")
+    dtype, dims = call.out_dtype, call.out_dims
+    x, y = b.expand(b.cast(x, dtype), dims), b.expand(b.cast(y, dtype), dims)
+    return b.emit("Where", [b.expand(cond, dims), x, y], dims, dtype)
+
+
+@lowers("aten.full_like.default", "aten.zeros_like.default", "aten.ones_like.default", "aten.full.default")
+def full(b: Builder, call: Call) -> Value:
+    """A constant tensor of the result shape (a scalar broadcast, not a dense blob)."""
+    fill = {"aten.zeros_like.default": 0, "aten.ones_like.default": 1}.get(call.target, call.get("fill_value", 0))
+    return b.expand(b.const(fill, call.out_dtype), call.out_dims)

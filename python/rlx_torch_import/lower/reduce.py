@@ -1,0 +1,53 @@
+"""Reductions and softmax."""
+
+from __future__ import annotations
+
+from .context import Builder, Call, Value, norm_axis
+from .registry import lowers
+
+
+def _axes(call: Call, x: Value) -> list[int]:
+    dims = call.get("dim")
+    if dims is None or dims == []:
+        return list(range(x.rank))
+    return [norm_axis(d, x.rank) for d in ([dims] if isinstance(dims, int) else dims)]
+
+
+def _reduce(op: str):  # noqa: ANN202 - factory returning a lowering
+    def lower_reduce(b: Builder, call: Call) -> Value:
+        x = b.cast(call.tensor("self"), call.out_dtype)
+        y = b.reduce(op, x, _axes(call, x), bool(call.get("keepdim", False)))
+        return b.reshape(y, call.out_dims)
+
+    lower_reduce.__name__ = f"reduce_{op.lower()}"
+    lower_reduce.__doc__ = f"Reduce {op} over `dim` (all axes when empty)."
+    return lower_reduce
+
+
+lowers("aten.mean.dim", "aten.mean.default")(_reduce("Mean"))
+lowers("aten.sum.dim_IntList", "aten.sum.default")(_reduce("Sum"))
+lowers("aten.amax.default")(_reduce("Max"))
+lowers("aten.amin.default")(_reduce("Min"))
+
+
+@lowers("aten.any.dim", "aten.any.dims", "aten.any.default")
+def any_(b: Builder, call: Call) -> Value:
+    """any(x) == max(x != 0) over the axes."""
+    x = call.tensor("self")
+    f = b.cast(x, "float32")
+    m = b.reduce("Max", f, _axes(call, x), bool(call.get("keepdim", False)))
+    return b.reshape(b.compare("Ne", m, b.const(0.0, "float32")), call.out_dims)
+
+
+def _check_softmax(call: Call) -> str | None:
+    if call.get("half_to_float", False):
+        return "half_to_float=True is not supported"
+    return None
+
+
+@lowers("aten._softmax.default", "aten.softmax.int", check=_check_softmax)
+def softmax(b: Builder, call: Call) -> Value:
+    """Softmax along one axis."""
+    x = b.cast(call.tensor("self"), call.out_dtype)
+    axis = norm_axis(call["dim"], x.rank)
+    return b.emit({"Softmax": {"axis": axis}}, [x], x.dims, x.dtype)

@@ -1,0 +1,170 @@
+"""The aten -> RLX registry: `@lowers(...)` functions, the capability pass, and the driver.
+
+The key is the exact ATen overload string as torch prints it (`aten.add.Tensor`).
+A lowering may also declare `check`, which returns why a particular call's
+argument values are unsupported (or None); the capability pass runs every
+check before anything is lowered, so the user sees every gap at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from ..dtypes import is_supported, to_rlx
+from ..errors import Unsupported, UnsupportedOpsError
+from ..program import Program, Provenance, ValueDecl
+from ..torchir import TorchIR
+from .context import Builder, Call, Value
+
+LowerFn = Callable[[Builder, Call], "Value | list[Value | None]"]
+CheckFn = Callable[[Call], "str | None"]
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """One registered lowering."""
+
+    target: str
+    fn: LowerFn
+    check: CheckFn | None
+    family: str
+
+
+REGISTRY: dict[str, Lowering] = {}
+
+
+def lowers(*targets: str, check: CheckFn | None = None) -> Callable[[LowerFn], LowerFn]:
+    """Register `fn` as the lowering of each ATen overload in `targets`."""
+
+    def register(fn: LowerFn) -> LowerFn:
+        family = fn.__module__.rsplit(".", 1)[-1]
+        for target in targets:
+            if target in REGISTRY:
+                raise RuntimeError(f"{target} is registered twice ({REGISTRY[target].fn.__name__}, {fn.__name__})")
+            REGISTRY[target] = Lowering(target, fn, check, family)
+        return fn
+
+    return register
+
+
+@cache
+def _schema(target: str) -> tuple[list[str], dict[str, Any]]:
+    """Argument names and defaults of an ATen overload, from torch's own schema."""
+    import torch
+
+    _, packet, overload = target.split(".", 2) if target.count(".") >= 2 else (None, target, "default")
+    op = getattr(getattr(torch.ops.aten, packet), overload)
+    names, defaults = [], {}
+    for arg in op._schema.arguments:
+        names.append(arg.name)
+        if arg.has_default_value():
+            defaults[arg.name] = _plain_default(arg.default_value)
+    return names, defaults
+
+
+def _plain_default(value: Any) -> Any:
+    """Schema defaults as plain Python (dtype/layout defaults are None in practice)."""
+    if isinstance(value, (bool, int, float, str, type(None))):
+        return value
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return None
+
+
+def make_call(node: Any, values: dict[str, Value]) -> Call:
+    names, defaults = _schema(node.target) if node.target.startswith("aten.") else ([], {})
+    return Call(node, values, names, defaults)
+
+
+def find_unsupported(ir: TorchIR) -> list[Unsupported]:
+    """Capability pass: every op overload, argument value and dtype we cannot lower."""
+    items: list[Unsupported] = []
+    # Checks see shapes and dtypes of tensor args; build placeholder values from specs.
+    values: dict[str, Value] = {}
+    for spec in [*ir.inputs, *ir.weights]:
+        values[spec.name] = Value(spec.name, tuple(spec.shape), spec.dtype)
+    for node in ir.nodes:
+        for out in node.outputs:
+            values[out.name] = Value(out.name, tuple(out.shape), out.dtype)
+
+    def report(target: str, reason: str) -> None:
+        items.append(Unsupported(target, node.name, node.module_path, reason, node.source))
+
+    for spec in [*ir.inputs, *ir.weights]:
+        if not is_supported(spec.dtype):
+            items.append(Unsupported("<input>", spec.name, "", f"dtype {spec.dtype} has no RLX counterpart"))
+    for node in ir.nodes:
+        lowering = REGISTRY.get(node.target)
+        if lowering is None:
+            report(node.target, "no lowering for this op overload")
+            continue
+        bad = [o for o in node.outputs if o.dtype != "none" and not is_supported(o.dtype)]
+        if bad:
+            report(node.target, f"output dtype {bad[0].dtype} has no RLX counterpart")
+            continue
+        if lowering.check is not None:
+            reason = lowering.check(make_call(node, values))
+            if reason:
+                report(node.target, reason)
+    return items
+
+
+def lower(ir: TorchIR) -> Program:
+    """TorchIR -> lowered program. Raises UnsupportedOpsError listing every gap first."""
+    missing = find_unsupported(ir)
+    if missing:
+        raise UnsupportedOpsError(items=missing)
+    program = Program(name=ir.name)
+    builder = Builder(program)
+    values: dict[str, Value] = {}
+    for spec in ir.inputs:
+        program.inputs.append(ValueDecl(spec.name, tuple(spec.shape), to_rlx(spec.dtype)))
+        values[spec.name] = Value(spec.name, tuple(spec.shape), spec.dtype)
+    for w in ir.weights:
+        program.params.append(ValueDecl(w.key, tuple(w.shape), to_rlx(w.dtype)))
+        values[w.name] = Value(w.key, tuple(w.shape), w.dtype)
+    for node in ir.nodes:
+        call = make_call(node, values)
+        _require_lowered_inputs(node, call)
+        builder.provenance = Provenance(
+            aten=node.target,
+            node=node.name,
+            module_path=node.module_path,
+            source=node.source,
+            input_shapes=tuple(v.dims for v in call.positional if isinstance(v, Value)),
+        )
+        result = REGISTRY[node.target].fn(builder, call)
+        results = result if isinstance(result, list) else [result]
+        for spec, value in zip(node.outputs, results, strict=False):
+            if value is None:
+                continue
+            if (tuple(spec.shape), spec.dtype) != (value.dims, value.dtype):
+                raise RuntimeError(
+                    f"internal error: lowering {REGISTRY[node.target].fn.__name__} of {node.target} at node "
+                    f"{node.name} produced {value.dtype}{list(value.dims)}, torch says {spec.dtype}{spec.shape}"
+                )
+            values[spec.name] = value
+    for out in ir.outputs:
+        program.outputs.append(values[out.value].id)
+    return program
+
+
+def _require_lowered_inputs(node: Any, call: Call) -> None:
+    """A lowering may skip an output (e.g. batch-norm's saved stats); using one is an error."""
+    from .context import _Unresolved
+
+    def walk(v: Any) -> None:
+        if isinstance(v, _Unresolved):
+            raise UnsupportedOpsError(
+                items=[Unsupported(node.target, node.name, node.module_path,
+                                   f"uses {v.name!r}, an output its producer does not compute in RLX", node.source)]
+            )
+        if isinstance(v, list):
+            for item in v:
+                walk(item)
+
+    for v in call.positional:
+        walk(v)

@@ -1,0 +1,126 @@
+"""Shape and layout ops: view/reshape, permute/transpose, expand, slicing, concat, identities."""
+
+from __future__ import annotations
+
+from .context import Builder, Call, Value, norm_axis
+from .registry import lowers
+
+
+@lowers(
+    "aten.view.default",
+    "aten.reshape.default",
+    "aten._unsafe_view.default",
+    "aten.flatten.using_ints",
+    "aten.unflatten.int",
+    "aten.unsqueeze.default",
+    "aten.squeeze.dim",
+    "aten.squeeze.dims",
+    "aten.squeeze.default",
+)
+def reshape(b: Builder, call: Call) -> Value:
+    """Row-major reshape to the shape torch recorded (so -1 and squeezes are already resolved)."""
+    return b.reshape(call.tensor("self"), call.out_dims)
+
+
+@lowers(
+    "aten.clone.default",
+    "aten.contiguous.default",
+    "aten.alias.default",
+    "aten.detach.default",
+    "aten.lift_fresh_copy.default",
+    "aten.dropout.default",
+)
+def identity(b: Builder, call: Call) -> Value:
+    """Same values (memory format and eval-mode dropout do not change numbers)."""
+    x = call.tensor("input") if call.target == "aten.dropout.default" else call.tensor("self")
+    return x
+
+
+@lowers("aten.permute.default")
+def permute(b: Builder, call: Call) -> Value:
+    """Reorder axes."""
+    x = call.tensor("self")
+    return b.transpose(x, [norm_axis(d, x.rank) for d in call["dims"]])
+
+
+@lowers("aten.transpose.int")
+def transpose(b: Builder, call: Call) -> Value:
+    """Swap two axes."""
+    x = call.tensor("self")
+    d0, d1 = norm_axis(call["dim0"], x.rank), norm_axis(call["dim1"], x.rank)
+    perm = list(range(x.rank))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return b.transpose(x, perm)
+
+
+@lowers("aten.t.default")
+def t(b: Builder, call: Call) -> Value:
+    """2-D transpose (identity on 0/1-D)."""
+    x = call.tensor("self")
+    return b.transpose(x, [1, 0]) if x.rank == 2 else x
+
+
+@lowers("aten.expand.default")
+def expand(b: Builder, call: Call) -> Value:
+    """Broadcast to the recorded shape."""
+    return b.expand(call.tensor("self"), call.out_dims)
+
+
+def _narrow(b: Builder, x: Value, axis: int, start: int, length: int) -> Value:
+    if start == 0 and length == x.dims[axis]:
+        return x
+    dims = list(x.dims)
+    dims[axis] = length
+    return b.emit({"Narrow": {"axis": axis, "start": start, "len": length}}, [x], dims, x.dtype)
+
+
+@lowers("aten.slice.Tensor")
+def slice_(b: Builder, call: Call) -> Value:
+    """x[start:end:step] along one axis (Narrow when step is 1, else strided Slice)."""
+    x = call.tensor("self")
+    axis = norm_axis(call.get("dim", 0), x.rank)
+    size = x.dims[axis]
+    start, end, step = call.get("start", 0), call.get("end", size), call.get("step", 1)
+    start = max(0, min(size, start + size if start < 0 else start))
+    end = max(start, min(size, end + size if end < 0 else end))
+    length = call.out_dims[axis]
+    if step == 1:
+        return _narrow(b, x, axis, start, length)
+    dims = list(x.dims)
+    dims[axis] = length
+    return b.emit({"Slice": {"axis": axis, "start": start, "len": length, "step": step}}, [x], dims, x.dtype)
+
+
+@lowers("aten.select.int")
+def select(b: Builder, call: Call) -> Value:
+    """x[..., index, ...]: narrow to one element, then drop the axis."""
+    x = call.tensor("self")
+    axis = norm_axis(call["dim"], x.rank)
+    index = call["index"]
+    index = index + x.dims[axis] if index < 0 else index
+    return b.reshape(_narrow(b, x, axis, index, 1), call.out_dims)
+
+
+@lowers("aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default")
+def split(b: Builder, call: Call) -> list[Value | None]:
+    """Consecutive narrows along one axis, one per output."""
+    x = call.tensor("self")
+    axis = norm_axis(call.get("dim", 0), x.rank)
+    outs: list[Value | None] = []
+    start = 0
+    for spec in call.node.outputs:
+        length = spec.shape[axis]
+        outs.append(_narrow(b, x, axis, start, length))
+        start += length
+    return outs
+
+
+@lowers("aten.cat.default")
+def cat(b: Builder, call: Call) -> Value:
+    """Concatenate along one axis (empty tensors are dropped, as torch does)."""
+    tensors = [t for t in call["tensors"] if t.numel > 0]
+    dtype = call.out_dtype
+    axis = norm_axis(call.get("dim", 0), len(call.out_dims))
+    if len(tensors) == 1:
+        return b.cast(tensors[0], dtype)
+    return b.emit({"Concat": {"axis": axis}}, [b.cast(t, dtype) for t in tensors], call.out_dims, dtype)

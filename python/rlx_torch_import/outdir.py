@@ -1,0 +1,29 @@
+"""Write outputs into a staging folder and move them into place only at the end."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def staged(out_dir: Path) -> Iterator[Path]:
+    """Yield a fresh folder beside `out_dir`; on success it replaces `out_dir`, on error it is removed."""
+    out_dir = Path(out_dir).absolute()
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
+    try:
+        yield stage
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    old = None
+    if out_dir.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+        out_dir.rename(old / "previous")
+    stage.rename(out_dir)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,101 @@
+"""The lowered program: RLX nodes in rlx-ir's serde vocabulary, plus provenance.
+
+Both walkers (the Rust core that builds the bundle, and the crate emitters) read
+this and never re-decide a mapping.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where an RLX node came from in the torch graph."""
+
+    aten: str
+    node: str
+    module_path: str = ""
+    source: str = ""
+    input_shapes: tuple[tuple[int, ...], ...] = ()
+
+    def label(self) -> str:
+        return f"{self.node} <- {self.aten}" + (f" @ {self.module_path}" if self.module_path else "")
+
+
+@dataclass(frozen=True)
+class ValueDecl:
+    """A graph input or parameter: name, dims, RLX dtype."""
+
+    name: str
+    dims: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class RlxNode:
+    """One RLX op application; `op` is the externally tagged serde form of `rlx_ir::Op`."""
+
+    id: str
+    op: Any
+    inputs: tuple[str, ...]
+    dims: tuple[int, ...]
+    dtype: str
+    provenance: Provenance
+
+
+@dataclass
+class Program:
+    """A whole lowered graph; values are referenced by name."""
+
+    name: str
+    inputs: list[ValueDecl] = field(default_factory=list)
+    params: list[ValueDecl] = field(default_factory=list)
+    nodes: list[RlxNode] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+
+    def op_histogram(self) -> dict[str, int]:
+        """How many RLX nodes of each op variant the program has."""
+        return dict(sorted(Counter(op_name(n.op) for n in self.nodes).items()))
+
+    def aten_histogram(self) -> dict[str, int]:
+        """How many source ATen calls of each overload were lowered."""
+        seen = {(n.provenance.node, n.provenance.aten) for n in self.nodes}
+        return dict(sorted(Counter(aten for _, aten in seen).items()))
+
+    def to_core_json(self) -> str:
+        """The JSON the Rust core's `program_to_hir_json` reads."""
+
+        def shape(dims: tuple[int, ...], dtype: str) -> dict[str, Any]:
+            return {"dims": [{"Static": d} for d in dims], "dtype": dtype}
+
+        doc = {
+            "name": self.name,
+            "inputs": [{"name": v.name, "shape": shape(v.dims, v.dtype)} for v in self.inputs],
+            "params": [{"name": v.name, "shape": shape(v.dims, v.dtype)} for v in self.params],
+            "nodes": [
+                {
+                    "id": n.id,
+                    "op": n.op,
+                    "inputs": list(n.inputs),
+                    "shape": shape(n.dims, n.dtype),
+                    "label": n.provenance.label(),
+                }
+                for n in self.nodes
+            ],
+            "outputs": self.outputs,
+        }
+        return json.dumps(doc, allow_nan=False)
+
+
+def op_name(op: Any) -> str:
+    """`{"Activation": "Gelu"}` -> `"Activation.Gelu"`; `{"Conv": {...}}` -> `"Conv"`."""
+    if isinstance(op, str):
+        return op
+    (variant, payload), = op.items()
+    if isinstance(payload, str):
+        return f"{variant}.{payload}"
+    return variant

@@ -1,0 +1,102 @@
+"""Read and write safetensors files as raw bytes (mmap, native dtypes incl. bfloat16).
+
+numpy has no bfloat16, so readers get `(dtype, shape, memoryview)` and decide
+themselves; nothing is copied until a caller asks for it.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import BundleError
+
+# safetensors dtype tag <-> torch-ir dtype name
+_ST_TO_IR = {
+    "F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64",
+    "I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64", "U8": "uint8", "BOOL": "bool",
+}
+_IR_TO_ST = {v: k for k, v in _ST_TO_IR.items()}
+
+
+@dataclass(frozen=True)
+class RawTensor:
+    """A tensor's bytes as stored, with its torch-ir dtype and shape."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    data: memoryview
+
+    def to_numpy(self) -> np.ndarray:
+        """A numpy view (bfloat16 widened to float32, the one copy numpy forces)."""
+        if self.dtype == "bfloat16":
+            bits = np.frombuffer(self.data, dtype="<u2").astype(np.uint32) << 16
+            return bits.view(np.float32).reshape(self.shape)
+        from .dtypes import numpy_dtype
+
+        return np.frombuffer(self.data, dtype=numpy_dtype(self.dtype)).reshape(self.shape)
+
+
+def read(path: Path) -> dict[str, RawTensor]:
+    """Map a safetensors file; tensors are views into the mapping."""
+    try:
+        with open(path, "rb") as f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as e:
+        raise BundleError(f"{path}: cannot read ({e})") from None
+    try:
+        (n,) = struct.unpack("<Q", mm[:8])
+        header = json.loads(bytes(mm[8 : 8 + n]))
+    except (struct.error, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BundleError(f"{path}: not a safetensors file ({e})") from None
+    base = 8 + n
+    view = memoryview(mm)
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        dtype = _ST_TO_IR.get(info["dtype"])
+        if dtype is None:
+            raise BundleError(f"{path}: tensor {name!r} has unsupported dtype {info['dtype']}")
+        out[name] = RawTensor(dtype, tuple(info["shape"]), view[base + start : base + end])
+    return out
+
+
+def write(path: Path, tensors: dict[str, tuple[str, tuple[int, ...], bytes | memoryview]]) -> None:
+    """Write `{name: (torch-ir dtype, shape, bytes)}` in sorted name order (deterministic)."""
+    header: dict[str, object] = {}
+    offset = 0
+    names = sorted(tensors)
+    for name in names:
+        dtype, shape, data = tensors[name]
+        size = len(data) if isinstance(data, bytes) else data.nbytes
+        header[name] = {"dtype": _IR_TO_ST[dtype], "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    blob = json.dumps(header, separators=(",", ":")).encode()
+    blob += b" " * (-len(blob) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(blob)))
+        f.write(blob)
+        for name in names:
+            f.write(tensors[name][2])
+
+
+def iter_torch(tensors: dict[str, object]) -> Iterator[tuple[str, tuple[str, tuple[int, ...], memoryview]]]:
+    """torch tensors -> raw entries for `write`, without a float copy (bf16 goes as its bits)."""
+    import torch
+
+    from .dtypes import torch_name
+
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name!r} is a {type(t).__name__}, not a tensor")
+        flat = t.detach().cpu().contiguous().reshape(-1)
+        raw = flat.to(torch.uint8) if flat.dtype == torch.bool else flat.view(torch.uint8)
+        yield name, (torch_name(t.dtype), tuple(t.shape), memoryview(raw.numpy()).cast("B"))

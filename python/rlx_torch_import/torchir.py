@@ -1,0 +1,233 @@
+"""The torch-ir.json schema: our own versioned, documented record of an exported graph.
+
+See docs/torch-ir.md. Arguments are tagged (`{"int": 3}`, `{"tensor": "x"}`, ...)
+so a reader never guesses a type, and non-finite floats are spelled as strings so
+the file is strict JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import TorchIRError
+
+FORMAT = "rlx-torch-ir"
+VERSION = 1
+FILENAME = "torch-ir.json"
+WEIGHTS = "weights.safetensors"
+REFERENCE = "reference.safetensors"
+
+ARG_TAGS = ("tensor", "int", "float", "bool", "str", "none", "dtype", "list", "device", "layout", "memory_format")
+
+
+@dataclass
+class TensorSpec:
+    """A named value with a concrete shape and a torch dtype name."""
+
+    name: str
+    shape: list[int]
+    dtype: str
+
+
+@dataclass
+class WeightSpec:
+    """A parameter, buffer or lifted constant; `key` is its `state_dict` name."""
+
+    name: str
+    key: str
+    kind: str
+    shape: list[int]
+    dtype: str
+
+
+@dataclass
+class Node:
+    """One ATen call. `outputs` has one entry per tensor it returns (tuples flattened)."""
+
+    name: str
+    target: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    outputs: list[TensorSpec]
+    module_path: str = ""
+    module_type: str = ""
+    source: str = ""
+
+
+@dataclass
+class OutputSpec:
+    """A graph output: its public name and the value that carries it."""
+
+    name: str
+    value: str
+    shape: list[int]
+    dtype: str
+
+
+@dataclass
+class TorchIR:
+    """A whole exported program in our schema."""
+
+    name: str
+    decomposition: str
+    inputs: list[TensorSpec]
+    weights: list[WeightSpec]
+    nodes: list[Node]
+    outputs: list[OutputSpec]
+    producer: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """Strict JSON text (no NaN/Infinity tokens)."""
+        doc = {"format": FORMAT, "version": VERSION, **asdict(self)}
+        return json.dumps(doc, indent=1, allow_nan=False) + "\n"
+
+    def save(self, directory: Path) -> Path:
+        path = directory / FILENAME
+        path.write_text(self.to_json())
+        return path
+
+
+def encode_float(value: float) -> dict[str, Any]:
+    """Tag a float; non-finite values become strings so the file stays strict JSON."""
+    if math.isnan(value):
+        return {"float": "nan"}
+    if math.isinf(value):
+        return {"float": "inf" if value > 0 else "-inf"}
+    return {"float": value}
+
+
+def decode_float(tagged: Any) -> float:
+    """Inverse of `encode_float` on the tag's payload."""
+    if isinstance(tagged, str):
+        return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}[tagged]
+    return float(tagged)
+
+
+def _need(doc: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in doc:
+        raise TorchIRError(f"{where}: missing field {key!r}")
+    value = doc[key]
+    if not isinstance(value, kind):
+        raise TorchIRError(f"{where}: field {key!r} has type {type(value).__name__}")
+    return value
+
+
+def _spec(doc: Any, where: str) -> TensorSpec:
+    if not isinstance(doc, dict):
+        raise TorchIRError(f"{where}: expected an object")
+    shape = _need(doc, "shape", list, where)
+    if not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise TorchIRError(f"{where}: field 'shape' must be a list of non-negative ints")
+    return TensorSpec(_need(doc, "name", str, where), shape, _need(doc, "dtype", str, where))
+
+
+def _check_arg(arg: Any, where: str) -> None:
+    if not (isinstance(arg, dict) and len(arg) == 1):
+        raise TorchIRError(f"{where}: argument {arg!r} is not a tagged value like {{'int': 3}}")
+    tag, payload = next(iter(arg.items()))
+    if tag not in ARG_TAGS:
+        raise TorchIRError(f"{where}: unknown argument tag {tag!r}")
+    if tag == "list":
+        for i, item in enumerate(payload):
+            _check_arg(item, f"{where}[{i}]")
+
+
+def parse(doc: Any, source: str = FILENAME) -> TorchIR:
+    """Validate a decoded torch-ir document; errors name the file and field."""
+    if not isinstance(doc, dict):
+        raise TorchIRError(f"{source}: top level must be an object")
+    if doc.get("format") != FORMAT:
+        raise TorchIRError(f"{source}: field 'format' is {doc.get('format')!r}, expected {FORMAT!r}")
+    version = doc.get("version")
+    if version != VERSION:
+        raise TorchIRError(
+            f"{source}: torch-ir version {version!r} is not supported (this build reads version {VERSION})",
+            hint="re-export the model with this version of rlx-torch-import",
+        )
+    inputs = [_spec(d, f"{source}: inputs[{i}]") for i, d in enumerate(_need(doc, "inputs", list, source))]
+    weights = []
+    for i, d in enumerate(_need(doc, "weights", list, source)):
+        spec = _spec(d, f"{source}: weights[{i}]")
+        where = f"{source}: weights[{i}]"
+        weights.append(
+            WeightSpec(spec.name, _need(d, "key", str, where), _need(d, "kind", str, where), spec.shape, spec.dtype)
+        )
+    nodes = []
+    for i, d in enumerate(_need(doc, "nodes", list, source)):
+        where = f"{source}: nodes[{i}]"
+        if not isinstance(d, dict):
+            raise TorchIRError(f"{where}: expected an object")
+        args = _need(d, "args", list, where)
+        kwargs = _need(d, "kwargs", dict, where)
+        for j, a in enumerate(args):
+            _check_arg(a, f"{where}.args[{j}]")
+        for k, a in kwargs.items():
+            _check_arg(a, f"{where}.kwargs[{k!r}]")
+        outs = [_spec(o, f"{where}.outputs[{j}]") for j, o in enumerate(_need(d, "outputs", list, where))]
+        nodes.append(
+            Node(
+                name=_need(d, "name", str, where),
+                target=_need(d, "target", str, where),
+                args=args,
+                kwargs=kwargs,
+                outputs=outs,
+                module_path=d.get("module_path", ""),
+                module_type=d.get("module_type", ""),
+                source=d.get("source", ""),
+            )
+        )
+    outputs = []
+    for i, d in enumerate(_need(doc, "outputs", list, source)):
+        spec = _spec(d, f"{source}: outputs[{i}]")
+        outputs.append(OutputSpec(spec.name, _need(d, "value", str, f"{source}: outputs[{i}]"), spec.shape, spec.dtype))
+    ir = TorchIR(
+        name=_need(doc, "name", str, source),
+        decomposition=_need(doc, "decomposition", str, source),
+        inputs=inputs,
+        weights=weights,
+        nodes=nodes,
+        outputs=outputs,
+        producer=doc.get("producer", {}),
+    )
+    _check_wiring(ir, source)
+    return ir
+
+
+def _check_wiring(ir: TorchIR, source: str) -> None:
+    """Every tensor argument and output must name a value defined earlier."""
+    defined = {s.name for s in ir.inputs} | {w.name for w in ir.weights}
+
+    def walk(arg: dict[str, Any], where: str) -> None:
+        tag, payload = next(iter(arg.items()))
+        if tag == "tensor" and payload not in defined:
+            raise TorchIRError(f"{where}: tensor {payload!r} is used before it is defined")
+        if tag == "list":
+            for item in payload:
+                walk(item, where)
+
+    for i, node in enumerate(ir.nodes):
+        where = f"{source}: nodes[{i}] ({node.name})"
+        for a in node.args:
+            walk(a, where)
+        for a in node.kwargs.values():
+            walk(a, where)
+        defined.update(o.name for o in node.outputs)
+    for i, out in enumerate(ir.outputs):
+        if out.value not in defined:
+            raise TorchIRError(f"{source}: outputs[{i}]: value {out.value!r} is not defined")
+
+
+def load(directory: Path) -> TorchIR:
+    """Read and validate `<directory>/torch-ir.json`."""
+    path = Path(directory) / FILENAME
+    if not path.is_file():
+        raise TorchIRError(f"{path}: not found", hint="point at a directory written by rlx-torch-import")
+    try:
+        doc = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise TorchIRError(f"{path}: not valid JSON ({e})") from None
+    return parse(doc, str(path))

@@ -1,0 +1,29 @@
+//! Thin Rust core of rlx-torch-import.
+//!
+//! Python decides every mapping (the aten → RLX registry); this crate only
+//! turns the lowered program into an `rlx_ir::HirModule`, serializes it, and
+//! compiles/runs it on the RLX CPU runtime. Everything here is plain Rust and
+//! testable with `cargo test`; PyO3 types live in `python.rs` only.
+
+pub mod program;
+pub mod runner;
+
+#[cfg(feature = "python")]
+mod python;
+
+/// Version of the RLX crates this core is built against (the `=` pin in Cargo.toml).
+pub const RLX_VERSION: &str = "0.2.17";
+
+/// Parse a dtype name in rlx-ir's serde spelling (`"F32"`, `"I64"`, ...).
+pub fn parse_dtype(name: &str) -> Result<rlx_ir::DType, String> {
+    serde_json::from_value(serde_json::Value::String(name.to_string()))
+        .map_err(|_| format!("unknown RLX dtype {name:?}"))
+}
+
+/// The serde spelling of a dtype, the inverse of [`parse_dtype`].
+pub fn dtype_name(dtype: rlx_ir::DType) -> String {
+    match serde_json::to_value(dtype) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => format!("{dtype:?}"),
+    }
+}

@@ -1,0 +1,88 @@
+//! PyO3 bindings: the only file that knows about Python types.
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::runner::Runner;
+
+fn err(msg: String) -> PyErr {
+    PyRuntimeError::new_err(msg)
+}
+
+/// Borrow a contiguous byte buffer (bytes, memoryview of an mmap, numpy) without copying.
+fn bytes_of(buf: &PyBuffer<u8>) -> PyResult<&[u8]> {
+    if !buf.is_c_contiguous() {
+        return Err(PyValueError::new_err("tensor data must be a contiguous byte buffer"));
+    }
+    // SAFETY: the buffer is C-contiguous, of `len_bytes` u8 elements, and the
+    // exporter keeps it alive and unmodified for as long as `buf` is held.
+    Ok(unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes()) })
+}
+
+/// Lowered-program JSON → rlx-ir HIR JSON (validates wiring and every Op).
+#[pyfunction]
+fn program_to_hir_json(py: Python<'_>, program_json: &str) -> PyResult<String> {
+    py.allow_threads(|| crate::program::program_to_hir_json(program_json))
+        .map_err(err)
+}
+
+/// RLX version the core was built against.
+#[pyfunction]
+fn rlx_version() -> &'static str {
+    crate::RLX_VERSION
+}
+
+/// A compiled RLX graph; tensors cross as `(bytes, dtype_name)`.
+#[pyclass(name = "CompiledModel", unsendable)]
+struct PyCompiledModel {
+    runner: Runner,
+}
+
+#[pymethods]
+impl PyCompiledModel {
+    #[new]
+    fn new(py: Python<'_>, hir_json: &str) -> PyResult<Self> {
+        let runner = py.allow_threads(|| Runner::from_hir_json(hir_json)).map_err(err)?;
+        Ok(Self { runner })
+    }
+
+    fn set_param(&mut self, name: &str, data: PyBuffer<u8>, dtype: &str) -> PyResult<()> {
+        let dtype = crate::parse_dtype(dtype).map_err(err)?;
+        self.runner.set_param(name, bytes_of(&data)?, dtype).map_err(err)
+    }
+
+    /// Run with `[(name, bytes, dtype_name)]`; returns `[(bytes, dtype_name, dims)]`.
+    fn run<'py>(
+        &mut self,
+        py: Python<'py>,
+        inputs: Vec<(String, PyBuffer<u8>, String)>,
+    ) -> PyResult<Vec<(Bound<'py, PyBytes>, String, Vec<usize>)>> {
+        let mut typed = Vec::with_capacity(inputs.len());
+        for (name, data, dtype) in &inputs {
+            typed.push((name.as_str(), bytes_of(data)?, crate::parse_dtype(dtype).map_err(err)?));
+        }
+        let outputs = self.runner.run(&typed).map_err(err)?;
+        Ok(outputs
+            .into_iter()
+            .map(|(bytes, dtype, dims)| (PyBytes::new(py, &bytes), crate::dtype_name(dtype), dims))
+            .collect())
+    }
+
+    fn output_dtypes(&self) -> Vec<String> {
+        self.runner
+            .output_dtypes()
+            .iter()
+            .map(|d| crate::dtype_name(*d))
+            .collect()
+    }
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(program_to_hir_json, m)?)?;
+    m.add_function(wrap_pyfunction!(rlx_version, m)?)?;
+    m.add_class::<PyCompiledModel>()?;
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! Compile a HIR module on the RLX CPU runtime and run it with raw bytes.
+//!
+//! Tensors cross this boundary as `(bytes, dtype)` in their native dtype;
+//! the Python side owns shapes and numpy conversion.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use rlx_ir::DType;
+use rlx_ir::hir::HirModule;
+use rlx_runtime::{CompileOptions, CompiledGraph, Device, Session};
+
+/// A compiled RLX graph plus the declared shapes of its outputs.
+pub struct Runner {
+    graph: CompiledGraph,
+    output_dims: Vec<Vec<usize>>,
+    output_dtypes: Vec<DType>,
+}
+
+/// One output tensor: raw little-endian bytes, dtype, dims.
+pub type TensorBytes = (Vec<u8>, DType, Vec<usize>);
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    }
+}
+
+/// Run `f`, turning an RLX panic into an error message that names `what`.
+pub fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|p| format!("RLX panicked while {what}: {}", panic_message(p)))
+}
+
+impl Runner {
+    /// Compile `hir` for the CPU device.
+    pub fn compile(hir: HirModule) -> Result<Self, String> {
+        let mut output_dims = Vec::new();
+        let mut output_dtypes = Vec::new();
+        for &id in &hir.outputs {
+            let shape = &hir.node(id).shape;
+            let dims = shape
+                .dims()
+                .iter()
+                .map(|d| match d {
+                    rlx_ir::Dim::Static(n) => Ok(*n),
+                    rlx_ir::Dim::Dynamic(s) => Err(format!(
+                        "output {id} has a dynamic dim (symbol {s}); bind it before running"
+                    )),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            output_dims.push(dims);
+            output_dtypes.push(shape.dtype());
+        }
+        let graph = guarded("compiling the graph", || {
+            Session::new(Device::Cpu).compile_hir_with(hir, &CompileOptions::default())
+        })?
+        .map_err(|e| format!("RLX could not lower the graph: {e:?}"))?;
+        Ok(Self {
+            graph,
+            output_dims,
+            output_dtypes,
+        })
+    }
+
+    /// Compile from rlx-ir's HIR JSON (a bundle's `model.hir.json`).
+    pub fn from_hir_json(text: &str) -> Result<Self, String> {
+        let hir = rlx_ir::serialize::hir_from_json(text)
+            .map_err(|e| format!("model.hir.json is not valid RLX HIR: {e}"))?;
+        Self::compile(hir)
+    }
+
+    /// Bind a parameter by its `state_dict` name.
+    pub fn set_param(&mut self, name: &str, data: &[u8], dtype: DType) -> Result<(), String> {
+        guarded(&format!("setting parameter {name:?}"), || {
+            self.graph.set_param_typed(name, data, dtype)
+        })
+    }
+
+    /// Run once; returns each output's bytes in its declared dtype and its dims.
+    pub fn run(&mut self, inputs: &[(&str, &[u8], DType)]) -> Result<Vec<TensorBytes>, String> {
+        let raw = guarded("running the graph", || self.graph.run_typed(inputs))?;
+        Ok(raw
+            .into_iter()
+            .zip(self.output_dims.iter())
+            .map(|((bytes, dtype), dims)| (bytes, dtype, dims.clone()))
+            .collect())
+    }
+
+    /// Declared output dtypes, in output order.
+    pub fn output_dtypes(&self) -> &[DType] {
+        &self.output_dtypes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f32_bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    fn f32_from(b: &[u8]) -> Vec<f32> {
+        b.chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    }
+
+    #[test]
+    fn runs_matmul_relu_on_cpu() {
+        let program = r#"{
+            "name": "t",
+            "inputs": [{"name": "x", "shape": {"dims": [{"Static": 2}, {"Static": 3}], "dtype": "F32"}}],
+            "params": [{"name": "w", "shape": {"dims": [{"Static": 3}, {"Static": 2}], "dtype": "F32"}}],
+            "nodes": [
+                {"id": "mm", "op": "MatMul", "inputs": ["x", "w"],
+                 "shape": {"dims": [{"Static": 2}, {"Static": 2}], "dtype": "F32"}},
+                {"id": "r", "op": {"Activation": "Relu"}, "inputs": ["mm"],
+                 "shape": {"dims": [{"Static": 2}, {"Static": 2}], "dtype": "F32"}}
+            ],
+            "outputs": ["r"]
+        }"#;
+        let json = crate::program::program_to_hir_json(program).unwrap();
+        let mut runner = Runner::from_hir_json(&json).unwrap();
+        let w = f32_bytes(&[1.0, -1.0, 2.0, -2.0, 3.0, -3.0]);
+        runner.set_param("w", &w, DType::F32).unwrap();
+        let x = f32_bytes(&[1.0, 1.0, 1.0, -1.0, 0.0, 2.0]);
+        let out = runner.run(&[("x", &x, DType::F32)]).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].2, vec![2, 2]);
+        // x @ w = [[6, -6], [5, -5]] → relu
+        assert_eq!(f32_from(&out[0].0), vec![6.0, 0.0, 5.0, 0.0]);
+    }
+}
