@@ -8,7 +8,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import io
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -82,6 +87,40 @@ def check_example_inputs(example_inputs: Any) -> tuple[Any, ...]:
     return tuple(example_inputs)
 
 
+def _user_frame(exc: BaseException) -> str:
+    """` at file.py:12 (code)` for the innermost frame of the user's own code, if any."""
+    import traceback
+    from pathlib import Path
+
+    torch_dir = str(Path(torch.__file__).parent)
+    ours = str(Path(__file__).parents[1])
+    frames = [
+        f for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith((torch_dir, ours)) and "site-packages" not in f.filename
+        and not f.filename.startswith("<")
+    ]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" at {Path(f.filename).name}:{f.lineno} ({(f.line or '').strip()})"
+
+
+@contextmanager
+def _torch_logs_quiet() -> Iterator[None]:
+    """torch logs its own warnings while export fails; our ExportError already says it, once."""
+    loggers = [logging.getLogger("torch")] + [
+        logging.getLogger(name) for name in list(logging.root.manager.loggerDict) if name.startswith("torch")
+    ]
+    saved = [(lg, lg.level) for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in saved:
+            lg.setLevel(level)
+
+
 def export_program(
     model: torch.nn.Module,
     example_inputs: Sequence[torch.Tensor],
@@ -98,9 +137,12 @@ def export_program(
     if not isinstance(model, torch.nn.Module):
         raise InputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     model.eval()
+    chatter = io.StringIO()  # torch prints graph dumps while failing; our error says it once
     try:
-        with torch.no_grad():
+        with torch.no_grad(), _torch_logs_quiet(), contextlib.redirect_stdout(chatter), \
+                contextlib.redirect_stderr(chatter):
             ep = torch.export.export(model, tuple(example_inputs), dynamic_shapes=dynamic_shapes, strict=strict)
+        sys.stderr.write(chatter.getvalue())
     except Exception as e:  # torch raises many types here; all become one ExportError
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         hint = "torch.export could not trace the model."
@@ -112,7 +154,7 @@ def export_program(
             )
         else:
             hint += " Check that forward() runs on the example inputs and uses only torch operations."
-        raise ExportError(f"torch.export failed: {type(e).__name__}: {first}", hint=hint) from e
+        raise ExportError(f"torch.export failed{_user_frame(e)}: {type(e).__name__}: {first}", hint=hint) from e
     table = decomposition_table(decomposition)
     if table is not None:
         try:

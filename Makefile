@@ -1,0 +1,39 @@
+# Common tasks. `make demo` and `make test` set everything up on a fresh machine.
+SHELL := /bin/bash
+CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rlx-torch-import
+export CARGO_TARGET_DIR ?= $(CACHE)/target
+VENV := $(or $(RTI_VENV),$(CACHE)/venv)
+PY := $(VENV)/bin/python
+
+.PHONY: setup demo test lint fmt docs bench
+
+setup:
+	@scripts/setup.sh >/dev/null
+
+## convert + verify the bundled example model
+demo: setup
+	$(VENV)/bin/rlx-torch-import examples/mlp.py -o out/mlp
+
+## the whole test suite (lint, Rust core tests, pytest)
+test: setup lint
+	cargo test --release --quiet
+	$(PY) -m pytest -q
+
+lint:
+	$(VENV)/bin/ruff check python tests examples scripts
+	$(VENV)/bin/ruff format --check python tests examples scripts
+	cargo fmt --check
+	cargo clippy --release --quiet --features python -- -D warnings
+	$(PY) -m rlx_torch_import.opsdoc --check
+
+fmt:
+	$(VENV)/bin/ruff format python tests examples scripts
+	$(VENV)/bin/ruff check --fix python tests examples scripts
+	cargo fmt
+
+## regenerate the supported-op table in README.md and docs/supported-ops.md
+docs: setup
+	$(PY) -m rlx_torch_import.opsdoc --write
+
+bench: setup
+	$(PY) scripts/bench.py

@@ -1,0 +1,94 @@
+"""Command line: `rlx-torch-import MODEL.py -o OUT ...` and `rlx-torch-import build DIR`.
+
+Exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 4 torch.export
+failed, 5 internal error (see README "Exit codes").
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Sequence
+
+from .errors import ExitCode, RtiError
+
+
+def _convert_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rlx-torch-import",
+        description="Convert a PyTorch model to an RLX bundle and verify it against PyTorch. "
+        "Also: `rlx-torch-import build DIR` re-lowers an existing torch-ir directory.",
+        epilog="exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 4 torch.export failed, "
+        "5 internal error",
+    )
+    p.add_argument("model_file", metavar="MODEL.py",
+                   help="defines `model` and `example_inputs`, or get_model()/build() returning both")
+    p.add_argument("-o", "--out", required=True, metavar="OUT", help="output directory (replaced when done)")
+    p.add_argument("--emit", action="append", choices=["bundle"], help="what to write (default: bundle)")
+    p.add_argument("--decomposition", choices=["aten", "high", "core"], default="high",
+                   help="how far to decompose before lowering (default: high)")
+    p.add_argument("--no-verify", action="store_true", help="skip the parity check against PyTorch")
+    p.add_argument("--name", help="model name (default: from the module's class)")
+    p.add_argument("--strict", action="store_true", help="use torch.export strict mode")
+    p.add_argument("--device", default="cpu", help="RLX device (default: cpu)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    return p
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rlx-torch-import build",
+                                description="Lower an existing torch-ir directory into DIR/bundle again.")
+    p.add_argument("directory", metavar="DIR", help="a directory with torch-ir.json and weights.safetensors")
+    p.add_argument("--no-verify", action="store_true", help="skip the parity check")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    return p
+
+
+def _run(argv: Sequence[str]) -> int:
+    from . import api
+
+    if argv and argv[0] == "build":
+        args = _build_parser().parse_args(argv[1:])
+        report = api.build(args.directory, verify=not args.no_verify, progress=not args.quiet)
+    else:
+        args = _convert_parser().parse_args(argv)
+        from .frontend.model_file import load_model_file
+
+        model, example_inputs = load_model_file(args.model_file)
+        report = api.from_torch(
+            model,
+            example_inputs,
+            args.out,
+            verify=not args.no_verify,
+            emit=tuple(args.emit or ["bundle"]),
+            decomposition=args.decomposition,
+            strict=args.strict,
+            name=args.name,
+            device=args.device,
+            progress=not args.quiet,
+        )
+    print(report.summary())
+    return ExitCode.OK if report.ok else ExitCode.PARITY_FAILED
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; never lets a bare traceback be the only message."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(argv)
+    except RtiError as e:
+        print(f"error: {e.explain()}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        traceback.print_exc()
+        print(f"internal error: {type(e).__name__}: {e}\nThis is a bug in rlx-torch-import; please report it "
+              "with the traceback above.", file=sys.stderr)
+        return ExitCode.INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

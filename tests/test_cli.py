@@ -1,0 +1,113 @@
+"""The CLI end to end: conversion at every level, build, exit codes and messages for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rlx_torch_import.errors import ExitCode
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rlx_torch_import.cli", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "model.py"
+    path.write_text("import torch\nfrom torch import nn\n" + textwrap.dedent(body))
+    return path
+
+
+@pytest.mark.parametrize("level", ["aten", "high", "core"])
+def test_mlp_through_cli(level: str, tmp_path) -> None:
+    out = tmp_path / "out"
+    r = cli(str(REPO / "examples" / "mlp.py"), "-o", str(out), "--decomposition", level)
+    assert r.returncode == ExitCode.OK, r.stderr
+    assert r.stdout.startswith("PASS mlp"), r.stdout
+    assert "[rlx-torch-import] export" in r.stderr  # progress is shown by default
+    report = json.loads((out / "report.json").read_text())
+    assert report["ok"] and report["decomposition"] == level
+    assert report["outputs"][0]["cosine"] >= 0.99999 and report["outputs"][0]["max_abs_error"] <= 1e-4
+    for f in ("torch-ir.json", "weights.safetensors", "reference.safetensors", "bundle/model.hir.json",
+              "bundle/meta.json", "bundle/weights.safetensors", "report.md"):
+        assert (out / f).is_file(), f
+
+
+def test_quiet_and_build(tmp_path) -> None:
+    out = tmp_path / "out"
+    r = cli(str(REPO / "examples" / "mlp.py"), "-o", str(out), "-q", "--name", "tiny")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert json.loads((out / "bundle" / "meta.json").read_text())["name"] == "tiny"
+    r = cli("build", str(out), "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("PASS tiny")
+
+
+def test_factory_function(tmp_path) -> None:
+    path = write(tmp_path, """
+        def get_model():
+            return nn.Sequential(nn.Linear(4, 4), nn.ReLU()), (torch.randn(2, 4),)
+    """)
+    r = cli(str(path), "-o", str(tmp_path / "out"), "-q")
+    assert r.returncode == 0, r.stderr
+
+
+def test_unsupported_op_exit_code(tmp_path) -> None:
+    path = write(tmp_path, """
+        class M(nn.Module):
+            def forward(self, x):
+                return torch.cumsum(x, 0).flip(0)
+        model = M()
+        example_inputs = (torch.randn(3, 2),)
+    """)
+    out = tmp_path / "out"
+    r = cli(str(path), "-o", str(out), "-q")
+    assert r.returncode == ExitCode.UNSUPPORTED, r.stderr
+    assert "aten.cumsum.default" in r.stderr and "aten.flip.default" in r.stderr
+    assert "node cumsum" in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "needles"),
+    [
+        ("raise ValueError('boom')\n", ExitCode.BAD_INPUT, ["raised ValueError: boom", "line 3"]),
+        ("x = 1\n", ExitCode.BAD_INPUT, ["defines no 'model' and no 'example_inputs'", "get_model()"]),
+        ("model = nn.Linear\nexample_inputs = (torch.randn(1, 2),)\n", ExitCode.BAD_INPUT,
+         ["not a torch.nn.Module", "instantiate"]),
+        ("model = nn.Linear(2, 2)\nexample_inputs = (torch.randn(1, 2), 'text')\n", ExitCode.BAD_INPUT,
+         ["example_inputs[1] is a str"]),
+        ("""
+class M(nn.Module):
+    def forward(self, x):
+        return x * 2 if x.sum() > 0 else x
+model = M()
+example_inputs = (torch.randn(3),)
+""", ExitCode.EXPORT_FAILED, ["torch.export failed", "hint:"]),
+    ],
+    ids=["raises", "missing-model", "class-not-instance", "non-tensor-input", "data-dependent"],
+)
+def test_bad_model_files(body: str, code: int, needles: list[str], tmp_path) -> None:
+    out = tmp_path / "out"
+    r = cli(str(write(tmp_path, body)), "-o", str(out), "-q")
+    assert r.returncode == code, r.stderr
+    assert r.stderr.startswith("error: "), r.stderr
+    for needle in needles:
+        assert needle in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert not out.exists()
+
+
+def test_missing_model_file_and_bad_build_dir(tmp_path) -> None:
+    r = cli(str(tmp_path / "nope.py"), "-o", str(tmp_path / "out"))
+    assert r.returncode == ExitCode.BAD_INPUT and "does not exist" in r.stderr
+    r = cli("build", str(tmp_path))
+    assert r.returncode == ExitCode.BAD_INPUT and "torch-ir.json: not found" in r.stderr

@@ -1,0 +1,84 @@
+"""Unsupported ops are all reported at once; bad input gets a clear error; nothing half-written is left."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import rlx_torch_import as rti
+from rlx_torch_import.errors import ExitCode
+
+
+class Gaps(nn.Module):
+    """Two ops the registry lacks plus one unsupported argument value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Sequential(nn.Conv2d(3, 4, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.inner(x)
+        y = F.max_pool2d(y, 2, dilation=2)
+        return torch.cumsum(y, dim=1) + torch.flip(y, [0])
+
+
+def test_unsupported_ops_are_listed_at_once(tmp_path) -> None:
+    out = tmp_path / "o"
+    with pytest.raises(rti.UnsupportedOpsError) as info:
+        rti.from_torch(Gaps(), (torch.randn(2, 3, 12, 12),), out)
+    err = info.value
+    assert err.targets == ["aten.cumsum.default", "aten.flip.default", "aten.max_pool2d.default"]
+    nodes = {i.target: i.node for i in err.items}
+    assert nodes["aten.cumsum.default"] == "cumsum" and nodes["aten.flip.default"] == "flip"
+    text = err.explain()
+    assert "dilation" in text and "node cumsum" in text and "node flip" in text
+    assert err.exit_code == ExitCode.UNSUPPORTED
+    assert not out.exists(), "a failed run must not leave an output directory"
+    assert not list(tmp_path.iterdir()), "staging folders must be cleaned up"
+
+
+def test_failed_run_keeps_previous_output(tmp_path) -> None:
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "keep.txt").write_text("previous result")
+    with pytest.raises(rti.UnsupportedOpsError):
+        rti.from_torch(Gaps(), (torch.randn(2, 3, 12, 12),), out)
+    assert (out / "keep.txt").read_text() == "previous result"
+
+
+class DataDependent(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+
+def test_data_dependent_control_flow_is_an_export_error(tmp_path) -> None:
+    with pytest.raises(rti.ExportError) as info:
+        rti.from_torch(DataDependent(), (torch.randn(3),), tmp_path / "o")
+    assert "torch.export failed" in info.value.message
+    assert "torch.where" in (info.value.hint or "") or "torch.cond" in (info.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("inputs", "needle"),
+    [((torch.randn(2), 3), "example_inputs[1] is a int"), ([1.0], "example_inputs[0] is a float"), ("x", "str")],
+)
+def test_non_tensor_inputs_are_rejected(inputs, needle, tmp_path) -> None:
+    with pytest.raises(rti.InputError) as info:
+        rti.from_torch(nn.Identity(), inputs, tmp_path / "o")
+    assert needle in info.value.message
+
+
+def test_bad_options_are_rejected(tmp_path) -> None:
+    x = (torch.randn(2, 2),)
+    with pytest.raises(rti.InputError, match="decomposition"):
+        rti.from_torch(nn.ReLU(), x, tmp_path / "o", decomposition="full")
+    with pytest.raises(rti.InputError, match="emit target"):
+        rti.from_torch(nn.ReLU(), x, tmp_path / "o", emit=("wheel",))
+    with pytest.raises(rti.InputError, match="device"):
+        rti.from_torch(nn.ReLU(), x, tmp_path / "o", device="tpu")
+    with pytest.raises(rti.InputError, match="nn.Module"):
+        rti.from_torch(lambda t: t, x, tmp_path / "o")
