@@ -172,11 +172,18 @@ class Builder:
         return self.emit({"Compare": op}, [a, b], dims, "bool")
 
     def reduce(self, op: str, x: Value, axes: list[int], keep_dim: bool) -> Value:
+        """Reduce over `axes`; RLX's CPU kernel wants a contiguous axis range, so runs are split."""
         axes = sorted({norm_axis(a, x.rank) for a in axes})
-        dims = tuple(
-            (1 if i in axes else d) for i, d in enumerate(x.dims) if keep_dim or i not in axes
-        )
-        return self.emit({"Reduce": {"op": op, "axes": axes, "keep_dim": keep_dim}}, [x], dims, x.dtype)
+        runs: list[list[int]] = []
+        for a in axes:
+            if runs and runs[-1][-1] == a - 1:
+                runs[-1].append(a)
+            else:
+                runs.append([a])
+        for run in reversed(runs):  # highest axes first, so lower indices stay valid
+            dims = tuple((1 if i in run else d) for i, d in enumerate(x.dims) if keep_dim or i not in run)
+            x = self.emit({"Reduce": {"op": op, "axes": run, "keep_dim": keep_dim}}, [x], dims, x.dtype)
+        return x
 
     def matmul(self, a: Value, b: Value) -> Value:
         dtype = promote(a.dtype, b.dtype)

@@ -7,12 +7,18 @@ from .context import Builder, Call, Value
 from .registry import lowers
 
 
-def _operand(b: Builder, call: Call, name: str, like: Value) -> Value:
+def _operand(b: Builder, call: Call, name: str) -> Value:
     """A tensor argument, or a Python scalar as a rank-0 constant of the result dtype."""
     value = call[name]
     if isinstance(value, Value):
         return value
-    return b.const(value, call.out_dtype if call.out_dtype != "bool" else like.dtype)
+    return b.const(value, call.out_dtype if call.out_dtype != "bool" else "float32")
+
+
+def _operands(b: Builder, call: Call) -> tuple[Value, Value]:
+    """(self, other) in the result dtype; either may be a Python scalar in Core ATen graphs."""
+    dtype = call.out_dtype
+    return b.cast(_operand(b, call, "self"), dtype), b.cast(_operand(b, call, "other"), dtype)
 
 
 def _scaled(b: Builder, x: Value, alpha: float | int) -> Value:
@@ -21,33 +27,28 @@ def _scaled(b: Builder, x: Value, alpha: float | int) -> Value:
 
 def _arith(op: str, b: Builder, call: Call) -> Value:
     """out = self <op> other, in the result dtype torch reports."""
-    x = call.tensor("self")
-    y = _operand(b, call, "other", x)
-    dtype = call.out_dtype
-    return b.binary(op, b.cast(x, dtype), b.cast(y, dtype), dtype)
+    x, y = _operands(b, call)
+    return b.binary(op, x, y, call.out_dtype)
 
 
 @lowers("aten.add.Tensor", "aten.add.Scalar")
 def add(b: Builder, call: Call) -> Value:
     """self + alpha * other."""
-    x = b.cast(call.tensor("self"), call.out_dtype)
-    y = b.cast(_operand(b, call, "other", x), call.out_dtype)
+    x, y = _operands(b, call)
     return b.binary("Add", x, _scaled(b, y, call.get("alpha", 1)), call.out_dtype)
 
 
 @lowers("aten.sub.Tensor", "aten.sub.Scalar")
 def sub(b: Builder, call: Call) -> Value:
     """self - alpha * other."""
-    x = b.cast(call.tensor("self"), call.out_dtype)
-    y = b.cast(_operand(b, call, "other", x), call.out_dtype)
+    x, y = _operands(b, call)
     return b.binary("Sub", x, _scaled(b, y, call.get("alpha", 1)), call.out_dtype)
 
 
 @lowers("aten.rsub.Scalar", "aten.rsub.Tensor")
 def rsub(b: Builder, call: Call) -> Value:
     """other - alpha * self."""
-    x = b.cast(call.tensor("self"), call.out_dtype)
-    y = b.cast(_operand(b, call, "other", x), call.out_dtype)
+    x, y = _operands(b, call)
     return b.binary("Sub", y, _scaled(b, x, call.get("alpha", 1)), call.out_dtype)
 
 
@@ -67,8 +68,7 @@ def _check_div(call: Call) -> str | None:
 @lowers("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.div.Scalar_mode", check=_check_div)
 def div(b: Builder, call: Call) -> Value:
     """self / other (true division), optionally floored."""
-    x, dtype = call.tensor("self"), call.out_dtype
-    y = _operand(b, call, "other", x)
+    x, y, dtype = _operand(b, call, "self"), _operand(b, call, "other"), call.out_dtype
     if call.get("rounding_mode") == "floor" and dtype not in FLOAT_DTYPES:
         q = b.binary("Div", b.cast(x, "float32"), b.cast(y, "float32"), "float32")
         return b.cast(b.unary("Floor", q), dtype)
@@ -96,7 +96,7 @@ def pow_(b: Builder, call: Call) -> Value:
             return b.unary("Sqrt", x)
         if e == -1:
             return b.unary("Recip", x)
-    return b.binary("Pow", x, _operand(b, call, "exponent", x), call.out_dtype)
+    return b.binary("Pow", x, _operand(b, call, "exponent"), call.out_dtype)
 
 
 def _unary(activation: str):  # noqa: ANN202 - factory returning a lowering
@@ -148,7 +148,7 @@ def _compare(op: str):  # noqa: ANN202 - factory returning a lowering
         y = y if isinstance(y, Value) else b.const(y, x.dtype if x.dtype != "bool" else "float32")
         return b.compare(op, b.as_float(x) if x.dtype == "bool" else x, b.as_float(y) if y.dtype == "bool" else y)
 
-    lower_compare.__name__ = f"compare_{op.lower()}"
+    lower_compare.__name__ = f"compare_{op.lower()}"  # noqa: B023 - bound per loop iteration
     lower_compare.__doc__ = f"Elementwise comparison {op} (bool result)."
     return lower_compare
 
@@ -164,6 +164,31 @@ def logical_not(b: Builder, call: Call) -> Value:
     return b.compare("Eq", x, b.const(0.0, x.dtype))
 
 
+def _truth(b: Builder, x: Value) -> Value:
+    """x != 0 as float32 0/1."""
+    return b.cast(b.compare("Ne", b.as_float(x), b.const(0.0, "float32")), "float32")
+
+
+def _check_bool_operands(call: Call) -> str | None:
+    if call.target.startswith(("aten.bitwise", "aten.__")) and call.out_dtype != "bool":
+        return f"bitwise ops on {call.out_dtype} are not supported (only bool)"
+    return None
+
+
+@lowers("aten.logical_and.default", "aten.bitwise_and.Tensor", "aten.__and__.Tensor", check=_check_bool_operands)
+def logical_and(b: Builder, call: Call) -> Value:
+    """(x != 0) * (y != 0) != 0."""
+    both = b.binary("Mul", _truth(b, call.tensor("self")), _truth(b, call.tensor("other")))
+    return b.compare("Ne", both, b.const(0.0, "float32"))
+
+
+@lowers("aten.logical_or.default", "aten.bitwise_or.Tensor", "aten.__or__.Tensor", check=_check_bool_operands)
+def logical_or(b: Builder, call: Call) -> Value:
+    """max(x != 0, y != 0) != 0."""
+    either = b.binary("Max", _truth(b, call.tensor("self")), _truth(b, call.tensor("other")))
+    return b.compare("Ne", either, b.const(0.0, "float32"))
+
+
 @lowers("aten.where.self")
 def where(b: Builder, call: Call) -> Value:
     """condition ? self : other, broadcast to the result shape."""
@@ -172,9 +197,3 @@ def where(b: Builder, call: Call) -> Value:
     x, y = b.expand(b.cast(x, dtype), dims), b.expand(b.cast(y, dtype), dims)
     return b.emit("Where", [b.expand(cond, dims), x, y], dims, dtype)
 
-
-@lowers("aten.full_like.default", "aten.zeros_like.default", "aten.ones_like.default", "aten.full.default")
-def full(b: Builder, call: Call) -> Value:
-    """A constant tensor of the result shape (a scalar broadcast, not a dense blob)."""
-    fill = {"aten.zeros_like.default": 0, "aten.ones_like.default": 1}.get(call.target, call.get("fill_value", 0))
-    return b.expand(b.const(fill, call.out_dtype), call.out_dims)

@@ -1,0 +1,37 @@
+"""Tensors made from scalars: full/zeros/ones, scalar_tensor, arange (static shapes, so constants)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .context import Builder, Call, Value
+from .registry import lowers
+
+
+@lowers("aten.full_like.default", "aten.zeros_like.default", "aten.ones_like.default", "aten.full.default",
+        "aten.zeros.default", "aten.ones.default", "aten.new_zeros.default", "aten.new_ones.default",
+        "aten.new_full.default")
+def full(b: Builder, call: Call) -> Value:
+    """A constant of the result shape: one scalar broadcast, not a dense blob."""
+    if "zeros" in call.target:
+        fill = 0
+    elif "ones" in call.target:
+        fill = 1
+    else:
+        fill = call.get("fill_value", 0)
+    return b.expand(b.const(fill, call.out_dtype), call.out_dims)
+
+
+@lowers("aten.scalar_tensor.default")
+def scalar_tensor(b: Builder, call: Call) -> Value:
+    """A rank-0 constant."""
+    return b.const(call["s"], call.out_dtype)
+
+
+@lowers("aten.arange.default", "aten.arange.start", "aten.arange.start_step")
+def arange(b: Builder, call: Call) -> Value:
+    """start + i * step for i < n, computed in float64 like torch, then cast."""
+    start = call.get("start", 0) if call.target != "aten.arange.default" else 0
+    step = call.get("step", 1)
+    n = call.out_dims[0]
+    return b.const(start + np.arange(n, dtype=np.float64) * step, call.out_dtype)
