@@ -1,6 +1,6 @@
 """Bundled example: a small MLP (linear + layer_norm + gelu).
 
-    rlx-torch-import examples/mlp.py -o out/mlp
+rlx-torch-import examples/mlp.py -o out/mlp
 """
 
 import torch

@@ -147,7 +147,10 @@ mod tests {
     fn unknown_input_names_the_node() {
         let bad = MATMUL_RELU.replace(r#"["mm"]"#, r#"["nope"]"#);
         let err = program_to_hir_json(&bad).unwrap_err();
-        assert!(err.contains("node \"r\"") && err.contains("\"nope\""), "{err}");
+        assert!(
+            err.contains("node \"r\"") && err.contains("\"nope\""),
+            "{err}"
+        );
     }
 
     #[test]
@@ -160,6 +163,10 @@ mod tests {
     #[test]
     fn duplicate_value_is_rejected() {
         let bad = MATMUL_RELU.replace(r#""id": "r""#, r#""id": "mm""#);
-        assert!(program_to_hir_json(&bad).unwrap_err().contains("defined twice"));
+        assert!(
+            program_to_hir_json(&bad)
+                .unwrap_err()
+                .contains("defined twice")
+        );
     }
 }

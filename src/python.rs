@@ -7,6 +7,9 @@ use pyo3::types::PyBytes;
 
 use crate::runner::Runner;
 
+/// One output as Python sees it: raw bytes, RLX dtype name, dims.
+type PyTensor<'py> = (Bound<'py, PyBytes>, String, Vec<usize>);
+
 fn err(msg: String) -> PyErr {
     PyRuntimeError::new_err(msg)
 }
@@ -14,7 +17,9 @@ fn err(msg: String) -> PyErr {
 /// Borrow a contiguous byte buffer (bytes, memoryview of an mmap, numpy) without copying.
 fn bytes_of(buf: &PyBuffer<u8>) -> PyResult<&[u8]> {
     if !buf.is_c_contiguous() {
-        return Err(PyValueError::new_err("tensor data must be a contiguous byte buffer"));
+        return Err(PyValueError::new_err(
+            "tensor data must be a contiguous byte buffer",
+        ));
     }
     // SAFETY: the buffer is C-contiguous, of `len_bytes` u8 elements, and the
     // exporter keeps it alive and unmodified for as long as `buf` is held.
@@ -44,13 +49,17 @@ struct PyCompiledModel {
 impl PyCompiledModel {
     #[new]
     fn new(py: Python<'_>, hir_json: &str) -> PyResult<Self> {
-        let runner = py.allow_threads(|| Runner::from_hir_json(hir_json)).map_err(err)?;
+        let runner = py
+            .allow_threads(|| Runner::from_hir_json(hir_json))
+            .map_err(err)?;
         Ok(Self { runner })
     }
 
     fn set_param(&mut self, name: &str, data: PyBuffer<u8>, dtype: &str) -> PyResult<()> {
         let dtype = crate::parse_dtype(dtype).map_err(err)?;
-        self.runner.set_param(name, bytes_of(&data)?, dtype).map_err(err)
+        self.runner
+            .set_param(name, bytes_of(&data)?, dtype)
+            .map_err(err)
     }
 
     /// Run with `[(name, bytes, dtype_name)]`; returns `[(bytes, dtype_name, dims)]`.
@@ -58,10 +67,14 @@ impl PyCompiledModel {
         &mut self,
         py: Python<'py>,
         inputs: Vec<(String, PyBuffer<u8>, String)>,
-    ) -> PyResult<Vec<(Bound<'py, PyBytes>, String, Vec<usize>)>> {
+    ) -> PyResult<Vec<PyTensor<'py>>> {
         let mut typed = Vec::with_capacity(inputs.len());
         for (name, data, dtype) in &inputs {
-            typed.push((name.as_str(), bytes_of(data)?, crate::parse_dtype(dtype).map_err(err)?));
+            typed.push((
+                name.as_str(),
+                bytes_of(data)?,
+                crate::parse_dtype(dtype).map_err(err)?,
+            ));
         }
         let outputs = self.runner.run(&typed).map_err(err)?;
         Ok(outputs

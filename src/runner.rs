@@ -31,7 +31,8 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 
 /// Run `f`, turning an RLX panic into an error message that names `what`.
 pub fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, String> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|p| format!("RLX panicked while {what}: {}", panic_message(p)))
+    catch_unwind(AssertUnwindSafe(f))
+        .map_err(|p| format!("RLX panicked while {what}: {}", panic_message(p)))
 }
 
 impl Runner {

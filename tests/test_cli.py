@@ -16,8 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rlx_torch_import.cli", *args], capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "rlx_torch_import.cli", *args], capture_output=True, text=True, timeout=300
+    )
 
 
 def write(tmp_path: Path, body: str) -> Path:
@@ -36,8 +37,15 @@ def test_mlp_through_cli(level: str, tmp_path) -> None:
     report = json.loads((out / "report.json").read_text())
     assert report["ok"] and report["decomposition"] == level
     assert report["outputs"][0]["cosine"] >= 0.99999 and report["outputs"][0]["max_abs_error"] <= 1e-4
-    for f in ("torch-ir.json", "weights.safetensors", "reference.safetensors", "bundle/model.hir.json",
-              "bundle/meta.json", "bundle/weights.safetensors", "report.md"):
+    for f in (
+        "torch-ir.json",
+        "weights.safetensors",
+        "reference.safetensors",
+        "bundle/model.hir.json",
+        "bundle/meta.json",
+        "bundle/weights.safetensors",
+        "report.md",
+    ):
         assert (out / f).is_file(), f
 
 
@@ -52,22 +60,28 @@ def test_quiet_and_build(tmp_path) -> None:
 
 
 def test_factory_function(tmp_path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         def get_model():
             return nn.Sequential(nn.Linear(4, 4), nn.ReLU()), (torch.randn(2, 4),)
-    """)
+    """,
+    )
     r = cli(str(path), "-o", str(tmp_path / "out"), "-q")
     assert r.returncode == 0, r.stderr
 
 
 def test_unsupported_op_exit_code(tmp_path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         class M(nn.Module):
             def forward(self, x):
                 return torch.cumsum(x, 0).flip(0)
         model = M()
         example_inputs = (torch.randn(3, 2),)
-    """)
+    """,
+    )
     out = tmp_path / "out"
     r = cli(str(path), "-o", str(out), "-q")
     assert r.returncode == ExitCode.UNSUPPORTED, r.stderr
@@ -81,17 +95,27 @@ def test_unsupported_op_exit_code(tmp_path) -> None:
     [
         ("raise ValueError('boom')\n", ExitCode.BAD_INPUT, ["raised ValueError: boom", "line 3"]),
         ("x = 1\n", ExitCode.BAD_INPUT, ["defines no 'model' and no 'example_inputs'", "get_model()"]),
-        ("model = nn.Linear\nexample_inputs = (torch.randn(1, 2),)\n", ExitCode.BAD_INPUT,
-         ["not a torch.nn.Module", "instantiate"]),
-        ("model = nn.Linear(2, 2)\nexample_inputs = (torch.randn(1, 2), 'text')\n", ExitCode.BAD_INPUT,
-         ["example_inputs[1] is a str"]),
-        ("""
+        (
+            "model = nn.Linear\nexample_inputs = (torch.randn(1, 2),)\n",
+            ExitCode.BAD_INPUT,
+            ["not a torch.nn.Module", "instantiate"],
+        ),
+        (
+            "model = nn.Linear(2, 2)\nexample_inputs = (torch.randn(1, 2), 'text')\n",
+            ExitCode.BAD_INPUT,
+            ["example_inputs[1] is a str"],
+        ),
+        (
+            """
 class M(nn.Module):
     def forward(self, x):
         return x * 2 if x.sum() > 0 else x
 model = M()
 example_inputs = (torch.randn(3),)
-""", ExitCode.EXPORT_FAILED, ["torch.export failed", "hint:"]),
+""",
+            ExitCode.EXPORT_FAILED,
+            ["torch.export failed", "hint:"],
+        ),
     ],
     ids=["raises", "missing-model", "class-not-instance", "non-tensor-input", "data-dependent"],
 )

@@ -80,5 +80,5 @@ def test_bad_options_are_rejected(tmp_path) -> None:
         rti.from_torch(nn.ReLU(), x, tmp_path / "o", emit=("wheel",))
     with pytest.raises(rti.InputError, match="device"):
         rti.from_torch(nn.ReLU(), x, tmp_path / "o", device="tpu")
-    with pytest.raises(rti.InputError, match="nn.Module"):
+    with pytest.raises(rti.InputError, match=r"nn\.Module"):
         rti.from_torch(lambda t: t, x, tmp_path / "o")

@@ -6,9 +6,9 @@ import json
 
 import pytest
 import torch
-from models import MODEL_NAMES, make
 
 import rlx_torch_import as rti
+from models import MODEL_NAMES, make
 
 # Fused RLX ops each model must land on at the `aten`/`high` levels (ARCHITECTURE.md §1.2).
 FUSED = {

@@ -43,18 +43,43 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     ("mul_div", Fn(lambda m, a, b: a * b / (b.abs() + 1)), (r(3, 3), r(3, 3))),
     ("div_floor", Fn(lambda m, a: torch.div(a * 4, 3, rounding_mode="floor")), (r(3, 5),)),
     ("pow_square_sqrt", Fn(lambda m, a: a.pow(2) + a.abs().pow(0.5) + a.abs().add(1).pow(1.7)), (r(6),)),
-    ("unary_chain", Fn(lambda m, a: torch.tanh(a) + torch.sigmoid(a) + torch.exp(a * 0.1) + torch.erf(a)
-                       + torch.sin(a) * torch.cos(a) - torch.neg(a)), (r(2, 8),)),
-    ("log_sqrt_rsqrt_recip", Fn(lambda m, a: torch.log(a.abs() + 1) + torch.sqrt(a.abs()) + torch.rsqrt(a.abs() + 1)
-                               + torch.reciprocal(a.abs() + 1)), (r(10),)),
+    (
+        "unary_chain",
+        Fn(
+            lambda m, a: (
+                torch.tanh(a)
+                + torch.sigmoid(a)
+                + torch.exp(a * 0.1)
+                + torch.erf(a)
+                + torch.sin(a) * torch.cos(a)
+                - torch.neg(a)
+            )
+        ),
+        (r(2, 8),),
+    ),
+    (
+        "log_sqrt_rsqrt_recip",
+        Fn(
+            lambda m, a: (
+                torch.log(a.abs() + 1) + torch.sqrt(a.abs()) + torch.rsqrt(a.abs() + 1) + torch.reciprocal(a.abs() + 1)
+            )
+        ),
+        (r(10),),
+    ),
     ("floor_ceil", Fn(lambda m, a: torch.floor(a * 3) + torch.ceil(a * 3)), (r(3, 4),)),
     ("gelu_tanh", Fn(lambda m, a: F.gelu(a, approximate="tanh")), (r(4, 8),)),
     ("relu_silu", Fn(lambda m, a: F.relu(a) + F.silu(a)), (r(4, 8),)),
-    ("where_compare", Fn(lambda m, a, b: torch.where(a > b, a, b * 2) + (a <= 0).float() + (a == a).float()),
-     (r(3, 4), r(4))),
+    (
+        "where_compare",
+        Fn(lambda m, a, b: torch.where(a > b, a, b * 2) + (a <= 0).float() + (a == a).float()),
+        (r(3, 4), r(4)),
+    ),
     ("softmax_neg_dim", Fn(lambda m, a: torch.softmax(a, dim=-2)), (r(2, 5, 3),)),
-    ("mean_sum_amax", Fn(lambda m, a: a.mean(dim=(0, 2), keepdim=True) + a.sum(-1, keepdim=True)
-                         + a.amax(1, keepdim=True)), (r(2, 3, 4),)),
+    (
+        "mean_sum_amax",
+        Fn(lambda m, a: a.mean(dim=(0, 2), keepdim=True) + a.sum(-1, keepdim=True) + a.amax(1, keepdim=True)),
+        (r(2, 3, 4),),
+    ),
     ("mean_all", Fn(lambda m, a: a.mean() + a.sum()), (r(3, 4),)),
     ("matmul_1d_2d_3d", Fn(lambda m, a, b, v: (a @ b) @ v), (r(2, 3, 4), r(4, 5), r(5))),
     ("bmm", Fn(lambda m, a, b: torch.bmm(a, b)), (r(2, 3, 4), r(2, 4, 2))),
@@ -63,37 +88,66 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     ("reshape_flatten_squeeze", Fn(lambda m, a: a.reshape(2, -1).unsqueeze(1).flatten(1).squeeze()), (r(2, 3, 4),)),
     ("expand", Fn(lambda m, a: a.expand(3, 4, 5) * 2), (r(4, 1),)),
     ("slice_step", Fn(lambda m, a: a[:, 1:-1][:, :4] + a[:, ::2] + a[-1:, 3:]), (r(3, 7),)),
-    ("select_split_cat", Fn(lambda m, a: torch.cat([*a.split([1, 3], dim=1), a[:, 0:1]], dim=-1)[:, :4] + a[0]),
-     (r(2, 4),)),
+    (
+        "select_split_cat",
+        Fn(lambda m, a: torch.cat([*a.split([1, 3], dim=1), a[:, 0:1]], dim=-1)[:, :4] + a[0]),
+        (r(2, 4),),
+    ),
     ("chunk", Fn(lambda m, a: a.chunk(2, -1)[1] * a.chunk(3, 0)[2][:, :3]), (r(3, 6),)),
-    ("logical_and_or", Fn(lambda m, a, b: ((a > 0) & (b > 0)).float() + ((a > 0) | (b < 0)).float()),
-     (r(4, 4), r(4, 4))),
-    ("arange_scalar_tensor", Fn(lambda m, a: a * torch.arange(4, dtype=torch.float32) + torch.arange(1, 9, 2)),
-     (r(3, 4),)),
+    (
+        "logical_and_or",
+        Fn(lambda m, a, b: ((a > 0) & (b > 0)).float() + ((a > 0) | (b < 0)).float()),
+        (r(4, 4), r(4, 4)),
+    ),
+    (
+        "arange_scalar_tensor",
+        Fn(lambda m, a: a * torch.arange(4, dtype=torch.float32) + torch.arange(1, 9, 2)),
+        (r(3, 4),),
+    ),
     ("layer_norm_2d_shape_no_affine", Fn(lambda m, a: F.layer_norm(a, (3, 4))), (r(2, 3, 4),)),
     ("layer_norm_eps", Fn(lambda m, a: F.layer_norm(a, (4,), m.g, m.b, eps=1e-2), g=r(4), b=r(4)), (r(3, 4),)),
     ("batch_norm_1d", nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6)), (r(5, 4),)),
     ("conv1d_same", nn.Conv1d(3, 4, 5, padding="same", dilation=2), (r(2, 3, 20),)),
-    ("conv2d_stride_groups_dilation", nn.Conv2d(4, 8, 3, stride=2, padding=2, dilation=2, groups=2),
-     (r(1, 4, 11, 9),)),
+    ("conv2d_stride_groups_dilation", nn.Conv2d(4, 8, 3, stride=2, padding=2, dilation=2, groups=2), (r(1, 4, 11, 9),)),
     ("conv2d_rect_kernel_nobias", nn.Conv2d(3, 5, (3, 1), padding=(1, 0), bias=False), (r(2, 3, 6, 6),)),
     ("max_pool_stride_pad", nn.MaxPool2d(3, stride=2, padding=1), (r(1, 2, 9, 9),)),
     ("max_pool_ceil_noop", nn.MaxPool2d(2, ceil_mode=True), (r(1, 2, 8, 8),)),
     ("adaptive_avg_2x2", nn.AdaptiveAvgPool2d((2, 3)), (r(2, 3, 8, 9),)),
-    ("sdpa_causal", Fn(lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
-     (r(1, 2, 5, 8), r(1, 2, 5, 8), r(1, 2, 5, 8))),
-    ("sdpa_seq_equals_heads", Fn(lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3)),
-     (r(2, 4, 4, 8), r(2, 4, 4, 8), r(2, 4, 4, 8))),
-    ("sdpa_cross_bool_mask", Fn(lambda m, q, k, v, mask: F.scaled_dot_product_attention(q, k, v, attn_mask=mask > 0)),
-     (r(1, 2, 3, 8), r(1, 2, 6, 8), r(1, 2, 6, 8), torch.rand(3, 6) + 0.2)),
-    ("sdpa_float_mask", Fn(lambda m, q, k, v, mask: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)),
-     (r(1, 2, 4, 8), r(1, 2, 4, 8), r(1, 2, 4, 8), r(1, 1, 4, 4))),
-    ("sdpa_gqa", Fn(lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)),
-     (r(1, 4, 5, 8), r(1, 2, 5, 8), r(1, 2, 5, 8))),
-    ("sdpa_causal_rect", Fn(lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
-     (r(1, 2, 3, 8), r(1, 2, 5, 8), r(1, 2, 5, 8))),
-    ("full_ones_zeros_like", Fn(lambda m, a: a + torch.ones_like(a) * 2 - torch.zeros_like(a)
-                                + torch.full((3, 1), 0.25)), (r(3, 4),)),
+    (
+        "sdpa_causal",
+        Fn(lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+        (r(1, 2, 5, 8), r(1, 2, 5, 8), r(1, 2, 5, 8)),
+    ),
+    (
+        "sdpa_seq_equals_heads",
+        Fn(lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3)),
+        (r(2, 4, 4, 8), r(2, 4, 4, 8), r(2, 4, 4, 8)),
+    ),
+    (
+        "sdpa_cross_bool_mask",
+        Fn(lambda m, q, k, v, mask: F.scaled_dot_product_attention(q, k, v, attn_mask=mask > 0)),
+        (r(1, 2, 3, 8), r(1, 2, 6, 8), r(1, 2, 6, 8), torch.rand(3, 6) + 0.2),
+    ),
+    (
+        "sdpa_float_mask",
+        Fn(lambda m, q, k, v, mask: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)),
+        (r(1, 2, 4, 8), r(1, 2, 4, 8), r(1, 2, 4, 8), r(1, 1, 4, 4)),
+    ),
+    (
+        "sdpa_gqa",
+        Fn(lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)),
+        (r(1, 4, 5, 8), r(1, 2, 5, 8), r(1, 2, 5, 8)),
+    ),
+    (
+        "sdpa_causal_rect",
+        Fn(lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+        (r(1, 2, 3, 8), r(1, 2, 5, 8), r(1, 2, 5, 8)),
+    ),
+    (
+        "full_ones_zeros_like",
+        Fn(lambda m, a: a + torch.ones_like(a) * 2 - torch.zeros_like(a) + torch.full((3, 1), 0.25)),
+        (r(3, 4),),
+    ),
     ("dropout_eval_identity", nn.Sequential(nn.Dropout(0.5), nn.Linear(3, 3)), (r(2, 3),)),
     ("multi_output", Fn(lambda m, a: (a.relu(), {"neg": -a, "sum": a.sum(0)})), (r(2, 3),)),
 ]

@@ -2,8 +2,8 @@
 
 __version__ = "0.1.0"
 
-from .api import build, from_torch  # noqa: E402
-from .errors import (  # noqa: E402
+from .api import build, from_torch
+from .errors import (
     BundleError,
     ExitCode,
     ExportError,
@@ -13,8 +13,8 @@ from .errors import (  # noqa: E402
     TorchIRError,
     UnsupportedOpsError,
 )
-from .runtime import BundleModel, run_bundle  # noqa: E402
-from .verify.parity import ParityReport  # noqa: E402
+from .runtime import BundleModel, run_bundle
+from .verify.parity import ParityReport
 
 __all__ = [
     "BundleError",

@@ -25,7 +25,9 @@ REPORT_MD = "report.md"
 def _check_options(emit: Sequence[str], device: str) -> None:
     for target in emit:
         if target not in EMIT_TARGETS:
-            raise InputError(f"emit target {target!r} is not available (this version writes: {', '.join(EMIT_TARGETS)})")
+            raise InputError(
+                f"emit target {target!r} is not available (this version writes: {', '.join(EMIT_TARGETS)})"
+            )
     if device != "cpu":
         raise InputError(f"device {device!r} is not supported by this build; RLX runs on 'cpu' here")
 
@@ -64,8 +66,9 @@ def from_torch(
     prog = Progress(progress)
     with staged(Path(out_dir)) as stage:
         with prog.phase("export"):
-            ep = export_program(model, inputs, decomposition=decomposition, dynamic_shapes=dynamic_shapes,
-                                strict=strict)
+            ep = export_program(
+                model, inputs, decomposition=decomposition, dynamic_shapes=dynamic_shapes, strict=strict
+            )
         with prog.phase("capture"):
             cap = capture(ep, model, inputs, name=name, decomposition=decomposition)
             cap.ir.save(stage)

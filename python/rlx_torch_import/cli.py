@@ -22,12 +22,19 @@ def _convert_parser() -> argparse.ArgumentParser:
         epilog="exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 4 torch.export failed, "
         "5 internal error",
     )
-    p.add_argument("model_file", metavar="MODEL.py",
-                   help="defines `model` and `example_inputs`, or get_model()/build() returning both")
+    p.add_argument(
+        "model_file",
+        metavar="MODEL.py",
+        help="defines `model` and `example_inputs`, or get_model()/build() returning both",
+    )
     p.add_argument("-o", "--out", required=True, metavar="OUT", help="output directory (replaced when done)")
     p.add_argument("--emit", action="append", choices=["bundle"], help="what to write (default: bundle)")
-    p.add_argument("--decomposition", choices=["aten", "high", "core"], default="high",
-                   help="how far to decompose before lowering (default: high)")
+    p.add_argument(
+        "--decomposition",
+        choices=["aten", "high", "core"],
+        default="high",
+        help="how far to decompose before lowering (default: high)",
+    )
     p.add_argument("--no-verify", action="store_true", help="skip the parity check against PyTorch")
     p.add_argument("--name", help="model name (default: from the module's class)")
     p.add_argument("--strict", action="store_true", help="use torch.export strict mode")
@@ -37,8 +44,9 @@ def _convert_parser() -> argparse.ArgumentParser:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rlx-torch-import build",
-                                description="Lower an existing torch-ir directory into DIR/bundle again.")
+    p = argparse.ArgumentParser(
+        prog="rlx-torch-import build", description="Lower an existing torch-ir directory into DIR/bundle again."
+    )
     p.add_argument("directory", metavar="DIR", help="a directory with torch-ir.json and weights.safetensors")
     p.add_argument("--no-verify", action="store_true", help="skip the parity check")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -85,8 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as e:
         traceback.print_exc()
-        print(f"internal error: {type(e).__name__}: {e}\nThis is a bug in rlx-torch-import; please report it "
-              "with the traceback above.", file=sys.stderr)
+        print(
+            f"internal error: {type(e).__name__}: {e}\nThis is a bug in rlx-torch-import; please report it "
+            "with the traceback above.",
+            file=sys.stderr,
+        )
         return ExitCode.INTERNAL
 
 

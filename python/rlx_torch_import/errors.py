@@ -90,8 +90,7 @@ class UnsupportedOpsError(RtiError):
         targets = sorted({i.target for i in self.items})
         lines = "\n".join(f"  - {i.line()}" for i in self.items)
         super().__init__(
-            f"{len(self.items)} unsupported op use(s) across {len(targets)} op(s) "
-            f"({', '.join(targets)}):\n{lines}",
+            f"{len(self.items)} unsupported op use(s) across {len(targets)} op(s) ({', '.join(targets)}):\n{lines}",
             hint="try --decomposition core to decompose high-level ops into Core ATen, "
             "or see docs/adding-an-op.md to add a lowering",
         )

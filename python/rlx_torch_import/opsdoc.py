@@ -1,7 +1,7 @@
 """Generate the supported-op table from the registry (never kept by hand).
 
-    python -m rlx_torch_import.opsdoc --write   # update README.md and docs/supported-ops.md
-    python -m rlx_torch_import.opsdoc --check   # exit 1 when either is stale
+python -m rlx_torch_import.opsdoc --write   # update README.md and docs/supported-ops.md
+python -m rlx_torch_import.opsdoc --check   # exit 1 when either is stale
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def op_name(op: Any) -> str:
     """`{"Activation": "Gelu"}` -> `"Activation.Gelu"`; `{"Conv": {...}}` -> `"Conv"`."""
     if isinstance(op, str):
         return op
-    (variant, payload), = op.items()
+    ((variant, payload),) = op.items()
     if isinstance(payload, str):
         return f"{variant}.{payload}"
     return variant

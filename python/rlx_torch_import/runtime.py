@@ -53,7 +53,9 @@ class BundleModel:
                 raise InputError(f"missing input {spec['name']!r}; the bundle takes {', '.join(self.input_names)}")
             arr = np.asarray(inputs[spec["name"]])
             if tuple(arr.shape) != tuple(spec["shape"]):
-                raise InputError(f"input {spec['name']!r} has shape {list(arr.shape)}, the bundle expects {spec['shape']}")
+                raise InputError(
+                    f"input {spec['name']!r} has shape {list(arr.shape)}, the bundle expects {spec['shape']}"
+                )
             arr = np.ascontiguousarray(_to_dtype(arr, spec["dtype"]))
             feed.append((spec["name"], arr.tobytes(), to_rlx(spec["dtype"])))
         try:

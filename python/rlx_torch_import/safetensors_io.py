@@ -19,8 +19,16 @@ from .errors import BundleError
 
 # safetensors dtype tag <-> torch-ir dtype name
 _ST_TO_IR = {
-    "F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64",
-    "I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64", "U8": "uint8", "BOOL": "bool",
+    "F32": "float32",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "F64": "float64",
+    "I8": "int8",
+    "I16": "int16",
+    "I32": "int32",
+    "I64": "int64",
+    "U8": "uint8",
+    "BOOL": "bool",
 }
 _IR_TO_ST = {v: k for k, v in _ST_TO_IR.items()}
 

@@ -48,8 +48,12 @@ def write_bundle(
         "op_histogram": program.op_histogram(),
         "aten_histogram": program.aten_histogram(),
         "provenance": {
-            n.id: {"aten": n.provenance.aten, "node": n.provenance.node, "module_path": n.provenance.module_path,
-                   "source": n.provenance.source}
+            n.id: {
+                "aten": n.provenance.aten,
+                "node": n.provenance.node,
+                "module_path": n.provenance.module_path,
+                "source": n.provenance.source,
+            }
             for n in program.nodes
         },
     }

@@ -95,8 +95,10 @@ def _user_frame(exc: BaseException) -> str:
     torch_dir = str(Path(torch.__file__).parent)
     ours = str(Path(__file__).parents[1])
     frames = [
-        f for f in traceback.extract_tb(exc.__traceback__)
-        if not f.filename.startswith((torch_dir, ours)) and "site-packages" not in f.filename
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith((torch_dir, ours))
+        and "site-packages" not in f.filename
         and not f.filename.startswith("<")
     ]
     if not frames:
@@ -131,16 +133,18 @@ def export_program(
 ) -> torch.export.ExportedProgram:
     """torch.export under no_grad in eval mode, then decompose to `decomposition`."""
     if decomposition not in DECOMPOSITION_LEVELS:
-        raise InputError(
-            f"decomposition must be one of {', '.join(DECOMPOSITION_LEVELS)}, got {decomposition!r}"
-        )
+        raise InputError(f"decomposition must be one of {', '.join(DECOMPOSITION_LEVELS)}, got {decomposition!r}")
     if not isinstance(model, torch.nn.Module):
         raise InputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     model.eval()
     chatter = io.StringIO()  # torch prints graph dumps while failing; our error says it once
     try:
-        with torch.no_grad(), _torch_logs_quiet(), contextlib.redirect_stdout(chatter), \
-                contextlib.redirect_stderr(chatter):
+        with (
+            torch.no_grad(),
+            _torch_logs_quiet(),
+            contextlib.redirect_stdout(chatter),
+            contextlib.redirect_stderr(chatter),
+        ):
             ep = torch.export.export(model, tuple(example_inputs), dynamic_shapes=dynamic_shapes, strict=strict)
         sys.stderr.write(chatter.getvalue())
     except Exception as e:  # torch raises many types here; all become one ExportError

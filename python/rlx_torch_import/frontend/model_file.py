@@ -38,9 +38,7 @@ def load_model_file(path: str | Path) -> tuple[Any, Any]:
             try:
                 result = namespace[factory]()
             except Exception as e:
-                raise ModelLoadError(
-                    f"{path}: {factory}() raised {type(e).__name__}: {e}{_where(e, path)}"
-                ) from e
+                raise ModelLoadError(f"{path}: {factory}() raised {type(e).__name__}: {e}{_where(e, path)}") from e
             if not (isinstance(result, tuple) and len(result) == 2):
                 raise ModelLoadError(
                     f"{path}: {factory}() returned {type(result).__name__}, expected (model, example_inputs)"

@@ -22,7 +22,7 @@ def _check_sdpa(call: Call) -> str | None:
     if call.get("attn_mask") is not None and call.get("is_causal", False):
         return "attn_mask together with is_causal is not supported"
     k, v = call["key"], call["value"]
-    if k.dims[:-3] != q.dims[:-3] or (q.rank > 3 and k.dims[-3] != q.dims[-3]) and not call.get("enable_gqa", False):
+    if k.dims[:-3] != q.dims[:-3] or ((q.rank > 3 and k.dims[-3] != q.dims[-3]) and not call.get("enable_gqa", False)):
         return "key/value batch or head count differs from query (grouped-query attention needs enable_gqa)"
     if v.dims[-1] != q.dims[-1]:
         return "value head_dim different from query head_dim is not supported yet"

@@ -77,7 +77,7 @@ class _Unresolved:
 
 
 def _decode(arg: dict[str, Any], values: dict[str, Value]) -> Any:
-    (tag, payload), = arg.items()
+    ((tag, payload),) = arg.items()
     if tag == "tensor":
         return values.get(payload, _Unresolved(payload))
     if tag == "float":

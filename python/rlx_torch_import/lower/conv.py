@@ -23,8 +23,14 @@ def _check_conv(call: Call) -> str | None:
     return None
 
 
-@lowers("aten.conv2d.default", "aten.conv1d.default", "aten.convolution.default",
-        "aten.conv2d.padding", "aten.conv1d.padding", check=_check_conv)
+@lowers(
+    "aten.conv2d.default",
+    "aten.conv1d.default",
+    "aten.convolution.default",
+    "aten.conv2d.padding",
+    "aten.conv1d.padding",
+    check=_check_conv,
+)
 def conv(b: Builder, call: Call) -> Value:
     """Grouped, strided, dilated, padded convolution; bias is a broadcast add."""
     x, w = call.tensor("input"), call.tensor("weight")
@@ -44,8 +50,15 @@ def conv(b: Builder, call: Call) -> Value:
     if one_d:
         stride, dilation, padding = [1, *stride], [1, *dilation], [0, *padding]
     out_dims = call.out_dims if not one_d else (call.out_dims[0], call.out_dims[1], 1, call.out_dims[2])
-    op = {"Conv": {"kernel_size": kernel, "stride": stride, "padding": padding, "dilation": dilation,
-                   "groups": int(call.get("groups", 1))}}
+    op = {
+        "Conv": {
+            "kernel_size": kernel,
+            "stride": stride,
+            "padding": padding,
+            "dilation": dilation,
+            "groups": int(call.get("groups", 1)),
+        }
+    }
     y = b.emit(op, [x, w], out_dims, x.dtype)
     bias = call.get("bias")
     if bias is not None:
@@ -77,8 +90,14 @@ def max_pool2d(b: Builder, call: Call) -> Value | list[Value | None]:
     """Max pooling; the indices output of the Core ATen form is not produced."""
     x = call.tensor("self")
     k = _pair(call["kernel_size"])
-    op = {"Pool": {"kind": "Max", "kernel_size": k, "stride": _pair(call.get("stride") or k),
-                   "padding": _pair(call.get("padding", 0))}}
+    op = {
+        "Pool": {
+            "kind": "Max",
+            "kernel_size": k,
+            "stride": _pair(call.get("stride") or k),
+            "padding": _pair(call.get("padding", 0)),
+        }
+    }
     y = b.emit(op, [x], call.out_dims, x.dtype)
     return [y, None] if call.target.endswith("with_indices.default") else y
 

@@ -8,9 +8,17 @@ from .context import Builder, Call, Value
 from .registry import lowers
 
 
-@lowers("aten.full_like.default", "aten.zeros_like.default", "aten.ones_like.default", "aten.full.default",
-        "aten.zeros.default", "aten.ones.default", "aten.new_zeros.default", "aten.new_ones.default",
-        "aten.new_full.default")
+@lowers(
+    "aten.full_like.default",
+    "aten.zeros_like.default",
+    "aten.ones_like.default",
+    "aten.full.default",
+    "aten.zeros.default",
+    "aten.ones.default",
+    "aten.new_zeros.default",
+    "aten.new_ones.default",
+    "aten.new_full.default",
+)
 def full(b: Builder, call: Call) -> Value:
     """A constant of the result shape: one scalar broadcast, not a dense blob."""
     if "zeros" in call.target:

@@ -148,7 +148,7 @@ def _compare(op: str):  # noqa: ANN202 - factory returning a lowering
         y = y if isinstance(y, Value) else b.const(y, x.dtype if x.dtype != "bool" else "float32")
         return b.compare(op, b.as_float(x) if x.dtype == "bool" else x, b.as_float(y) if y.dtype == "bool" else y)
 
-    lower_compare.__name__ = f"compare_{op.lower()}"  # noqa: B023 - bound per loop iteration
+    lower_compare.__name__ = f"compare_{op.lower()}"
     lower_compare.__doc__ = f"Elementwise comparison {op} (bool result)."
     return lower_compare
 
@@ -196,4 +196,3 @@ def where(b: Builder, call: Call) -> Value:
     dtype, dims = call.out_dtype, call.out_dims
     x, y = b.expand(b.cast(x, dtype), dims), b.expand(b.cast(y, dtype), dims)
     return b.emit("Where", [b.expand(cond, dims), x, y], dims, dtype)
-

@@ -159,8 +159,15 @@ def _require_lowered_inputs(node: Any, call: Call) -> None:
     def walk(v: Any) -> None:
         if isinstance(v, _Unresolved):
             raise UnsupportedOpsError(
-                items=[Unsupported(node.target, node.name, node.module_path,
-                                   f"uses {v.name!r}, an output its producer does not compute in RLX", node.source)]
+                items=[
+                    Unsupported(
+                        node.target,
+                        node.name,
+                        node.module_path,
+                        f"uses {v.name!r}, an output its producer does not compute in RLX",
+                        node.source,
+                    )
+                ]
             )
         if isinstance(v, list):
             for item in v:

@@ -68,7 +68,9 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b) / (na * nb))
 
 
-def compare_output(name: str, actual: np.ndarray, expected: np.ndarray, actual_dtype: str, expected_dtype: str) -> OutputParity:
+def compare_output(
+    name: str, actual: np.ndarray, expected: np.ndarray, actual_dtype: str, expected_dtype: str
+) -> OutputParity:
     """All metrics for one output; `ok` applies the dtype's budget."""
     budget = budget_for(expected_dtype)
     reasons: list[str] = []
@@ -76,8 +78,21 @@ def compare_output(name: str, actual: np.ndarray, expected: np.ndarray, actual_d
         reasons.append(f"dtype {actual_dtype} != {expected_dtype}")
     if tuple(actual.shape) != tuple(expected.shape):
         reasons.append(f"shape {list(actual.shape)} != {list(expected.shape)}")
-        return OutputParity(name, False, list(actual.shape), list(expected.shape), actual_dtype, expected_dtype,
-                            int(actual.size), False, math.inf, math.inf, 0.0, 0.0, reasons)
+        return OutputParity(
+            name,
+            False,
+            list(actual.shape),
+            list(expected.shape),
+            actual_dtype,
+            expected_dtype,
+            int(actual.size),
+            False,
+            math.inf,
+            math.inf,
+            0.0,
+            0.0,
+            reasons,
+        )
     a = actual.astype(np.float64).ravel()
     e = expected.astype(np.float64).ravel()
     a_nan, e_nan = np.isnan(a), np.isnan(e)
@@ -86,8 +101,10 @@ def compare_output(name: str, actual: np.ndarray, expected: np.ndarray, actual_d
         np.array_equal(a_nan, e_nan) and np.array_equal(a_inf, e_inf) and np.array_equal(a[a_inf], e[e_inf])
     )
     if not nonfinite_match:
-        reasons.append(f"NaN/inf positions differ (RLX {int(a_nan.sum())} NaN {int(a_inf.sum())} inf, "
-                       f"PyTorch {int(e_nan.sum())} NaN {int(e_inf.sum())} inf)")
+        reasons.append(
+            f"NaN/inf positions differ (RLX {int(a_nan.sum())} NaN {int(a_inf.sum())} inf, "
+            f"PyTorch {int(e_nan.sum())} NaN {int(e_inf.sum())} inf)"
+        )
     if a.size and bool(a_nan.all()):
         reasons.append("output is entirely NaN")
     finite = np.isfinite(a) & np.isfinite(e)
@@ -102,8 +119,21 @@ def compare_output(name: str, actual: np.ndarray, expected: np.ndarray, actual_d
         reasons.append(f"max abs error {max_abs:.3g} > allowed {allowed:.3g}")
     if cosine < budget.min_cosine:
         reasons.append(f"cosine {cosine:.8f} < {budget.min_cosine}")
-    return OutputParity(name, not reasons, list(actual.shape), list(expected.shape), actual_dtype, expected_dtype,
-                        int(a.size), nonfinite_match, max_abs, max_rel, cosine, allowed, reasons)
+    return OutputParity(
+        name,
+        not reasons,
+        list(actual.shape),
+        list(expected.shape),
+        actual_dtype,
+        expected_dtype,
+        int(a.size),
+        nonfinite_match,
+        max_abs,
+        max_rel,
+        cosine,
+        allowed,
+        reasons,
+    )
 
 
 @dataclass

@@ -1,0 +1,63 @@
+"""run_bundle / BundleModel: numpy in, numpy out, clear errors for wrong input and broken bundles."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import rlx_torch_import as rti
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> tuple:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 2)).eval()
+    out = tmp_path_factory.mktemp("b") / "o"
+    rti.from_torch(model, (torch.randn(3, 6),), out)
+    return model, out / "bundle"
+
+
+def test_runs_new_inputs_by_name_and_position(bundle) -> None:
+    model, path = bundle
+    x = np.random.default_rng(1).standard_normal((3, 6)).astype(np.float32)
+    with torch.no_grad():
+        want = model(torch.from_numpy(x)).numpy()
+    m = rti.BundleModel(path)
+    for feed in ({m.input_names[0]: x}, [x], (x.astype(np.float64),)):
+        got = m.run(feed)["output"]
+        assert got.shape == (3, 2) and got.dtype == np.float32
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(rti.run_bundle(path, [x])["output"], want, atol=1e-5, rtol=1e-5)
+
+
+def test_wrong_inputs_are_named(bundle) -> None:
+    _, path = bundle
+    m = rti.BundleModel(path)
+    with pytest.raises(rti.InputError, match=r"has shape \[2, 6\], the bundle expects \[3, 6\]"):
+        m.run([np.zeros((2, 6), np.float32)])
+    with pytest.raises(rti.InputError, match="missing input"):
+        m.run({"nope": np.zeros((3, 6), np.float32)})
+    with pytest.raises(rti.InputError, match="expected 1 inputs"):
+        m.run([])
+
+
+def test_incomplete_bundle_is_rejected(bundle, tmp_path) -> None:
+    _, path = bundle
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "meta.json").write_text((path / "meta.json").read_text())
+    with pytest.raises(rti.BundleError, match=r"model\.hir\.json is missing"):
+        rti.BundleModel(broken)
+
+
+def test_corrupt_hir_is_a_bundle_error(bundle, tmp_path) -> None:
+    _, path = bundle
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for f in ("meta.json", "weights.safetensors"):
+        (copy / f).write_bytes((path / f).read_bytes())
+    (copy / "model.hir.json").write_text('{"name": 1}')
+    with pytest.raises(rti.BundleError, match="not valid RLX HIR"):
+        rti.BundleModel(copy)
