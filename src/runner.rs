@@ -111,6 +111,32 @@ mod tests {
     }
 
     #[test]
+    fn bool_results_cross_the_boundary_as_f32() {
+        let program = r#"{
+            "name": "t",
+            "inputs": [{"name": "x", "shape": {"dims": [{"Static": 4}], "dtype": "F32"}}],
+            "params": [],
+            "nodes": [
+                {"id": "zero", "op": {"Constant": {"data": [0, 0, 0, 0]}}, "inputs": [],
+                 "shape": {"dims": [], "dtype": "F32"}},
+                {"id": "gt", "op": {"Compare": "Gt"}, "inputs": ["x", "zero"],
+                 "shape": {"dims": [{"Static": 4}], "dtype": "Bool"}},
+                {"id": "f", "op": {"Cast": {"to": "F32"}}, "inputs": ["gt"],
+                 "shape": {"dims": [{"Static": 4}], "dtype": "F32"}}
+            ],
+            "outputs": ["f"]
+        }"#;
+        let json = crate::program::program_to_hir_json(program).unwrap();
+        let mut runner = Runner::from_hir_json(&json).unwrap();
+        let x = f32_bytes(&[1.0, -1.0, 0.0, 2.5]);
+        let out = runner.run(&[("x", &x, DType::F32)]).unwrap();
+        // RLX's CPU arena is f32-aliased and its Bool slots are not readable
+        // as bytes at the boundary, so the importer casts such outputs to F32.
+        assert_eq!(out[0].1, DType::F32);
+        assert_eq!(f32_from(&out[0].0), vec![1.0, 0.0, 0.0, 1.0]);
+    }
+
+    #[test]
     fn runs_matmul_relu_on_cpu() {
         let program = r#"{
             "name": "t",

@@ -34,6 +34,10 @@ def r(*shape: int) -> torch.Tensor:
     return torch.randn(*shape)
 
 
+def ri(dtype: torch.dtype) -> torch.Tensor:
+    return torch.randint(-50, 50, (2, 3), dtype=dtype)
+
+
 torch.manual_seed(0)
 SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     ("add_broadcast_alpha", Fn(lambda m, a, b: torch.add(a, b, alpha=0.5)), (r(2, 3, 4), r(3, 1))),
@@ -150,6 +154,13 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     ),
     ("dropout_eval_identity", nn.Sequential(nn.Dropout(0.5), nn.Linear(3, 3)), (r(2, 3),)),
     ("multi_output", Fn(lambda m, a: (a.relu(), {"neg": -a, "sum": a.sum(0)})), (r(2, 3),)),
+    # Native dtypes at the boundary and inside the graph (no silent downcast).
+    ("int64_math", Fn(lambda m, a: (a * 3 + a * a - a // 7, a.sum(-1), a > 3)), (ri(torch.int64),)),
+    ("int32_math", Fn(lambda m, a: a + a * 2), (ri(torch.int32),)),
+    ("bool_input_output", Fn(lambda m, a, mask: (torch.where(mask, a, -a), ~mask)), (r(2, 3), r(2, 3) > 0)),
+    ("uint8_image_scale", Fn(lambda m, a: a.float() / 255), (torch.randint(0, 255, (2, 3), dtype=torch.uint8),)),
+    ("float64", nn.Linear(4, 3).double(), (r(2, 4).double(),)),
+    ("float16", Fn(lambda m, a: a * 2 + 1), (r(2, 3).half(),)),
 ]
 
 

@@ -56,6 +56,10 @@ class Program:
     params: list[ValueDecl] = field(default_factory=list)
     nodes: list[RlxNode] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    # Values whose dtype RLX's CPU arena cannot pass across the boundary natively
+    # travel as float32 there; these map input/output name -> the real dtype.
+    carried_inputs: dict[str, str] = field(default_factory=dict)
+    carried_outputs: dict[str, str] = field(default_factory=dict)
 
     def op_histogram(self) -> dict[str, int]:
         """How many RLX nodes of each op variant the program has."""

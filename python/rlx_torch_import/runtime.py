@@ -56,15 +56,21 @@ class BundleModel:
                 raise InputError(
                     f"input {spec['name']!r} has shape {list(arr.shape)}, the bundle expects {spec['shape']}"
                 )
-            arr = np.ascontiguousarray(_to_dtype(arr, spec["dtype"]))
-            feed.append((spec["name"], arr.tobytes(), to_rlx(spec["dtype"])))
+            carrier = spec.get("rlx_dtype", spec["dtype"])
+            if carrier != spec["dtype"]:  # bool/narrow ints cross as float32 (exact)
+                arr = arr.astype(numpy_dtype(spec["dtype"]))
+            arr = np.ascontiguousarray(_to_dtype(arr, carrier))
+            feed.append((spec["name"], arr.reshape(-1).view(np.uint8), to_rlx(carrier)))
         try:
             raw = self._model.run(feed)
         except RuntimeError as e:
             raise BundleError(f"{self.path}: RLX failed while running: {e}") from None
         outputs = {}
         for spec, (data, _rlx_dtype, dims) in zip(self.meta["outputs"], raw, strict=True):
-            outputs[spec["name"]] = _from_bytes(data, spec["dtype"], dims)
+            value = _from_bytes(data, spec.get("rlx_dtype", spec["dtype"]), dims)
+            if spec.get("rlx_dtype", spec["dtype"]) != spec["dtype"]:  # carried as float32; exact
+                value = value.astype(numpy_dtype(spec["dtype"]))
+            outputs[spec["name"]] = value
         return outputs
 
 

@@ -39,9 +39,23 @@ def write_bundle(
         "rlx_version": _core.rlx_version(),
         "producer": {**ir.producer, "name": "rlx-torch-import", "version": __version__},
         "decomposition": ir.decomposition,
-        "inputs": [{"name": v.name, "shape": list(v.dims), "dtype": from_rlx(v.dtype)} for v in program.inputs],
+        "inputs": [
+            {
+                "name": v.name,
+                "shape": list(v.dims),
+                "dtype": program.carried_inputs.get(v.name, from_rlx(v.dtype)),
+                "rlx_dtype": from_rlx(v.dtype),
+            }
+            for v in program.inputs
+        ],
         "outputs": [
-            {"name": o.name, "value": value, "shape": o.shape, "dtype": o.dtype}
+            {
+                "name": o.name,
+                "value": value,
+                "shape": o.shape,
+                "dtype": o.dtype,
+                "rlx_dtype": "float32" if o.name in program.carried_outputs else o.dtype,
+            }
             for o, value in zip(ir.outputs, program.outputs, strict=True)
         ],
         "params": [{"name": v.name, "shape": list(v.dims), "dtype": from_rlx(v.dtype)} for v in program.params],

@@ -15,6 +15,10 @@ from ..dtypes import FLOAT_DTYPES, numpy_dtype, promote, to_rlx
 from ..program import Program, Provenance, RlxNode
 from ..torchir import Node, decode_float
 
+# RLX's CPU kernels compute integer arithmetic correctly in int64 only (int32 Binary
+# reads its slots as f32); narrower integers are widened for the op and cast back.
+INT_COMPUTE = {"int32": "int64", "int16": "int64", "int8": "int64", "uint8": "int64"}
+
 
 @dataclass(frozen=True)
 class Value:
@@ -158,9 +162,10 @@ class Builder:
     def binary(self, op: str, a: Value, b: Value, out_dtype: str | None = None) -> Value:
         """Broadcasting binary op; both operands are first cast to the promoted dtype."""
         dtype = out_dtype or promote(a.dtype, b.dtype)
-        a, b = self.cast(a, dtype), self.cast(b, dtype)
+        compute = INT_COMPUTE.get(dtype, dtype)
+        a, b = self.cast(a, compute), self.cast(b, compute)
         dims = tuple(np.broadcast_shapes(a.dims, b.dims))
-        return self.emit({"Binary": op}, [a, b], dims, dtype)
+        return self.cast(self.emit({"Binary": op}, [a, b], dims, compute), dtype)
 
     def unary(self, activation: str, x: Value) -> Value:
         return self.emit({"Activation": activation}, [x], x.dims, x.dtype)
@@ -180,10 +185,13 @@ class Builder:
                 runs[-1].append(a)
             else:
                 runs.append([a])
+        dtype = x.dtype
+        if dtype not in FLOAT_DTYPES:  # RLX's CPU Reduce is float-only; float64 is exact below 2**53
+            x = self.cast(x, "float64")
         for run in reversed(runs):  # highest axes first, so lower indices stay valid
             dims = tuple((1 if i in run else d) for i, d in enumerate(x.dims) if keep_dim or i not in run)
             x = self.emit({"Reduce": {"op": op, "axes": run, "keep_dim": keep_dim}}, [x], dims, x.dtype)
-        return x
+        return self.cast(x, dtype)
 
     def matmul(self, a: Value, b: Value) -> Value:
         dtype = promote(a.dtype, b.dtype)

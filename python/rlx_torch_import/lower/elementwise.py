@@ -65,15 +65,23 @@ def _check_div(call: Call) -> str | None:
     return None
 
 
-@lowers("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.div.Scalar_mode", check=_check_div)
+@lowers(
+    "aten.div.Tensor",
+    "aten.div.Scalar",
+    "aten.div.Tensor_mode",
+    "aten.div.Scalar_mode",
+    "aten.floor_divide.default",
+    check=_check_div,
+)
 def div(b: Builder, call: Call) -> Value:
-    """self / other (true division), optionally floored."""
+    """self / other (true division), or floor(self / other) for rounding_mode='floor' / floor_divide."""
     x, y, dtype = _operand(b, call, "self"), _operand(b, call, "other"), call.out_dtype
-    if call.get("rounding_mode") == "floor" and dtype not in FLOAT_DTYPES:
-        q = b.binary("Div", b.cast(x, "float32"), b.cast(y, "float32"), "float32")
+    floor = call.target == "aten.floor_divide.default" or call.get("rounding_mode") == "floor"
+    if floor and dtype not in FLOAT_DTYPES:  # integer floor division, exact through float64
+        q = b.binary("Div", b.cast(x, "float64"), b.cast(y, "float64"), "float64")
         return b.cast(b.unary("Floor", q), dtype)
     q = b.binary("Div", b.cast(x, dtype), b.cast(y, dtype), dtype)
-    return b.unary("Floor", q) if call.get("rounding_mode") == "floor" else q
+    return b.unary("Floor", q) if floor else q
 
 
 def _check_pow(call: Call) -> str | None:
@@ -157,7 +165,13 @@ for _name, _op in {"eq": "Eq", "ne": "Ne", "lt": "Lt", "le": "Le", "gt": "Gt", "
     lowers(f"aten.{_name}.Tensor", f"aten.{_name}.Scalar")(_compare(_op))
 
 
-@lowers("aten.logical_not.default")
+def _check_bool_operands(call: Call) -> str | None:
+    if call.target.startswith(("aten.bitwise", "aten.__")) and call.out_dtype != "bool":
+        return f"bitwise ops on {call.out_dtype} are not supported (only bool)"
+    return None
+
+
+@lowers("aten.logical_not.default", "aten.bitwise_not.default", check=_check_bool_operands)
 def logical_not(b: Builder, call: Call) -> Value:
     """not x  ==  (x == 0)."""
     x = b.as_float(call.tensor("self"))
@@ -167,12 +181,6 @@ def logical_not(b: Builder, call: Call) -> Value:
 def _truth(b: Builder, x: Value) -> Value:
     """x != 0 as float32 0/1."""
     return b.cast(b.compare("Ne", b.as_float(x), b.const(0.0, "float32")), "float32")
-
-
-def _check_bool_operands(call: Call) -> str | None:
-    if call.target.startswith(("aten.bitwise", "aten.__")) and call.out_dtype != "bool":
-        return f"bitwise ops on {call.out_dtype} are not supported (only bool)"
-    return None
 
 
 @lowers("aten.logical_and.default", "aten.bitwise_and.Tensor", "aten.__and__.Tensor", check=_check_bool_operands)

@@ -35,6 +35,11 @@ class Lowering:
 
 REGISTRY: dict[str, Lowering] = {}
 
+# RLX's CPU arena is f32-aliased: bool and narrow-integer values are not readable or
+# writable as native bytes at the graph boundary. They cross it as float32 (exact for
+# these ranges) with an explicit Cast node inside the graph; meta.json records it.
+CARRIED_AS_F32 = frozenset({"bool", "int8", "uint8", "int16"})
+
 
 def lowers(*targets: str, check: CheckFn | None = None) -> Callable[[LowerFn], LowerFn]:
     """Register `fn` as the lowering of each ATen overload in `targets`."""
@@ -121,8 +126,15 @@ def lower(ir: TorchIR) -> Program:
     builder = Builder(program)
     values: dict[str, Value] = {}
     for spec in ir.inputs:
-        program.inputs.append(ValueDecl(spec.name, tuple(spec.shape), to_rlx(spec.dtype)))
-        values[spec.name] = Value(spec.name, tuple(spec.shape), spec.dtype)
+        if spec.dtype in CARRIED_AS_F32:
+            # Declared float32 at the boundary, cast to its dtype as the graph's first step.
+            program.inputs.append(ValueDecl(spec.name, tuple(spec.shape), "F32"))
+            program.carried_inputs[spec.name] = spec.dtype
+            builder.provenance = Provenance(aten="<boundary cast>", node=spec.name)
+            values[spec.name] = builder.cast(Value(spec.name, tuple(spec.shape), "float32"), spec.dtype)
+        else:
+            program.inputs.append(ValueDecl(spec.name, tuple(spec.shape), to_rlx(spec.dtype)))
+            values[spec.name] = Value(spec.name, tuple(spec.shape), spec.dtype)
     for w in ir.weights:
         program.params.append(ValueDecl(w.key, tuple(w.shape), to_rlx(w.dtype)))
         values[w.name] = Value(w.key, tuple(w.shape), w.dtype)
@@ -148,7 +160,12 @@ def lower(ir: TorchIR) -> Program:
                 )
             values[spec.name] = value
     for out in ir.outputs:
-        program.outputs.append(values[out.value].id)
+        value = values[out.value]
+        if value.dtype in CARRIED_AS_F32:
+            builder.provenance = Provenance(aten="<boundary cast>", node=out.name)
+            value = builder.cast(value, "float32")
+            program.carried_outputs[out.name] = out.dtype
+        program.outputs.append(value.id)
     return program
 
 

@@ -1,0 +1,17 @@
+"""Type stubs for the Rust core (src/python.rs)."""
+
+from typing_extensions import Buffer
+
+def program_to_hir_json(program_json: str) -> str:
+    """Lowered-program JSON -> rlx-ir HIR JSON; raises RuntimeError naming the bad node."""
+
+def rlx_version() -> str:
+    """Version of the RLX crates the core was built against."""
+
+class CompiledModel:
+    """A HIR module compiled on the RLX CPU runtime."""
+
+    def __init__(self, hir_json: str) -> None: ...
+    def set_param(self, name: str, data: Buffer, dtype: str) -> None: ...
+    def run(self, inputs: list[tuple[str, Buffer, str]]) -> list[tuple[bytes, str, list[int]]]: ...
+    def output_dtypes(self) -> list[str]: ...
