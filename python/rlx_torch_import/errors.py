@@ -61,6 +61,12 @@ class BundleError(RtiError):
     exit_code = ExitCode.INTERNAL
 
 
+class LoweringError(RtiError):
+    """A registered lowering failed on a call it accepted: a bug, reported with the node."""
+
+    exit_code = ExitCode.INTERNAL
+
+
 @dataclass(frozen=True)
 class Unsupported:
     """One thing the registry cannot lower: an op overload or one argument value."""

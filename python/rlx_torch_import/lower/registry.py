@@ -14,7 +14,7 @@ from functools import cache
 from typing import Any
 
 from ..dtypes import is_supported, to_rlx
-from ..errors import Unsupported, UnsupportedOpsError
+from ..errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
 from ..program import Program, Provenance, ValueDecl
 from ..torchir import TorchIR
 from .context import Builder, Call, Value
@@ -111,7 +111,10 @@ def find_unsupported(ir: TorchIR) -> list[Unsupported]:
             report(node.target, f"output dtype {bad[0].dtype} has no RLX counterpart")
             continue
         if lowering.check is not None:
-            reason = lowering.check(make_call(node, values))
+            try:
+                reason = lowering.check(make_call(node, values))
+            except Exception as e:  # a check that cannot read the call is a gap, not a crash
+                reason = f"arguments could not be checked ({type(e).__name__}: {e})"
             if reason:
                 report(node.target, reason)
     return items
@@ -148,13 +151,22 @@ def lower(ir: TorchIR) -> Program:
             source=node.source,
             input_shapes=tuple(v.dims for v in call.positional if isinstance(v, Value)),
         )
-        result = REGISTRY[node.target].fn(builder, call)
+        try:
+            result = REGISTRY[node.target].fn(builder, call)
+        except RtiError:
+            raise
+        except Exception as e:
+            raise LoweringError(
+                f"internal error: {REGISTRY[node.target].fn.__name__} failed on {node.target} at node "
+                f"{node.name}{f' in {node.module_path}' if node.module_path else ''}: {type(e).__name__}: {e}",
+                hint="this is a bug in rlx-torch-import; please report it with torch-ir.json",
+            ) from e
         results = result if isinstance(result, list) else [result]
         for spec, value in zip(node.outputs, results, strict=False):
             if value is None:
                 continue
             if (tuple(spec.shape), spec.dtype) != (value.dims, value.dtype):
-                raise RuntimeError(
+                raise LoweringError(
                     f"internal error: lowering {REGISTRY[node.target].fn.__name__} of {node.target} at node "
                     f"{node.name} produced {value.dtype}{list(value.dims)}, torch says {spec.dtype}{spec.shape}"
                 )
