@@ -42,6 +42,6 @@ fi
 say "building the Rust core (first build of RLX takes a few minutes on 2 cores)"
 (
     export VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH"
-    maturin develop --release --quiet >&2
+    maturin develop --release --quiet 2>&1 | { grep -v "Requirement already satisfied" || true; } >&2
 )
 echo "$VENV"

@@ -41,11 +41,25 @@ def test_unsupported_ops_are_listed_at_once(tmp_path) -> None:
 
 def test_failed_run_keeps_previous_output(tmp_path) -> None:
     out = tmp_path / "o"
-    out.mkdir()
-    (out / "keep.txt").write_text("previous result")
+    rti.from_torch(nn.Linear(3, 2), (torch.randn(1, 3),), out)
+    before = (out / "torch-ir.json").read_text()
     with pytest.raises(rti.UnsupportedOpsError):
         rti.from_torch(Gaps(), (torch.randn(2, 3, 12, 12),), out)
-    assert (out / "keep.txt").read_text() == "previous result"
+    assert (out / "torch-ir.json").read_text() == before
+    assert (out / "bundle" / "model.hir.json").is_file()
+
+
+def test_refuses_to_replace_a_foreign_directory(tmp_path) -> None:
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "thesis.tex").write_text("precious")
+    with pytest.raises(rti.InputError, match="not an rlx-torch-import output"):
+        rti.from_torch(nn.Linear(3, 2), (torch.randn(1, 3),), out)
+    assert (out / "thesis.tex").read_text() == "precious"
+    file_out = tmp_path / "file"
+    file_out.write_text("x")
+    with pytest.raises(rti.InputError, match="not a directory"):
+        rti.from_torch(nn.Linear(3, 2), (torch.randn(1, 3),), file_out)
 
 
 class DataDependent(nn.Module):

@@ -154,6 +154,22 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     ),
     ("dropout_eval_identity", nn.Sequential(nn.Dropout(0.5), nn.Linear(3, 3)), (r(2, 3),)),
     ("multi_output", Fn(lambda m, a: (a.relu(), {"neg": -a, "sum": a.sum(0)})), (r(2, 3),)),
+    ("group_norm", nn.GroupNorm(2, 6), (r(2, 6, 5, 4),)),
+    ("group_norm_3d_input", nn.GroupNorm(3, 6, affine=False), (r(2, 6, 7),)),
+    ("rms_norm", nn.RMSNorm(8, eps=1e-6), (r(2, 3, 8),)),
+    (
+        "hard_activations",
+        Fn(lambda m, a: F.hardswish(a) + F.hardsigmoid(a) + F.mish(a) + F.softplus(a)),
+        (r(4, 8) * 4,),
+    ),
+    (
+        "clamp_scalar_tensor_inf",
+        Fn(lambda m, a, lo: a.clamp(-0.5, 0.5) + a.clamp(min=lo) + a.clamp(max=float("inf")) + torch.clamp_min(a, 0.1)),
+        (r(3, 4), r(4)),
+    ),
+    ("log1p_expm1", Fn(lambda m, a: torch.log1p(a.abs()) + torch.expm1(a)), (r(3, 4),)),
+    ("log_softmax", Fn(lambda m, a: F.log_softmax(a * 10, dim=-1)), (r(3, 7),)),
+    ("embedding", nn.Embedding(10, 4), (torch.tensor([[1, 2, 9], [0, 0, 5]]),)),
     # Native dtypes at the boundary and inside the graph (no silent downcast).
     ("int64_math", Fn(lambda m, a: (a * 3 + a * a - a // 7, a.sum(-1), a > 3)), (ri(torch.int64),)),
     ("int32_math", Fn(lambda m, a: a + a * 2), (ri(torch.int32),)),

@@ -10,10 +10,32 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+OURS = ("torch-ir.json", "meta.json", "report.json")
+
+
+def check_replaceable(out_dir: Path) -> None:
+    """Refuse to replace anything but an empty folder or an earlier output of ours."""
+    from .errors import InputError
+
+    out_dir = Path(out_dir)
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise InputError(f"output path {out_dir} exists and is not a directory")
+    entries = {p.name for p in out_dir.iterdir()}
+    if entries and not entries & set(OURS):
+        raise InputError(
+            f"output directory {out_dir} exists and is not an rlx-torch-import output "
+            f"(it has {', '.join(sorted(entries)[:3])}{', ...' if len(entries) > 3 else ''})",
+            hint="choose a new directory, or remove it first; rlx-torch-import replaces only its own outputs",
+        )
+
+
 @contextmanager
 def staged(out_dir: Path) -> Iterator[Path]:
     """Yield a fresh folder beside `out_dir`; on success it replaces `out_dir`, on error it is removed."""
     out_dir = Path(out_dir).absolute()
+    check_replaceable(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
     umask = os.umask(0)

@@ -204,3 +204,50 @@ def where(b: Builder, call: Call) -> Value:
     dtype, dims = call.out_dtype, call.out_dims
     x, y = b.expand(b.cast(x, dtype), dims), b.expand(b.cast(y, dtype), dims)
     return b.emit("Where", [b.expand(cond, dims), x, y], dims, dtype)
+
+
+for _target, _act in {
+    "aten.hardswish.default": "HardSwish",
+    "aten.hardsigmoid.default": "HardSigmoid",
+    "aten.mish.default": "Mish",
+}.items():
+    lowers(_target)(_unary(_act))
+
+
+def _check_softplus(call: Call) -> str | None:
+    if call.get("beta", 1) != 1 or call.get("threshold", 20) != 20:
+        return f"softplus with beta={call.get('beta')}, threshold={call.get('threshold')} is not supported"
+    return None
+
+
+@lowers("aten.softplus.default", check=_check_softplus)
+def softplus(b: Builder, call: Call) -> Value:
+    """log(1 + exp(x)) (beta 1, threshold 20)."""
+    return b.unary("Softplus", call.tensor("self"))
+
+
+@lowers("aten.log1p.default")
+def log1p(b: Builder, call: Call) -> Value:
+    """log(1 + x)."""
+    x = b.cast(call.tensor("self"), call.out_dtype)
+    return b.unary("Log", b.binary("Add", x, b.const(1.0, x.dtype)))
+
+
+@lowers("aten.expm1.default")
+def expm1(b: Builder, call: Call) -> Value:
+    """exp(x) - 1."""
+    x = b.cast(call.tensor("self"), call.out_dtype)
+    return b.binary("Sub", b.unary("Exp", x), b.const(1.0, x.dtype))
+
+
+@lowers("aten.clamp.default", "aten.clamp.Tensor", "aten.clamp_min.default", "aten.clamp_max.default")
+def clamp(b: Builder, call: Call) -> Value:
+    """min(max(x, lo), hi) with scalar or tensor bounds (bounds as constants, so ±inf is fine)."""
+    x = b.cast(call.tensor("self"), call.out_dtype)
+    lo = None if call.target == "aten.clamp_max.default" else call.get("min")
+    hi = None if call.target == "aten.clamp_min.default" else call.get("max")
+    if lo is not None:
+        x = b.binary("Max", x, lo if isinstance(lo, Value) else b.const(lo, x.dtype), call.out_dtype)
+    if hi is not None:
+        x = b.binary("Min", x, hi if isinstance(hi, Value) else b.const(hi, x.dtype), call.out_dtype)
+    return b.expand(x, call.out_dims)

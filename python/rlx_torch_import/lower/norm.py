@@ -74,3 +74,42 @@ def batch_norm(b: Builder, call: Call) -> Value:
 def native_batch_norm_no_training(b: Builder, call: Call) -> list[Value | None]:
     """Core ATen eval batch norm; the saved mean/rstd outputs are empty in eval."""
     return [_batch_norm(b, call), None, None]
+
+
+def _group_norm(b: Builder, call: Call, groups: int) -> Value:
+    x = call.tensor("input")
+    c = x.dims[1]
+    x4 = b.reshape(x, (*x.dims[:2], math.prod(x.dims[2:]), 1)) if x.rank != 4 else x
+    gamma = _affine(b, call.get("weight"), (c,), 1.0, x.dtype)
+    beta = _affine(b, call.get("bias"), (c,), 0.0, x.dtype)
+    op = {"GroupNorm": {"num_groups": groups, "eps": float(call["eps"])}}
+    return b.reshape(b.emit(op, [x4, gamma, beta], x4.dims, x.dtype), x.dims)
+
+
+@lowers("aten.group_norm.default")
+def group_norm(b: Builder, call: Call) -> Value:
+    """GroupNorm over (C/G, *spatial) per group, then a per-channel affine (RLX GroupNorm is NCHW)."""
+    return _group_norm(b, call, int(call["num_groups"]))
+
+
+@lowers("aten.native_group_norm.default")
+def native_group_norm(b: Builder, call: Call) -> list[Value | None]:
+    """Core ATen group norm; only the normalized output is produced (mean/rstd are training state)."""
+    return [_group_norm(b, call, int(call["group"])), None, None]
+
+
+def _check_rms(call: Call) -> str | None:
+    return None if call.get("eps") is not None else "rms_norm with eps=None (dtype-dependent eps) is not supported"
+
+
+@lowers("aten.rms_norm.default", check=_check_rms)
+def rms_norm(b: Builder, call: Call) -> Value:
+    """x / sqrt(mean(x^2) + eps) * weight over the trailing `normalized_shape` axes."""
+    x = call.tensor("input")
+    k = len(call["normalized_shape"])
+    inner = math.prod(x.dims[x.rank - k :])
+    flat = b.reshape(x, (*x.dims[: x.rank - k], inner))
+    gamma = _affine(b, call.get("weight"), (inner,), 1.0, x.dtype)
+    beta = _affine(b, None, (inner,), 0.0, x.dtype)
+    y = b.emit({"RmsNorm": {"axis": -1, "eps": float(call["eps"])}}, [flat, gamma, beta], flat.dims, x.dtype)
+    return b.reshape(y, x.dims)

@@ -51,3 +51,13 @@ def softmax(b: Builder, call: Call) -> Value:
     x = b.cast(call.tensor("self"), call.out_dtype)
     axis = norm_axis(call["dim"], x.rank)
     return b.emit({"Softmax": {"axis": axis}}, [x], x.dims, x.dtype)
+
+
+@lowers("aten._log_softmax.default", "aten.log_softmax.int", check=_check_softmax)
+def log_softmax(b: Builder, call: Call) -> Value:
+    """x - max - log(sum(exp(x - max))) along one axis (stable; no log of a tiny softmax)."""
+    x = b.cast(call.tensor("self"), call.out_dtype)
+    axis = norm_axis(call["dim"], x.rank)
+    shifted = b.binary("Sub", x, b.reduce("Max", x, [axis], keep_dim=True))
+    total = b.reduce("Sum", b.unary("Exp", shifted), [axis], keep_dim=True)
+    return b.binary("Sub", shifted, b.unary("Log", total))
