@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-
 OURS = ("torch-ir.json", "meta.json", "report.json")
 
 
