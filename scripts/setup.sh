@@ -14,7 +14,10 @@ VENV="${RTI_VENV:-$CACHE/venv}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/target}"
 say() { echo "[setup] $*" >&2; }
 
-if ! ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so\b'; then
+have_openblas_dev() {  # the linker needs libopenblas.so (the -dev symlink), not just the runtime .so.0
+    dpkg -s libopenblas-dev >/dev/null 2>&1 || ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so '
+}
+if ! have_openblas_dev; then
     say "installing Debian libopenblas-dev (RLX's CPU backend links OpenBLAS)"
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
     $SUDO apt-get update -qq >&2

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-OURS = ("torch-ir.json", "meta.json", "report.json")
+OURS = ("torch-ir.json", "meta.json")  # a from_torch output dir; a bundle dir
 
 
 def check_replaceable(out_dir: Path) -> None:
