@@ -18,6 +18,12 @@ _TABLE: dict[str, tuple[str, str | None]] = {
     "bool": ("Bool", "bool"),
 }
 
+# RLX's CPU arena is f32-aliased: bool and narrow-integer values are not readable or
+# writable as native bytes at the graph boundary, and some data-movement kernels
+# (Concat, strided Slice, Where on values) mishandle them. They cross the boundary as
+# float32 (exact for these ranges) and move through those kernels as float32, with
+# explicit Cast nodes; meta.json records the boundary dtype as `rlx_dtype`.
+NARROW_DTYPES = frozenset({"bool", "int8", "uint8", "int16"})
 FLOAT_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64"})
 INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8"})
 

@@ -60,6 +60,9 @@ class Program:
     # travel as float32 there; these map input/output name -> the real dtype.
     carried_inputs: dict[str, str] = field(default_factory=dict)
     carried_outputs: dict[str, str] = field(default_factory=dict)
+    # ATen overload -> how many torch-ir nodes of it were lowered (including ones
+    # that emit no RLX node, such as views that are already the right shape).
+    aten_counts: dict[str, int] = field(default_factory=dict)
 
     def op_histogram(self) -> dict[str, int]:
         """How many RLX nodes of each op variant the program has."""
@@ -67,8 +70,7 @@ class Program:
 
     def aten_histogram(self) -> dict[str, int]:
         """How many source ATen calls of each overload were lowered."""
-        seen = {(n.provenance.node, n.provenance.aten) for n in self.nodes}
-        return dict(sorted(Counter(aten for _, aten in seen).items()))
+        return dict(sorted(self.aten_counts.items()))
 
     def to_core_json(self) -> str:
         """The JSON the Rust core's `program_to_hir_json` reads."""

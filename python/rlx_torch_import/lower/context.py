@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import FLOAT_DTYPES, numpy_dtype, promote, to_rlx
+from ..dtypes import FLOAT_DTYPES, NARROW_DTYPES, numpy_dtype, promote, to_rlx
 from ..program import Program, Provenance, RlxNode
 from ..torchir import Node, decode_float
 
@@ -132,6 +132,13 @@ class Builder:
     def scalar_like(self, value: float | int | bool, like: Value) -> Value:
         """A rank-0 constant of `like`'s dtype."""
         return self.const(value, like.dtype)
+
+    def move(self, op: Any, inputs: list[Value], dims: tuple[int, ...] | list[int], dtype: str) -> Value:
+        """A data-movement op; bool/narrow-int data moves as float32 (see dtypes.NARROW_DTYPES)."""
+        if dtype not in NARROW_DTYPES:
+            return self.emit(op, inputs, dims, dtype)
+        moved = self.emit(op, [self.cast(v, "float32") for v in inputs], dims, "float32")
+        return self.cast(moved, dtype)
 
     # ── shape helpers ────────────────────────────────────────────────────
     def reshape(self, x: Value, dims: tuple[int, ...] | list[int]) -> Value:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..dtypes import FLOAT_DTYPES
+from ..dtypes import FLOAT_DTYPES, NARROW_DTYPES
 from .context import Builder, Call, Value
 from .registry import lowers
 
@@ -203,6 +203,9 @@ def where(b: Builder, call: Call) -> Value:
     cond, x, y = call.tensor("condition"), call.tensor("self"), call.tensor("other")
     dtype, dims = call.out_dtype, call.out_dims
     x, y = b.expand(b.cast(x, dtype), dims), b.expand(b.cast(y, dtype), dims)
+    if dtype in NARROW_DTYPES:  # Where moves bool/narrow values wrongly; select in float32
+        x, y = b.cast(x, "float32"), b.cast(y, "float32")
+        return b.cast(b.emit("Where", [b.expand(cond, dims), x, y], dims, "float32"), dtype)
     return b.emit("Where", [b.expand(cond, dims), x, y], dims, dtype)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from ..dtypes import is_supported, to_rlx
+from ..dtypes import NARROW_DTYPES, is_supported, to_rlx
 from ..errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
 from ..program import Program, Provenance, ValueDecl
 from ..torchir import TorchIR
@@ -34,11 +34,6 @@ class Lowering:
 
 
 REGISTRY: dict[str, Lowering] = {}
-
-# RLX's CPU arena is f32-aliased: bool and narrow-integer values are not readable or
-# writable as native bytes at the graph boundary. They cross it as float32 (exact for
-# these ranges) with an explicit Cast node inside the graph; meta.json records it.
-CARRIED_AS_F32 = frozenset({"bool", "int8", "uint8", "int16"})
 
 
 def lowers(*targets: str, check: CheckFn | None = None) -> Callable[[LowerFn], LowerFn]:
@@ -129,7 +124,7 @@ def lower(ir: TorchIR) -> Program:
     builder = Builder(program)
     values: dict[str, Value] = {}
     for spec in ir.inputs:
-        if spec.dtype in CARRIED_AS_F32:
+        if spec.dtype in NARROW_DTYPES:
             # Declared float32 at the boundary, cast to its dtype as the graph's first step.
             program.inputs.append(ValueDecl(spec.name, tuple(spec.shape), "F32"))
             program.carried_inputs[spec.name] = spec.dtype
@@ -161,6 +156,7 @@ def lower(ir: TorchIR) -> Program:
                 f"{node.name}{f' in {node.module_path}' if node.module_path else ''}: {type(e).__name__}: {e}",
                 hint="this is a bug in rlx-torch-import; please report it with torch-ir.json",
             ) from e
+        program.aten_counts[node.target] = program.aten_counts.get(node.target, 0) + 1
         results = result if isinstance(result, list) else [result]
         for spec, value in zip(node.outputs, results, strict=False):
             if value is None:
@@ -173,7 +169,7 @@ def lower(ir: TorchIR) -> Program:
             values[spec.name] = value
     for out in ir.outputs:
         value = values[out.value]
-        if value.dtype in CARRIED_AS_F32:
+        if value.dtype in NARROW_DTYPES:
             builder.provenance = Provenance(aten="<boundary cast>", node=out.name)
             value = builder.cast(value, "float32")
             program.carried_outputs[out.name] = out.dtype

@@ -88,7 +88,7 @@ def slice_(b: Builder, call: Call) -> Value:
         return _narrow(b, x, axis, start, length)
     dims = list(x.dims)
     dims[axis] = length
-    return b.emit({"Slice": {"axis": axis, "start": start, "len": length, "step": step}}, [x], dims, x.dtype)
+    return b.move({"Slice": {"axis": axis, "start": start, "len": length, "step": step}}, [x], dims, x.dtype)
 
 
 @lowers("aten.select.int")
@@ -123,4 +123,15 @@ def cat(b: Builder, call: Call) -> Value:
     axis = norm_axis(call.get("dim", 0), len(call.out_dims))
     if len(tensors) == 1:
         return b.cast(tensors[0], dtype)
-    return b.emit({"Concat": {"axis": axis}}, [b.cast(t, dtype) for t in tensors], call.out_dims, dtype)
+    return b.move({"Concat": {"axis": axis}}, [b.cast(t, dtype) for t in tensors], call.out_dims, dtype)
+
+
+@lowers("aten.stack.default")
+def stack(b: Builder, call: Call) -> Value:
+    """Insert a unit axis in each tensor, then concatenate along it."""
+    dims = call.out_dims
+    axis = norm_axis(call.get("dim", 0), len(dims))
+    parts = [b.reshape(b.cast(t, call.out_dtype), (*t.dims[:axis], 1, *t.dims[axis:])) for t in call["tensors"]]
+    if len(parts) == 1:
+        return parts[0]
+    return b.move({"Concat": {"axis": axis}}, parts, dims, call.out_dtype)
