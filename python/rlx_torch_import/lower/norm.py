@@ -15,15 +15,20 @@ def _affine(b: Builder, given: Value | None, dims: tuple[int, ...], fill: float,
     return b.expand(b.const(fill, dtype), dims)
 
 
-def _layer_norm(b: Builder, call: Call) -> Value:
+def _last_axis_norm(b: Builder, call: Call, kind: str, bias: Value | None) -> Value:
+    """LayerNorm/RmsNorm over the trailing `normalized_shape` axes, flattened into the last one."""
     x = call.tensor("input")
     k = len(call["normalized_shape"])
     inner = math.prod(x.dims[x.rank - k :])
     flat = b.reshape(x, (*x.dims[: x.rank - k], inner))
     gamma = _affine(b, call.get("weight"), (inner,), 1.0, x.dtype)
-    beta = _affine(b, call.get("bias"), (inner,), 0.0, x.dtype)
-    y = b.emit({"LayerNorm": {"axis": -1, "eps": float(call["eps"])}}, [flat, gamma, beta], flat.dims, x.dtype)
+    beta = _affine(b, bias, (inner,), 0.0, x.dtype)
+    y = b.emit({kind: {"axis": -1, "eps": float(call["eps"])}}, [flat, gamma, beta], flat.dims, x.dtype)
     return b.reshape(y, x.dims)
+
+
+def _layer_norm(b: Builder, call: Call) -> Value:
+    return _last_axis_norm(b, call, "LayerNorm", call.get("bias"))
 
 
 @lowers("aten.layer_norm.default")
@@ -105,11 +110,4 @@ def _check_rms(call: Call) -> str | None:
 @lowers("aten.rms_norm.default", check=_check_rms)
 def rms_norm(b: Builder, call: Call) -> Value:
     """x / sqrt(mean(x^2) + eps) * weight over the trailing `normalized_shape` axes."""
-    x = call.tensor("input")
-    k = len(call["normalized_shape"])
-    inner = math.prod(x.dims[x.rank - k :])
-    flat = b.reshape(x, (*x.dims[: x.rank - k], inner))
-    gamma = _affine(b, call.get("weight"), (inner,), 1.0, x.dtype)
-    beta = _affine(b, None, (inner,), 0.0, x.dtype)
-    y = b.emit({"RmsNorm": {"axis": -1, "eps": float(call["eps"])}}, [flat, gamma, beta], flat.dims, x.dtype)
-    return b.reshape(y, x.dims)
+    return _last_axis_norm(b, call, "RmsNorm", None)
