@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -27,7 +29,7 @@ class Gaps(nn.Module):
 def test_unsupported_ops_are_listed_at_once(tmp_path) -> None:
     out = tmp_path / "o"
     with pytest.raises(rti.UnsupportedOpsError) as info:
-        rti.from_torch(Gaps(), (torch.randn(2, 3, 12, 12),), out)
+        rti.from_torch(Gaps(), (torch.randn(2, 3, 12, 12),), out, auto_decompose=False)
     err = info.value
     assert err.targets == ["aten.cumsum.default", "aten.flip.default", "aten.max_pool2d.default"]
     nodes = {i.target: i.node for i in err.items}
@@ -118,3 +120,38 @@ def test_internal_lowering_failure_names_the_node(tmp_path, monkeypatch) -> None
         rti.from_torch(nn.Sequential(nn.ReLU()), (torch.randn(2),), tmp_path / "o")
     assert "broken failed on aten.relu.default at node relu" in info.value.message
     assert info.value.exit_code == rti.ExitCode.INTERNAL
+
+
+class NeedsFallback(nn.Module):
+    """leaky_relu and elu have no lowering; torch decomposes both into ops that have one."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.elu(F.leaky_relu(x, 0.1), alpha=0.5)
+
+
+def test_auto_decomposition_fallback(tmp_path) -> None:
+    x = (torch.randn(4, 8),)
+    report = rti.from_torch(NeedsFallback(), x, tmp_path / "o")
+    assert report.ok, report.summary()
+    assert report.auto_decomposed_ops == ["aten.elu.default", "aten.leaky_relu.default"]
+    assert "auto-decomposed: aten.elu.default" in report.summary()
+    ir = json.loads((tmp_path / "o" / "torch-ir.json").read_text())
+    assert ir["auto_decomposed"] == report.auto_decomposed_ops
+    assert {n["decomposed_from"] for n in ir["nodes"]} >= {"aten.leaky_relu.default", "aten.elu.default"}
+    # and the same torch-ir re-lowers with the same verdict
+    assert rti.build(tmp_path / "o").auto_decomposed_ops == report.auto_decomposed_ops
+
+    with pytest.raises(rti.UnsupportedOpsError) as info:
+        rti.from_torch(NeedsFallback(), x, tmp_path / "off", auto_decompose=False)
+    assert info.value.targets == ["aten.elu.default", "aten.leaky_relu.default"]
+
+
+def test_undecomposable_op_is_a_reported_gap(tmp_path) -> None:
+    class CumsumRelu(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cumsum(F.leaky_relu(x), dim=1)
+
+    with pytest.raises(rti.UnsupportedOpsError) as info:
+        rti.from_torch(CumsumRelu(), (torch.randn(3, 5),), tmp_path / "o")
+    assert info.value.targets == ["aten.cumsum.default"]  # leaky_relu was decomposed; cumsum could not be
+    assert "auto-decomposition: decomposition emits prims." in info.value.message

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from . import _core, safetensors_io, torchir
 from .emit.bundle import write_bundle
-from .errors import InputError
-from .lower import lower
+from .errors import InputError, UnsupportedOpsError
+from .lower import find_unsupported, lower
 from .outdir import staged
 from .progress import Progress
 from .runtime import BundleModel
@@ -22,7 +23,9 @@ REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 
 
-def _check_options(emit: Sequence[str], device: str) -> None:
+def _check_options(emit: Sequence[str], device: str, max_decompose_rounds: int = 0) -> None:
+    if max_decompose_rounds < 0:
+        raise InputError(f"max_decompose_rounds must be >= 0, got {max_decompose_rounds}")
     for target in emit:
         if target not in EMIT_TARGETS:
             raise InputError(
@@ -50,17 +53,22 @@ def from_torch(
     name: str | None = None,
     device: str = "cpu",
     progress: bool = False,
+    auto_decompose: bool = True,
+    max_decompose_rounds: int = 4,
 ) -> ParityReport:
     """Export `model`, lower it to RLX, write `out_dir/`, and verify against PyTorch.
 
     `out_dir` gets torch-ir.json, weights.safetensors, reference.safetensors,
     bundle/ and report.json/report.md. Parity failure is reported (`report.ok`),
     not raised; unsupported ops, bad input and export failures raise `RtiError`s.
+    With `auto_decompose`, ops the registry cannot lower are decomposed through
+    torch's decomposition table (up to `max_decompose_rounds` rounds) first.
     """
-    from .frontend.capture import capture
+    from .frontend.capture import capture, eager_outputs
     from .frontend.export import check_example_inputs, export_program
+    from .frontend.fallback import decompose_targets
 
-    _check_options(emit, device)
+    _check_options(emit, device, max_decompose_rounds)
     inputs = check_example_inputs(example_inputs)
     name = name or _default_name(model)
     prog = Progress(progress)
@@ -69,14 +77,43 @@ def from_torch(
             ep = export_program(
                 model, inputs, decomposition=decomposition, dynamic_shapes=dynamic_shapes, strict=strict
             )
+        with prog.phase("reference"):
+            eager = eager_outputs(model, inputs)
         with prog.phase("capture"):
-            cap = capture(ep, model, inputs, name=name, decomposition=decomposition)
+            cap = capture(ep, inputs, eager, name=name, decomposition=decomposition)
+        auto: list[str] = []
+        skipped: dict[str, str] = {}
+        for round_no in range(1, (max_decompose_rounds if auto_decompose else 0) + 1):
+            targets = sorted({m.target for m in find_unsupported(cap.ir)} - set(auto) - set(skipped))
+            if not targets:
+                break
+            with prog.phase(f"auto-decompose round {round_no} ({len(targets)} op(s))"):
+                ep, rnd = decompose_targets(ep, targets)
+                auto += rnd.decomposed
+                skipped.update(rnd.skipped)
+                if rnd.decomposed:
+                    cap = capture(ep, inputs, eager, name=name, decomposition=decomposition, auto_decomposed=auto)
+            if not rnd.decomposed:
+                break
+        with prog.phase("write torch-ir"):
             cap.ir.save(stage)
             safetensors_io.write(stage / torchir.WEIGHTS, dict(safetensors_io.iter_torch(cap.weights)))
             safetensors_io.write(stage / torchir.REFERENCE, dict(safetensors_io.iter_torch(cap.reference)))
-        report = _lower_and_verify(stage, stage / "bundle", verify, prog, out_dir=Path(out_dir))
+        try:
+            report = _lower_and_verify(stage, stage / "bundle", verify, prog, out_dir=Path(out_dir))
+        except UnsupportedOpsError as e:
+            raise _with_fallback_reasons(e, skipped) from None
         _write_reports(report, stage)
     return report
+
+
+def _with_fallback_reasons(err: UnsupportedOpsError, skipped: dict[str, str]) -> UnsupportedOpsError:
+    """Say, per op, why automatic decomposition could not help."""
+    items = [
+        replace(i, reason=f"{i.reason}; auto-decomposition: {skipped[i.target]}") if i.target in skipped else i
+        for i in err.items
+    ]
+    return UnsupportedOpsError(items=items)
 
 
 def build(
@@ -112,6 +149,7 @@ def _lower_and_verify(src: Path, bundle_dir: Path, verify: bool, prog: Progress,
         op_histogram=program.op_histogram(),
         aten_histogram=program.aten_histogram(),
         decomposition=ir.decomposition,
+        auto_decomposed_ops=list(ir.auto_decomposed),
         rlx_version=_core.rlx_version(),
         torch_version=ir.producer.get("torch", ""),
     )

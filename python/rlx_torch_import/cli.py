@@ -38,6 +38,18 @@ def _convert_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-verify", action="store_true", help="skip the parity check against PyTorch")
     p.add_argument("--name", help="model name (default: from the module's class)")
     p.add_argument("--strict", action="store_true", help="use torch.export strict mode")
+    p.add_argument(
+        "--no-auto-decompose",
+        action="store_true",
+        help="do not decompose unsupported ops through torch's decomposition table",
+    )
+    p.add_argument(
+        "--max-decompose-rounds",
+        type=int,
+        default=4,
+        metavar="N",
+        help="rounds of automatic decomposition (default: 4)",
+    )
     p.add_argument("--device", default="cpu", help="RLX device (default: cpu)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return p
@@ -75,6 +87,8 @@ def _run(argv: Sequence[str]) -> int:
             name=args.name,
             device=args.device,
             progress=not args.quiet,
+            auto_decompose=not args.no_auto_decompose,
+            max_decompose_rounds=args.max_decompose_rounds,
         )
     print(report.summary())
     return ExitCode.OK if report.ok else ExitCode.PARITY_FAILED

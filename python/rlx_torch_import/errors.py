@@ -76,6 +76,7 @@ class Unsupported:
     module_path: str
     reason: str
     source: str = ""
+    decomposed_from: str = ""
 
     def line(self) -> str:
         where = f"node {self.node}"
@@ -83,6 +84,8 @@ class Unsupported:
             where += f" in {self.module_path}"
         if self.source:
             where += f" ({self.source})"
+        if self.decomposed_from:
+            where += f", decomposed from {self.decomposed_from}"
         return f"{self.target}: {self.reason} [{where}]"
 
 

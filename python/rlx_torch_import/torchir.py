@@ -56,6 +56,7 @@ class Node:
     module_path: str = ""
     module_type: str = ""
     source: str = ""
+    decomposed_from: str = ""
 
 
 @dataclass
@@ -79,6 +80,7 @@ class TorchIR:
     nodes: list[Node]
     outputs: list[OutputSpec]
     producer: dict[str, str] = field(default_factory=dict)
+    auto_decomposed: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         """Strict JSON text (no NaN/Infinity tokens)."""
@@ -178,6 +180,7 @@ def parse(doc: Any, source: str = FILENAME) -> TorchIR:
                 module_path=d.get("module_path", ""),
                 module_type=d.get("module_type", ""),
                 source=d.get("source", ""),
+                decomposed_from=d.get("decomposed_from", ""),
             )
         )
     outputs = []
@@ -192,6 +195,7 @@ def parse(doc: Any, source: str = FILENAME) -> TorchIR:
         nodes=nodes,
         outputs=outputs,
         producer=doc.get("producer", {}),
+        auto_decomposed=list(doc.get("auto_decomposed", [])),
     )
     _check_wiring(ir, source)
     return ir

@@ -102,15 +102,22 @@ def _output_names(flat_count: int, paths: list[str]) -> list[str]:
     return names
 
 
+def eager_outputs(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...]) -> Any:
+    """The eager result that parity is judged against (computed once per conversion)."""
+    with torch.no_grad():
+        return model(*example_inputs)
+
+
 def capture(
     ep: torch.export.ExportedProgram,
-    model: torch.nn.Module,
     example_inputs: tuple[torch.Tensor, ...],
+    eager: Any,
     *,
     name: str,
     decomposition: str,
+    auto_decomposed: list[str] | None = None,
 ) -> Captured:
-    """ExportedProgram + eager run -> TorchIR, state_dict-keyed weights, reference tensors."""
+    """ExportedProgram + eager outputs -> TorchIR, state_dict-keyed weights, reference tensors."""
     graph = ep.graph_module.graph
     sig = ep.graph_signature
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
@@ -164,6 +171,7 @@ def capture(
         else:
             outs = []
         path, mtype = _module_info(node)
+        original = str(node.meta.get("original_aten") or "")
         nodes.append(
             Node(
                 name=node.name,
@@ -174,6 +182,7 @@ def capture(
                 module_path=path,
                 module_type=mtype,
                 source=_source_line(node),
+                decomposed_from=original if original and original != str(node.target) else "",
             )
         )
 
@@ -181,8 +190,6 @@ def capture(
     user_values = [
         a for a, s in zip(out_node.args[0], sig.output_specs, strict=True) if s.kind == OutputKind.USER_OUTPUT
     ]
-    with torch.no_grad():
-        eager = model(*example_inputs)
     flat, _ = torch.utils._pytree.tree_flatten_with_path(eager)
     eager_tensors = [v for _, v in flat]
     if len(eager_tensors) != len(user_values) or not all(isinstance(t, torch.Tensor) for t in eager_tensors):
@@ -204,5 +211,6 @@ def capture(
         nodes=nodes,
         outputs=outputs,
         producer={"name": "rlx-torch-import", "version": __version__, "torch": torch.__version__},
+        auto_decomposed=list(auto_decomposed or []),
     )
     return Captured(ir, weight_tensors, reference)

@@ -91,7 +91,7 @@ def find_unsupported(ir: TorchIR) -> list[Unsupported]:
             values[out.name] = Value(out.name, tuple(out.shape), out.dtype)
 
     def report(target: str, reason: str) -> None:
-        items.append(Unsupported(target, node.name, node.module_path, reason, node.source))
+        items.append(Unsupported(target, node.name, node.module_path, reason, node.source, node.decomposed_from))
 
     for spec in [*ir.inputs, *ir.weights]:
         if not is_supported(spec.dtype):

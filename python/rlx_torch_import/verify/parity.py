@@ -151,6 +151,7 @@ class ParityReport:
     op_histogram: dict[str, int] = field(default_factory=dict)
     aten_histogram: dict[str, int] = field(default_factory=dict)
     decomposition: str = "high"
+    auto_decomposed_ops: list[str] = field(default_factory=list)
     rlx_version: str = ""
     torch_version: str = ""
 
@@ -172,6 +173,8 @@ class ParityReport:
         if not self.verified:
             head = "NOT VERIFIED"
         lines = [f"{head} {self.name} ({self.decomposition}) -> {self.out_dir}"]
+        if self.auto_decomposed_ops:
+            lines.append(f"  auto-decomposed: {', '.join(self.auto_decomposed_ops)}")
         for o in self.outputs:
             mark = "ok " if o.ok else "BAD"
             lines.append(
@@ -191,6 +194,7 @@ class ParityReport:
             f"# Parity report: {self.name}\n\n"
             f"Verdict: **{'PASS' if self.ok else 'FAIL' if self.verified else 'not verified'}** "
             f"(decomposition `{self.decomposition}`, torch {self.torch_version}, RLX {self.rlx_version})\n\n"
-            "| output | verdict | dtype shape | max abs | allowed abs | max rel | cosine | reasons |\n"
+            + (f"Auto-decomposed: {', '.join(self.auto_decomposed_ops)}\n\n" if self.auto_decomposed_ops else "")
+            + "| output | verdict | dtype shape | max abs | allowed abs | max rel | cosine | reasons |\n"
             "|---|---|---|---|---|---|---|---|\n" + rows + "\n"
         )
