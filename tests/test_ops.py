@@ -15,6 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import rlx_torch_import as rti
+import samples_image
+import samples_vision
 
 
 class Fn(nn.Module):
@@ -230,6 +232,8 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     ("float16", Fn(lambda m, a: a * 2 + 1), (r(2, 3).half(),)),
 ]
 
+
+SAMPLES += samples_vision.SAMPLES + samples_image.SAMPLES
 
 LEVELS = ("aten", "core")
 LOWERED: dict[tuple[str, str], set[str]] = {}  # (sample, level) -> ATen overloads it exercised
