@@ -210,6 +210,31 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
         Fn(lambda m, a: F.conv2d(a, m.w, padding="same").squeeze(0).unsqueeze(1).squeeze(1), w=r(4, 3, 3, 3)),
         (r(1, 3, 6, 6),),
     ),
+    (
+        "gather_both_axes",
+        Fn(lambda m, a, i, j: torch.gather(a, 1, i) + torch.gather(a, -2, j)[:, :4]),
+        (r(3, 5), torch.randint(0, 5, (3, 4)), torch.randint(0, 3, (3, 5))),
+    ),
+    (
+        "to_device_layout_detach_",
+        Fn(lambda m, a: a.to(a.device, torch.float64) + (a * 2).detach_().to(a.device)),
+        (r(3),),
+    ),
+    ("index_one_axis_negative", Fn(lambda m, a, i: a[:, i]), (r(3, 5, 2), torch.tensor([4, -1, 0]))),
+    (
+        "index_adjacent_broadcast",
+        Fn(lambda m, a, i, j: a[i, j]),
+        (r(3, 5, 2), torch.tensor([[0], [2]]), torch.tensor([1, -2, 3])),
+    ),
+    ("index_non_adjacent", Fn(lambda m, a, i, j: a[i, :, j]), (r(3, 5, 2), torch.tensor([0, 2]), torch.tensor([1, 0]))),
+    (
+        "topk_largest_smallest",
+        Fn(lambda m, a: (torch.topk(a, 3, dim=1), torch.topk(a, 2, dim=0, largest=False))),
+        (r(4, 6),),
+    ),
+    ("sort_argsort", Fn(lambda m, a: (torch.sort(a, descending=True), torch.sort(a, dim=0, stable=True))), (r(4, 6),)),
+    ("argmax_argmin", Fn(lambda m, a: (a.argmax(-1), a.argmin(0, keepdim=True), a.argmax())), (r(4, 6),)),
+    ("maximum_minimum", Fn(lambda m, a, b: torch.maximum(a, b) + torch.minimum(a, b * 2)), (r(4, 6), r(6))),
     ("conv1d_numeric_padding", nn.Conv1d(2, 3, 3, padding=1, stride=2), (r(1, 2, 9),)),
     (
         "bool_data_movement",
@@ -225,6 +250,29 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     ("stack_float", Fn(lambda m, a, b: torch.stack([a, b * 2], dim=1)), (r(3, 4), r(3, 4))),
     # Native dtypes at the boundary and inside the graph (no silent downcast).
     ("int64_math", Fn(lambda m, a: (a * 3 + a * a - a // 7, a.sum(-1), a > 3)), (ri(torch.int64),)),
+    (
+        "pow_scalar_base_exp2_remainder_fmod",
+        Fn(
+            lambda m, a, b: (
+                torch.pow(2.0, a)
+                + torch.exp2(a)
+                + a % 0.7
+                + torch.remainder(a, b.abs() + 0.5)
+                + torch.fmod(a, 0.4)
+                + torch.fmod(a, b.abs() + 0.5)
+            )
+        ),
+        (r(3, 4), r(3, 4)),
+    ),
+    ("int_remainder", Fn(lambda m, a: (a % 7, torch.fmod(a, 5))), (ri(torch.int64),)),
+    (
+        "where_scalar_operands",
+        Fn(lambda m, a: torch.where(a > 0, a, 0.0) + torch.where(a > 0, 1.0, a) + torch.where(a > 0.5, 2.0, -1.0)),
+        (r(3, 4),),
+    ),
+    ("cumsum_cumprod", Fn(lambda m, a: torch.cumsum(a, 1) + torch.cumprod(a * 0.5 + 1, dim=-2)), (r(3, 5),)),
+    ("int_cumsum", Fn(lambda m, a: torch.cumsum(a, 0)), (ri(torch.int64),)),
+    ("int64_unary_abs_neg_sign", Fn(lambda m, a: a.abs() * 3 - a.neg() + torch.sign(a)), (ri(torch.int64),)),
     ("int32_math", Fn(lambda m, a: a + a * 2), (ri(torch.int32),)),
     ("bool_input_output", Fn(lambda m, a, mask: (torch.where(mask, a, -a), ~mask)), (r(2, 3), r(2, 3) > 0)),
     ("uint8_image_scale", Fn(lambda m, a: a.float() / 255), (torch.randint(0, 255, (2, 3), dtype=torch.uint8),)),
@@ -245,7 +293,6 @@ NOT_REACHED_BY_EXPORT = {
     "aten.contiguous.default": "export records clone/no-op instead",
     "aten.detach.default": "removed under no_grad export",
     "aten.lift_fresh_copy.default": "only from torch.tensor(...) literals in older torch",
-    "aten.to.dtype_layout": "export emits to.dtype / _to_copy",
     "aten.div.Scalar": "export records tensor/scalar division as div.Tensor",
     "aten.div.Scalar_mode": "export records it as div.Tensor_mode",
     "aten.sub.Scalar": "export records tensor - scalar as sub.Tensor",

@@ -68,6 +68,10 @@ def _build_parser() -> argparse.ArgumentParser:
 def _run(argv: Sequence[str]) -> int:
     from . import api
 
+    if argv and argv[0] == "coverage":
+        from .coverage import main as coverage_main
+
+        return coverage_main(list(argv[1:]))
     if argv and argv[0] == "build":
         args = _build_parser().parse_args(argv[1:])
         report = api.build(args.directory, verify=not args.no_verify, progress=not args.quiet)

@@ -134,11 +134,14 @@ class Builder:
         return self.const(value, like.dtype)
 
     def move(self, op: Any, inputs: list[Value], dims: tuple[int, ...] | list[int], dtype: str) -> Value:
-        """A data-movement op; bool/narrow-int data moves as float32 (see dtypes.NARROW_DTYPES)."""
+        """A data-movement op; bool/narrow-int data moves as float32 (see dtypes.NARROW_DTYPES).
+
+        Inputs whose dtype is the result's are data; others (index tensors) pass unchanged.
+        """
         if dtype not in NARROW_DTYPES:
             return self.emit(op, inputs, dims, dtype)
-        moved = self.emit(op, [self.cast(v, "float32") for v in inputs], dims, "float32")
-        return self.cast(moved, dtype)
+        data = [self.cast(v, "float32") if v.dtype == dtype else v for v in inputs]
+        return self.cast(self.emit(op, data, dims, "float32"), dtype)
 
     # ── shape helpers ────────────────────────────────────────────────────
     def reshape(self, x: Value, dims: tuple[int, ...] | list[int]) -> Value:
@@ -152,6 +155,12 @@ class Builder:
             return x
         dims = tuple(x.dims[p] for p in perm)
         return self.emit({"Transpose": {"perm": perm}}, [x], dims, x.dtype)
+
+    def to_last_axis(self, x: Value, axis: int) -> tuple[Value, list[int]]:
+        """Move `axis` last (for kernels that only work there); returns the permutation back."""
+        perm = [a for a in range(x.rank) if a != axis] + [axis]
+        back = [perm.index(a) for a in range(x.rank)]
+        return self.transpose(x, perm), back
 
     def expand(self, x: Value, dims: tuple[int, ...]) -> Value:
         if x.dims == tuple(dims):
@@ -175,7 +184,11 @@ class Builder:
         return self.cast(self.emit({"Binary": op}, [a, b], dims, compute), dtype)
 
     def unary(self, activation: str, x: Value) -> Value:
-        return self.emit({"Activation": activation}, [x], x.dims, x.dtype)
+        """Elementwise RLX Activation; integer inputs go through float64 (RLX's kernels are float-only)."""
+        if x.dtype in FLOAT_DTYPES:
+            return self.emit({"Activation": activation}, [x], x.dims, x.dtype)
+        wide = self.cast(x, "float64")
+        return self.cast(self.emit({"Activation": activation}, [wide], x.dims, "float64"), x.dtype)
 
     def compare(self, op: str, a: Value, b: Value) -> Value:
         dtype = promote(a.dtype, b.dtype)

@@ -6,9 +6,9 @@ from .context import Builder, Call, Value
 from .registry import lowers
 
 
-@lowers("aten._to_copy.default", "aten.to.dtype", "aten.to.dtype_layout", "aten.type_as.default")
+@lowers("aten._to_copy.default", "aten.to.dtype", "aten.to.dtype_layout", "aten.to.device", "aten.type_as.default")
 def to_dtype(b: Builder, call: Call) -> Value:
-    """Cast to the dtype torch recorded for the result (an explicit Cast node, never silent)."""
+    """Cast to the dtype torch recorded for the result; device moves are no-ops for RLX."""
     return b.cast(call.tensor("self"), call.out_dtype)
 
 

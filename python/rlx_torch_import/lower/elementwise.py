@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ..dtypes import FLOAT_DTYPES, NARROW_DTYPES
 from .context import Builder, Call, Value
 from .registry import lowers
@@ -90,10 +92,10 @@ def _check_pow(call: Call) -> str | None:
     return None
 
 
-@lowers("aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", check=_check_pow)
+@lowers("aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar", check=_check_pow)
 def pow_(b: Builder, call: Call) -> Value:
     """self ** exponent; small constant exponents become multiplies or sqrt (exact and fast)."""
-    x = b.cast(call.tensor("self"), call.out_dtype)
+    x = b.cast(_operand(b, call, "self"), call.out_dtype)
     e = call["exponent"]
     if not isinstance(e, Value):
         if e == 1:
@@ -133,6 +135,7 @@ for _target, _act in {
     "aten.reciprocal.default": "Recip",
     "aten.floor.default": "Floor",
     "aten.ceil.default": "Ceil",
+    "aten.sign.default": "Sign",
 }.items():
     lowers(_target)(_unary(_act))
 
@@ -197,10 +200,10 @@ def logical_or(b: Builder, call: Call) -> Value:
     return b.compare("Ne", either, b.const(0.0, "float32"))
 
 
-@lowers("aten.where.self")
+@lowers("aten.where.self", "aten.where.ScalarOther", "aten.where.ScalarSelf", "aten.where.Scalar")
 def where(b: Builder, call: Call) -> Value:
-    """condition ? self : other, broadcast to the result shape."""
-    cond, x, y = call.tensor("condition"), call.tensor("self"), call.tensor("other")
+    """condition ? self : other, broadcast to the result shape (scalars become constants)."""
+    cond, x, y = call.tensor("condition"), _operand(b, call, "self"), _operand(b, call, "other")
     dtype, dims = call.out_dtype, call.out_dims
     x, y = b.expand(b.cast(x, dtype), dims), b.expand(b.cast(y, dtype), dims)
     if dtype in NARROW_DTYPES:  # Where moves bool/narrow values wrongly; select in float32
@@ -254,3 +257,44 @@ def clamp(b: Builder, call: Call) -> Value:
     if hi is not None:
         x = b.binary("Min", x, hi if isinstance(hi, Value) else b.const(hi, x.dtype), call.out_dtype)
     return b.expand(x, call.out_dims)
+
+
+@lowers("aten.maximum.default", "aten.minimum.default")
+def maximum_minimum(b: Builder, call: Call) -> Value:
+    """Elementwise max/min of two tensors, broadcast and promoted."""
+    x, y = _operands(b, call)
+    return b.binary("Max" if "maximum" in call.target else "Min", x, y, call.out_dtype)
+
+
+@lowers("aten.exp2.default")
+def exp2(b: Builder, call: Call) -> Value:
+    """2 ** x == exp(x * ln 2)."""
+    x = b.cast(call.tensor("self"), call.out_dtype)
+    return b.unary("Exp", b.binary("Mul", x, b.const(math.log(2.0), x.dtype)))
+
+
+def _floor_or_trunc(b: Builder, q: Value, trunc: bool) -> Value:
+    """floor(q), or trunc(q) == sign(q) * floor(|q|)."""
+    if not trunc:
+        return b.unary("Floor", q)
+    return b.binary("Mul", b.unary("Sign", q), b.unary("Floor", b.unary("Abs", q)))
+
+
+def _mod(trunc: bool):  # noqa: ANN202 - factory returning a lowering
+    def lower_mod(b: Builder, call: Call) -> Value:
+        dtype = call.out_dtype
+        work = dtype if dtype in FLOAT_DTYPES else "float64"  # integer modulo, exact through float64
+        x = b.cast(_operand(b, call, "self"), work)
+        y = b.cast(_operand(b, call, "other"), work)
+        q = _floor_or_trunc(b, b.binary("Div", x, y), trunc)
+        return b.cast(b.binary("Sub", x, b.binary("Mul", q, y)), dtype)
+
+    lower_mod.__name__ = "fmod" if trunc else "remainder"
+    lower_mod.__doc__ = (
+        "x - trunc(x / y) * y (sign of x, C fmod)." if trunc else "x - floor(x / y) * y (sign of y, Python %)."
+    )
+    return lower_mod
+
+
+lowers("aten.remainder.Scalar", "aten.remainder.Tensor")(_mod(trunc=False))
+lowers("aten.fmod.Scalar", "aten.fmod.Tensor")(_mod(trunc=True))

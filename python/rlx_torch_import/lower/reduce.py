@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .context import Builder, Call, Value, norm_axis
 from .registry import lowers
 
@@ -50,6 +52,9 @@ def softmax(b: Builder, call: Call) -> Value:
     """Softmax along one axis."""
     x = b.cast(call.tensor("self"), call.out_dtype)
     axis = norm_axis(call["dim"], x.rank)
+    if x.dtype == "float64":  # RLX's CPU Softmax is wrong in float64; exp(x - max) / sum is exact there
+        e = b.unary("Exp", b.binary("Sub", x, b.reduce("Max", x, [axis], keep_dim=True)))
+        return b.binary("Div", e, b.reduce("Sum", e, [axis], keep_dim=True))
     return b.emit({"Softmax": {"axis": axis}}, [x], x.dims, x.dtype)
 
 
@@ -61,3 +66,36 @@ def log_softmax(b: Builder, call: Call) -> Value:
     shifted = b.binary("Sub", x, b.reduce("Max", x, [axis], keep_dim=True))
     total = b.reduce("Sum", b.unary("Exp", shifted), [axis], keep_dim=True)
     return b.binary("Sub", shifted, b.unary("Log", total))
+
+
+def _check_scan(call: Call) -> str | None:
+    x = call["self"]
+    n = x.dims[norm_axis(call["dim"], x.rank)] if x.rank else 1
+    if call.out_dtype not in ("float32", "float16", "bfloat16"):
+        if call.target == "aten.cumprod.default":
+            return f"cumprod on {call.out_dtype} is not supported (RLX's CPU scans are reliable in float32 only)"
+        if n > 4096:
+            return f"cumsum on {call.out_dtype} over {n} elements is not supported (exact path is O(n^2))"
+    return None
+
+
+def _scan(kind: str):  # noqa: ANN202 - factory returning a lowering
+    def lower_scan(b: Builder, call: Call) -> Value:
+        dtype = call.out_dtype
+        x = call.tensor("self")
+        xt, back = b.to_last_axis(x, norm_axis(call["dim"], x.rank))  # RLX CPU scans the last axis only
+        if dtype in ("float32", "float16", "bfloat16"):
+            xt = b.cast(xt, "float32")
+            y = b.emit({kind: {"axis": -1, "exclusive": False}}, [xt], xt.dims, "float32")
+        else:  # int64 / float64: RLX's f64 scan is wrong; x @ triu(ones) in float64 is exact below 2**53
+            n = xt.dims[-1]
+            y = b.matmul(b.cast(xt, "float64"), b.const(np.triu(np.ones((n, n))), "float64"))
+        return b.cast(b.transpose(y, back), dtype)
+
+    lower_scan.__name__ = kind.lower()
+    lower_scan.__doc__ = f"Inclusive running {'sum' if kind == 'Cumsum' else 'product'} along `dim`."
+    return lower_scan
+
+
+lowers("aten.cumsum.default", check=_check_scan)(_scan("Cumsum"))
+lowers("aten.cumprod.default", check=_check_scan)(_scan("CumProd"))

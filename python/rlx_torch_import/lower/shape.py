@@ -27,6 +27,7 @@ def reshape(b: Builder, call: Call) -> Value:
     "aten.contiguous.default",
     "aten.alias.default",
     "aten.detach.default",
+    "aten.detach_.default",
     "aten.lift_fresh_copy.default",
     "aten.dropout.default",
 )
@@ -135,3 +136,13 @@ def stack(b: Builder, call: Call) -> Value:
     if len(parts) == 1:
         return parts[0]
     return b.move({"Concat": {"axis": axis}}, parts, dims, call.out_dtype)
+
+
+@lowers("aten.gather.default")
+def gather(b: Builder, call: Call) -> Value:
+    """out[i][j] = self[i][index[i][j]] along `dim` (torch.gather)."""
+    x, index = call.tensor("self"), call.tensor("index")
+    axis = norm_axis(call["dim"], x.rank)
+    # RLX's CPU GatherElements sizes its output from an f32-encoded index (exact below 2**24).
+    index = b.cast(index, "float32")
+    return b.move({"GatherElements": {"axis": axis}}, [x, index], call.out_dims, x.dtype)

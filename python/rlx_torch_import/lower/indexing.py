@@ -1,0 +1,110 @@
+"""Indexing and selection: advanced indexing (x[i, j]), topk, sort, argmax/argmin.
+
+RLX returns TopK/ArgSort/ArgMax indices f32-encoded (exact below 2**24); they are
+cast to int64 here, as a visible node.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .context import Builder, Call, Value, norm_axis
+from .registry import lowers
+
+
+def _check_index(call: Call) -> str | None:
+    if all(t is None for t in call["indices"]):
+        return "indexing without any index tensor is not supported"
+    for t in call["indices"]:
+        if t is not None and getattr(t, "dtype", "") in ("bool", "uint8"):
+            return "boolean-mask indexing has a data-dependent shape and is not supported"
+    return None
+
+
+def _non_negative(b: Builder, idx: Value, size: int) -> Value:
+    """idx + size where idx < 0 (torch allows negative indices)."""
+    idx = b.cast(idx, "int64")
+    neg = b.cast(b.compare("Lt", idx, b.const(0, "int64")), "int64")
+    return b.binary("Add", idx, b.binary("Mul", neg, b.const(size, "int64")))
+
+
+@lowers("aten.index.Tensor", check=_check_index)
+def index(b: Builder, call: Call) -> Value:
+    """x[i0, i1, ...]: indexed axes merge into one, a flat index is computed, then one Gather."""
+    x = call.tensor("self")
+    slots = list(call["indices"]) + [None] * (x.rank - len(call["indices"]))
+    axes = [a for a, t in enumerate(slots) if t is not None]
+    adjacent = axes == list(range(axes[0], axes[0] + len(axes)))
+    if not adjacent:  # torch puts the broadcast index dims first
+        perm = axes + [a for a in range(x.rank) if a not in axes]
+        x, slots = b.transpose(x, perm), [slots[a] for a in perm]
+        axes = list(range(len(axes)))
+    start, sizes = axes[0], [x.dims[a] for a in axes]
+    bdims = tuple(np.broadcast_shapes(*(slots[a].dims for a in axes)))
+    terms = []
+    for a, stride in zip(axes, [math.prod(sizes[i + 1 :]) for i in range(len(sizes))], strict=True):
+        term = _non_negative(b, slots[a], x.dims[a])
+        terms.append(term if stride == 1 else b.binary("Mul", term, b.const(stride, "int64")))
+    flat = terms[0]
+    for term in terms[1:]:
+        flat = b.binary("Add", flat, term)
+    flat = b.expand(flat, bdims)
+    merged = b.reshape(x, (*x.dims[:start], math.prod(sizes), *x.dims[start + len(axes) :]))
+    out_dims = (*merged.dims[:start], *bdims, *merged.dims[start + 1 :])
+    y = b.move({"Gather": {"axis": start}}, [merged, flat], out_dims, x.dtype)
+    return b.reshape(y, call.out_dims)
+
+
+def _check_float(call: Call) -> str | None:
+    x = call["self"]
+    if getattr(x, "dtype", "float32") not in ("float32", "float16", "bfloat16", "float64"):
+        return f"{call.target} on {x.dtype} is not supported (float only)"
+    return None
+
+
+@lowers("aten.topk.default", check=_check_float)
+def topk(b: Builder, call: Call) -> list[Value | None]:
+    """k largest (or smallest) along `dim`: RLX TopK gives indices, a gather gives values."""
+    x = call.tensor("self")
+    axis = norm_axis(call.get("dim", -1), x.rank)
+    xt, back = b.to_last_axis(x, axis)
+    keyed = xt if call.get("largest", True) else b.unary("Neg", xt)
+    k = int(call["k"])
+    dims = (*xt.dims[:-1], k)
+    idx = b.emit({"TopK": {"k": k}}, [keyed], dims, "float32")
+    values = b.emit({"GatherElements": {"axis": xt.rank - 1}}, [xt, idx], dims, x.dtype)
+    return [b.transpose(values, back), b.transpose(b.cast(idx, "int64"), back)]
+
+
+@lowers("aten.sort.default", "aten.sort.stable", check=_check_float)
+def sort(b: Builder, call: Call) -> list[Value | None]:
+    """Sorted values and the permutation indices along `dim`."""
+    x = call.tensor("self")
+    axis = norm_axis(call.get("dim", -1), x.rank)
+    desc = bool(call.get("descending", False))
+    values = b.emit({"Sort": {"axis": axis, "descending": desc}}, [x], x.dims, x.dtype)
+    idx = b.emit({"ArgSort": {"axis": axis, "descending": desc}}, [x], x.dims, "float32")
+    return [values, b.cast(idx, "int64")]
+
+
+def _arg(kind: str):  # noqa: ANN202 - factory returning a lowering
+    def lower_arg(b: Builder, call: Call) -> Value:
+        x = call.tensor("self")
+        dim = call.get("dim")
+        if dim is None:
+            x, axis, keep = b.reshape(x, (x.numel,)), 0, False
+        else:
+            axis, keep = norm_axis(dim, x.rank), bool(call.get("keepdim", False))
+        dims = tuple((1 if i == axis else d) for i, d in enumerate(x.dims) if keep or i != axis)
+        idx = b.emit({kind: {"axis": axis, "keep_dim": keep}}, [b.as_float(x)], dims, "float32")
+        return b.reshape(b.cast(idx, "int64"), call.out_dims)
+
+    lower_arg.__name__ = kind.lower()
+    lower_arg.__doc__ = f"Index of the {'largest' if kind == 'ArgMax' else 'smallest'} element along `dim`."
+    return lower_arg
+
+
+lowers("aten.argmax.default", check=_check_float)(_arg("ArgMax"))
+lowers("aten.argmin.default", check=_check_float)(_arg("ArgMin"))

@@ -1,0 +1,69 @@
+"""Whole small image models through the image lowerings, and the image checks' rejections."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import rlx_torch_import as rti
+
+
+class Decoder(nn.Module):
+    """conv -> pixel shuffle -> bilinear upsample -> reflect pad -> conv -> masked_fill(-inf) -> softmax."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.shuffle = nn.PixelShuffle(2)
+        self.pad = nn.ReflectionPad2d(1)
+        self.conv2 = nn.Conv2d(4, 2, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.shuffle(torch.relu(self.conv1(x)))
+        y = F.interpolate(y, scale_factor=1.5, mode="bilinear", align_corners=False)
+        y = self.conv2(self.pad(y))
+        y = y.masked_fill(y < -0.5, float("-inf"))
+        return torch.softmax(y.flatten(2), dim=-1)
+
+
+class SpatialTransformer(nn.Module):
+    """affine_grid from a learned theta, then grid_sample (bilinear, border) and a nearest resample."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.theta = nn.Parameter(torch.tensor([[[0.9, 0.2, 0.1], [-0.15, 1.1, -0.05]]]))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        g = F.affine_grid(self.theta.expand(x.shape[0], 2, 3), [x.shape[0], x.shape[1], 6, 10], align_corners=False)
+        warped = F.grid_sample(x, g, mode="bilinear", padding_mode="border", align_corners=False)
+        # An identity grid at half resolution puts nearest coordinates exactly on .5 ties.
+        eye = torch.eye(2, 3).expand(x.shape[0], 2, 3)
+        half = F.affine_grid(eye, [x.shape[0], x.shape[1], 4, 5], align_corners=False)
+        return warped, F.grid_sample(x, half, mode="nearest", align_corners=False)
+
+
+@pytest.mark.parametrize("level", ["high", "core"])
+def test_decoder(level: str, tmp_path) -> None:
+    torch.manual_seed(0)
+    report = rti.from_torch(Decoder(), (torch.randn(2, 3, 5, 6),), tmp_path / "dec", decomposition=level)
+    assert report.ok, report.summary()
+
+
+def test_spatial_transformer(tmp_path) -> None:
+    torch.manual_seed(0)
+    report = rti.from_torch(SpatialTransformer(), (torch.randn(2, 3, 8, 10),), tmp_path / "stn")
+    assert report.ok, report.summary()
+
+
+def test_grid_sample_float64_is_reported(tmp_path) -> None:
+    class M(nn.Module):
+        def forward(self, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+            return F.grid_sample(x, g, align_corners=False)
+
+    inputs = (torch.randn(1, 2, 4, 4).double(), torch.rand(1, 3, 3, 2).double() * 2 - 1)
+    with pytest.raises(rti.UnsupportedOpsError) as err:
+        rti.from_torch(M(), inputs, tmp_path / "gs64", decomposition="core", auto_decompose=False)
+    assert "aten.grid_sampler_2d.default" in err.value.targets
+    assert "float32 only" in str(err.value)
