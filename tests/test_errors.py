@@ -14,7 +14,7 @@ from rlx_torch_import.errors import ExitCode
 
 
 class Gaps(nn.Module):
-    """Two ops the registry lacks plus one unsupported argument value."""
+    """Two ops the registry lacks (torch can only decompose them into prims) plus one unsupported argument value."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -22,20 +22,20 @@ class Gaps(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.inner(x)
-        y = F.max_pool2d(y, 2, dilation=2)
-        return torch.cumsum(y, dim=1) + torch.flip(y, [0])
+        y = F.softplus(y, beta=2.0)
+        return torch.lgamma(y + 1) + torch.digamma(y + 1)
 
 
 def test_unsupported_ops_are_listed_at_once(tmp_path) -> None:
     out = tmp_path / "o"
     with pytest.raises(rti.UnsupportedOpsError) as info:
-        rti.from_torch(Gaps(), (torch.randn(2, 3, 12, 12),), out, auto_decompose=False)
+        rti.from_torch(Gaps(), (torch.randn(2, 3, 12, 12),), out, decomposition="aten", auto_decompose=False)
     err = info.value
-    assert err.targets == ["aten.cumsum.default", "aten.flip.default", "aten.max_pool2d.default"]
+    assert err.targets == ["aten.digamma.default", "aten.lgamma.default", "aten.softplus.default"]
     nodes = {i.target: i.node for i in err.items}
-    assert nodes["aten.cumsum.default"] == "cumsum" and nodes["aten.flip.default"] == "flip"
+    assert nodes["aten.lgamma.default"] == "lgamma" and nodes["aten.digamma.default"] == "digamma"
     text = err.explain()
-    assert "dilation" in text and "node cumsum" in text and "node flip" in text
+    assert "beta=2.0" in text and "node lgamma" in text and "node digamma" in text
     assert err.exit_code == ExitCode.UNSUPPORTED
     assert not out.exists(), "a failed run must not leave an output directory"
     assert not list(tmp_path.iterdir()), "staging folders must be cleaned up"
@@ -46,7 +46,7 @@ def test_failed_run_keeps_previous_output(tmp_path) -> None:
     rti.from_torch(nn.Linear(3, 2), (torch.randn(1, 3),), out)
     before = (out / "torch-ir.json").read_text()
     with pytest.raises(rti.UnsupportedOpsError):
-        rti.from_torch(Gaps(), (torch.randn(2, 3, 12, 12),), out)
+        rti.from_torch(Gaps(), (torch.randn(2, 3, 12, 12),), out, auto_decompose=False)
     assert (out / "torch-ir.json").read_text() == before
     assert (out / "bundle" / "model.hir.json").is_file()
 
@@ -147,11 +147,11 @@ def test_auto_decomposition_fallback(tmp_path) -> None:
 
 
 def test_undecomposable_op_is_a_reported_gap(tmp_path) -> None:
-    class CumsumRelu(nn.Module):
+    class LgammaRelu(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return torch.cumsum(F.leaky_relu(x), dim=1)
+            return torch.lgamma(F.leaky_relu(x) + 2)
 
     with pytest.raises(rti.UnsupportedOpsError) as info:
-        rti.from_torch(CumsumRelu(), (torch.randn(3, 5),), tmp_path / "o")
-    assert info.value.targets == ["aten.cumsum.default"]  # leaky_relu was decomposed; cumsum could not be
+        rti.from_torch(LgammaRelu(), (torch.randn(3, 5),), tmp_path / "o")
+    assert info.value.targets == ["aten.lgamma.default"]  # leaky_relu was decomposed; lgamma could not be
     assert "auto-decomposition: decomposition emits prims." in info.value.message

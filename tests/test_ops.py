@@ -47,7 +47,11 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     ("sub_tensor", Fn(lambda m, a, b: a - b), (r(2, 3), r(3))),
     ("rsub_scalar", Fn(lambda m, a: 2 - a), (r(4),)),
     ("mul_div", Fn(lambda m, a, b: a * b / (b.abs() + 1)), (r(3, 3), r(3, 3))),
-    ("div_floor", Fn(lambda m, a: torch.div(a * 4, 3, rounding_mode="floor")), (r(3, 5),)),
+    (
+        "div_floor_trunc",
+        Fn(lambda m, a: torch.div(a * 4, 3, rounding_mode="floor") + torch.div(a * 4, -3, rounding_mode="trunc")),
+        (r(3, 5),),
+    ),
     ("pow_square_sqrt", Fn(lambda m, a: a.pow(2) + a.abs().pow(0.5) + a.abs().add(1).pow(1.7)), (r(6),)),
     (
         "unary_chain",
@@ -249,7 +253,11 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     ),
     ("stack_float", Fn(lambda m, a, b: torch.stack([a, b * 2], dim=1)), (r(3, 4), r(3, 4))),
     # Native dtypes at the boundary and inside the graph (no silent downcast).
-    ("int64_math", Fn(lambda m, a: (a * 3 + a * a - a // 7, a.sum(-1), a > 3)), (ri(torch.int64),)),
+    (
+        "int64_math",
+        Fn(lambda m, a: (a * 3 + a * a - a // 7, a.sum(-1), a > 3, torch.div(a, 7, rounding_mode="trunc"))),
+        (ri(torch.int64),),
+    ),
     (
         "pow_scalar_base_exp2_remainder_fmod",
         Fn(
@@ -270,6 +278,7 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
         Fn(lambda m, a: torch.where(a > 0, a, 0.0) + torch.where(a > 0, 1.0, a) + torch.where(a > 0.5, 2.0, -1.0)),
         (r(3, 4),),
     ),
+    ("flip", Fn(lambda m, a: (a.flip(0, -1), (a > 0).flip(1))), (r(3, 4, 2),)),
     ("cumsum_cumprod", Fn(lambda m, a: torch.cumsum(a, 1) + torch.cumprod(a * 0.5 + 1, dim=-2)), (r(3, 5),)),
     ("int_cumsum", Fn(lambda m, a: torch.cumsum(a, 0)), (ri(torch.int64),)),
     ("int64_unary_abs_neg_sign", Fn(lambda m, a: a.abs() * 3 - a.neg() + torch.sign(a)), (ri(torch.int64),)),

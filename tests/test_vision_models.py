@@ -66,9 +66,11 @@ class Seq(nn.Module):
 
 
 def _vit() -> nn.Module:
-    return torchvision.models.VisionTransformer(
+    vit = torchvision.models.VisionTransformer(
         image_size=32, patch_size=16, num_layers=2, num_heads=2, hidden_dim=64, mlp_dim=128
     )
+    nn.init.normal_(vit.heads.head.weight, std=0.1)  # torchvision zero-initializes the head
+    return vit
 
 
 torch.manual_seed(0)
@@ -80,6 +82,9 @@ MODELS = [
     ("vit_tiny", _vit, (1, 3, 32, 32), "high"),
     ("lstm_bidir_2layer", lambda: Seq(nn.LSTM), (2, 5, 6), "aten"),
     ("gru_bidir_2layer", lambda: Seq(nn.GRU), (2, 5, 6), "aten"),
+    # At high/core torch unrolls the recurrence into basic ops (flip for the reverse direction).
+    ("lstm_bidir_2layer_high", lambda: Seq(nn.LSTM), (2, 5, 6), "high"),
+    ("gru_bidir_2layer_core", lambda: Seq(nn.GRU), (2, 5, 6), "core"),
 ]
 
 

@@ -185,8 +185,13 @@ def main(argv: list[str] | None = None) -> int:
             results.append(run_sample(label, index, module, inputs))
         print(f"[coverage] {n}/{len(infos)} {opinfo.name}", file=sys.stderr, flush=True)
     table = summarize(core, results)
-    meta = {"torch": torch.__version__, "rlx": _core.rlx_version(), "samples": len(results),
-            "samples_per_op": args.samples_per_op, "seconds": time.perf_counter() - start}
+    meta = {
+        "torch": torch.__version__,
+        "rlx": _core.rlx_version(),
+        "samples": len(results),
+        "samples_per_op": args.samples_per_op,
+        "seconds": time.perf_counter() - start,
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "coverage.md").write_text(render(table, meta))
     doc = {"meta": meta, "core_ops": table, "samples": [asdict(r) for r in results]}

@@ -60,10 +60,17 @@ def mul(b: Builder, call: Call) -> Value:
     return _arith("Mul", b, call)
 
 
+def _floor_or_trunc(b: Builder, q: Value, trunc: bool) -> Value:
+    """floor(q), or trunc(q) == sign(q) * floor(|q|)."""
+    if not trunc:
+        return b.unary("Floor", q)
+    return b.binary("Mul", b.unary("Sign", q), b.unary("Floor", b.unary("Abs", q)))
+
+
 def _check_div(call: Call) -> str | None:
     mode = call.get("rounding_mode")
-    if mode not in (None, "floor"):
-        return f"rounding_mode={mode!r} is not supported (only None and 'floor')"
+    if mode not in (None, "floor", "trunc"):
+        return f"rounding_mode={mode!r} is not supported"
     return None
 
 
@@ -76,14 +83,14 @@ def _check_div(call: Call) -> str | None:
     check=_check_div,
 )
 def div(b: Builder, call: Call) -> Value:
-    """self / other (true division), or floor(self / other) for rounding_mode='floor' / floor_divide."""
+    """self / other, rounded down for rounding_mode='floor' / floor_divide, toward zero for 'trunc'."""
     x, y, dtype = _operand(b, call, "self"), _operand(b, call, "other"), call.out_dtype
-    floor = call.target == "aten.floor_divide.default" or call.get("rounding_mode") == "floor"
-    if floor and dtype not in FLOAT_DTYPES:  # integer floor division, exact through float64
-        q = b.binary("Div", b.cast(x, "float64"), b.cast(y, "float64"), "float64")
-        return b.cast(b.unary("Floor", q), dtype)
-    q = b.binary("Div", b.cast(x, dtype), b.cast(y, dtype), dtype)
-    return b.unary("Floor", q) if floor else q
+    mode = "floor" if call.target == "aten.floor_divide.default" else call.get("rounding_mode")
+    work = dtype if dtype in FLOAT_DTYPES or mode is None else "float64"  # integer division exact via float64
+    q = b.binary("Div", b.cast(x, work), b.cast(y, work), work)
+    if mode is not None:
+        q = _floor_or_trunc(b, q, trunc=mode == "trunc")
+    return b.cast(q, dtype)
 
 
 def _check_pow(call: Call) -> str | None:
@@ -271,13 +278,6 @@ def exp2(b: Builder, call: Call) -> Value:
     """2 ** x == exp(x * ln 2)."""
     x = b.cast(call.tensor("self"), call.out_dtype)
     return b.unary("Exp", b.binary("Mul", x, b.const(math.log(2.0), x.dtype)))
-
-
-def _floor_or_trunc(b: Builder, q: Value, trunc: bool) -> Value:
-    """floor(q), or trunc(q) == sign(q) * floor(|q|)."""
-    if not trunc:
-        return b.unary("Floor", q)
-    return b.binary("Mul", b.unary("Sign", q), b.unary("Floor", b.unary("Abs", q)))
 
 
 def _mod(trunc: bool):  # noqa: ANN202 - factory returning a lowering

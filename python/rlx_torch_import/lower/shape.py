@@ -146,3 +146,13 @@ def gather(b: Builder, call: Call) -> Value:
     # RLX's CPU GatherElements sizes its output from an f32-encoded index (exact below 2**24).
     index = b.cast(index, "float32")
     return b.move({"GatherElements": {"axis": axis}}, [x, index], call.out_dims, x.dtype)
+
+
+@lowers("aten.flip.default")
+def flip(b: Builder, call: Call) -> Value:
+    """Reverse the element order along each axis in `dims`."""
+    x = call.tensor("self")
+    axes = sorted({norm_axis(d, x.rank) for d in call["dims"]})
+    if not axes:
+        return x
+    return b.move({"Reverse": {"axes": axes}}, [x], x.dims, x.dtype)
