@@ -236,6 +236,16 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
         Fn(lambda m, a: (torch.topk(a, 3, dim=1), torch.topk(a, 2, dim=0, largest=False))),
         (r(4, 6),),
     ),
+    (
+        "index_put_overwrite_and_accumulate",
+        Fn(
+            lambda m, a, i, j, v: (
+                a.index_put((i,), v[:, :1].expand(3, 3)),
+                a.index_put((i, j), v[0], accumulate=True),
+            )
+        ),
+        (r(5, 3), torch.tensor([4, 0, -2]), torch.tensor([1, 2, 1]), r(3, 3)),
+    ),
     ("sort_argsort", Fn(lambda m, a: (torch.sort(a, descending=True), torch.sort(a, dim=0, stable=True))), (r(4, 6),)),
     ("argmax_argmin", Fn(lambda m, a: (a.argmax(-1), a.argmin(0, keepdim=True), a.argmax())), (r(4, 6),)),
     ("maximum_minimum", Fn(lambda m, a, b: torch.maximum(a, b) + torch.minimum(a, b * 2)), (r(4, 6), r(6))),
@@ -287,6 +297,12 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     ("uint8_image_scale", Fn(lambda m, a: a.float() / 255), (torch.randint(0, 255, (2, 3), dtype=torch.uint8),)),
     ("float64", nn.Linear(4, 3).double(), (r(2, 4).double(),)),
     ("float16", Fn(lambda m, a: a * 2 + 1), (r(2, 3).half(),)),
+    ("float16_weights_mlp", nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16)).half(), (r(2, 8).half(),)),
+    (
+        "bfloat16_weights_linear_t",
+        Fn(lambda m, a: F.linear(a, m.w).t() * 2, w=r(4, 8).bfloat16()),
+        (r(2, 8).bfloat16(),),
+    ),
 ]
 
 

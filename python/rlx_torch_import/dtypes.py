@@ -24,6 +24,17 @@ _TABLE: dict[str, tuple[str, str | None]] = {
 # float32 (exact for these ranges) and move through those kernels as float32, with
 # explicit Cast nodes; meta.json records the boundary dtype as `rlx_dtype`.
 NARROW_DTYPES = frozenset({"bool", "int8", "uint8", "int16"})
+# RLX 0.2.17's CPU kernels mishandle half-precision slots (bf16 transposes, f16/bf16
+# weights read back wrong), so half tensors are computed in float32 inside RLX and
+# rounded to their dtype on the host at the outputs. See docs/design.md (l).
+HALF_DTYPES = frozenset({"float16", "bfloat16"})
+
+
+def compute_rlx(dtype: str) -> str:
+    """The RLX dtype a value of this torch-ir dtype is computed in (half -> F32)."""
+    return "F32" if dtype in HALF_DTYPES else to_rlx(dtype)
+
+
 FLOAT_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64"})
 INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8"})
 
@@ -68,3 +79,19 @@ def promote(a: str, b: str) -> str:
     if {a, b} == {"bfloat16", "float16"}:
         return "float32"
     return a if order.index(a) > order.index(b) else b
+
+
+def round_half(arr: np.ndarray, dtype: str) -> np.ndarray:
+    """Values rounded to float16 / bfloat16 (nearest even), held as float32 (numpy has no bfloat16)."""
+    if dtype == "float16":
+        return np.asarray(arr).astype(np.float16).astype(np.float32)
+    bits = np.asarray(arr).astype(np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
+    return rounded.astype(np.uint32).view(np.float32)
+
+
+def to_host(arr: np.ndarray, dtype: str) -> np.ndarray:
+    """numpy values of a torch-ir dtype: bfloat16 as bf16-rounded float32, others in their own dtype."""
+    if dtype == "bfloat16":
+        return round_half(arr, dtype)
+    return np.asarray(arr).astype(numpy_dtype(dtype))

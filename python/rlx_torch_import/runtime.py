@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from . import _core, safetensors_io
-from .dtypes import numpy_dtype, to_rlx
+from .dtypes import numpy_dtype, to_host, to_rlx
 from .emit.bundle import BUNDLE_FORMAT, BUNDLE_VERSION, HIR, META, WEIGHTS
 from .errors import BundleError, InputError
 
@@ -57,8 +57,8 @@ class BundleModel:
                     f"input {spec['name']!r} has shape {list(arr.shape)}, the bundle expects {spec['shape']}"
                 )
             carrier = spec.get("rlx_dtype", spec["dtype"])
-            if carrier != spec["dtype"]:  # bool/narrow ints cross as float32 (exact)
-                arr = arr.astype(numpy_dtype(spec["dtype"]))
+            if carrier != spec["dtype"]:  # bool/narrow ints and half floats cross as float32
+                arr = to_host(arr, spec["dtype"])
             arr = np.ascontiguousarray(_to_dtype(arr, carrier))
             feed.append((spec["name"], arr.reshape(-1).view(np.uint8), to_rlx(carrier)))
         try:
@@ -68,8 +68,8 @@ class BundleModel:
         outputs = {}
         for spec, (data, _rlx_dtype, dims) in zip(self.meta["outputs"], raw, strict=True):
             value = _from_bytes(data, spec.get("rlx_dtype", spec["dtype"]), dims)
-            if spec.get("rlx_dtype", spec["dtype"]) != spec["dtype"]:  # carried as float32; exact
-                value = value.astype(numpy_dtype(spec["dtype"]))
+            if spec.get("rlx_dtype", spec["dtype"]) != spec["dtype"]:  # carried as float32: round to the dtype
+                value = to_host(value, spec["dtype"])
             outputs[spec["name"]] = value
         return outputs
 

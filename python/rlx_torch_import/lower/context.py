@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import FLOAT_DTYPES, NARROW_DTYPES, numpy_dtype, promote, to_rlx
+from ..dtypes import FLOAT_DTYPES, HALF_DTYPES, NARROW_DTYPES, compute_rlx, numpy_dtype, promote, round_half
 from ..program import Program, Provenance, RlxNode
 from ..torchir import Node, decode_float
 
@@ -115,14 +115,18 @@ class Builder:
         """Add one RLX node; `dtype` is the torch-ir dtype name of its result."""
         value = Value(self._fresh(), tuple(int(d) for d in dims), dtype)
         self.program.nodes.append(
-            RlxNode(value.id, op, tuple(v.id for v in inputs), value.dims, to_rlx(dtype), self.provenance)
+            RlxNode(value.id, op, tuple(v.id for v in inputs), value.dims, compute_rlx(dtype), self.provenance)
         )
         return value
 
     # ── constants ────────────────────────────────────────────────────────
     def const(self, array: np.ndarray | float | int | bool, dtype: str) -> Value:
         """A constant tensor (little-endian bytes of `dtype`); identical constants are shared."""
-        arr = np.asarray(array).astype(numpy_dtype(dtype))
+        arr = np.asarray(array)
+        if dtype in HALF_DTYPES:  # rounded to the half dtype, stored as the float32 it computes in
+            arr = round_half(arr, dtype)
+        else:
+            arr = arr.astype(numpy_dtype(dtype))
         data = arr.astype(arr.dtype.newbyteorder("<")).tobytes()
         key = (data, dtype, tuple(arr.shape))
         if key not in self._consts:
@@ -170,9 +174,12 @@ class Builder:
         return self.emit({"Expand": {"target_shape": list(dims)}}, [x], dims, x.dtype)
 
     def cast(self, x: Value, dtype: str) -> Value:
+        """Explicit Cast node; between float32 and a half dtype (both computed as F32) it only relabels."""
         if x.dtype == dtype:
             return x
-        return self.emit({"Cast": {"to": to_rlx(dtype)}}, [x], x.dims, dtype)
+        if compute_rlx(x.dtype) == compute_rlx(dtype):
+            return Value(x.id, x.dims, dtype)
+        return self.emit({"Cast": {"to": compute_rlx(dtype)}}, [x], x.dims, dtype)
 
     # ── arithmetic helpers ───────────────────────────────────────────────
     def binary(self, op: str, a: Value, b: Value, out_dtype: str | None = None) -> Value:

@@ -108,3 +108,39 @@ def _arg(kind: str):  # noqa: ANN202 - factory returning a lowering
 
 lowers("aten.argmax.default", check=_check_float)(_arg("ArgMax"))
 lowers("aten.argmin.default", check=_check_float)(_arg("ArgMin"))
+
+
+def _check_index_put(call: Call) -> str | None:
+    reason = _check_index(call)
+    if reason:
+        return reason
+    axes = [a for a, t in enumerate(call["indices"]) if t is not None]
+    if axes != list(range(len(axes))):
+        return "index_put with index tensors after a full slice (x[:, i] = v) is not supported yet"
+    return None
+
+
+@lowers("aten.index_put.default", check=_check_index_put)
+def index_put(b: Builder, call: Call) -> Value:
+    """x[i0, i1, ...] = values (or += with accumulate): one ScatterND on the merged leading axes."""
+    x, values = call.tensor("self"), call.tensor("values")
+    slots = [t for t in call["indices"] if t is not None]
+    k = len(slots)
+    sizes = list(x.dims[:k])
+    bdims = tuple(np.broadcast_shapes(*(t.dims for t in slots)))
+    terms = []
+    for a, t in enumerate(slots):
+        term = _non_negative(b, t, sizes[a])
+        stride = math.prod(sizes[a + 1 :])
+        terms.append(term if stride == 1 else b.binary("Mul", term, b.const(stride, "int64")))
+    flat = terms[0]
+    for term in terms[1:]:
+        flat = b.binary("Add", flat, term)
+    count = math.prod(bdims)
+    flat = b.reshape(b.expand(flat, bdims), (count, 1))
+    rest = x.dims[k:]
+    merged = b.reshape(x, (math.prod(sizes), *rest))
+    updates = b.reshape(b.expand(b.cast(values, x.dtype), (*bdims, *rest)), (count, *rest))
+    reduction = "Add" if call.get("accumulate", False) else "None"
+    y = b.move({"ScatterNd": {"reduction": reduction}}, [merged, flat, updates], merged.dims, x.dtype)
+    return b.reshape(y, x.dims)

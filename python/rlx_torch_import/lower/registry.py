@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from ..dtypes import NARROW_DTYPES, is_supported, to_rlx
+from ..dtypes import HALF_DTYPES, NARROW_DTYPES, compute_rlx, is_supported
 from ..errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
 from ..program import Program, Provenance, ValueDecl
 from ..torchir import TorchIR
@@ -131,10 +131,12 @@ def lower(ir: TorchIR) -> Program:
             builder.provenance = Provenance(aten="<boundary cast>", node=spec.name)
             values[spec.name] = builder.cast(Value(spec.name, tuple(spec.shape), "float32"), spec.dtype)
         else:
-            program.inputs.append(ValueDecl(spec.name, tuple(spec.shape), to_rlx(spec.dtype)))
+            program.inputs.append(ValueDecl(spec.name, tuple(spec.shape), compute_rlx(spec.dtype)))
             values[spec.name] = Value(spec.name, tuple(spec.shape), spec.dtype)
+            if spec.dtype in HALF_DTYPES:
+                program.carried_inputs[spec.name] = spec.dtype
     for w in ir.weights:
-        program.params.append(ValueDecl(w.key, tuple(w.shape), to_rlx(w.dtype)))
+        program.params.append(ValueDecl(w.key, tuple(w.shape), compute_rlx(w.dtype)))
         values[w.name] = Value(w.key, tuple(w.shape), w.dtype)
     for node in ir.nodes:
         call = make_call(node, values)
@@ -172,6 +174,8 @@ def lower(ir: TorchIR) -> Program:
         if value.dtype in NARROW_DTYPES:
             builder.provenance = Provenance(aten="<boundary cast>", node=out.name)
             value = builder.cast(value, "float32")
+            program.carried_outputs[out.name] = out.dtype
+        elif value.dtype in HALF_DTYPES:  # computed as F32 already; rounded on the host
             program.carried_outputs[out.name] = out.dtype
         program.outputs.append(value.id)
     return program
