@@ -160,6 +160,14 @@ class Builder:
         dims = tuple(x.dims[p] for p in perm)
         return self.emit({"Transpose": {"perm": perm}}, [x], dims, x.dtype)
 
+    def narrow(self, x: Value, axis: int, start: int, length: int) -> Value:
+        """x[start : start + length] along `axis` (no node when it is the whole axis)."""
+        if start == 0 and length == x.dims[axis]:
+            return x
+        dims = list(x.dims)
+        dims[axis] = length
+        return self.emit({"Narrow": {"axis": axis, "start": start, "len": length}}, [x], dims, x.dtype)
+
     def to_last_axis(self, x: Value, axis: int) -> tuple[Value, list[int]]:
         """Move `axis` last (for kernels that only work there); returns the permutation back."""
         perm = [a for a in range(x.rank) if a != axis] + [axis]

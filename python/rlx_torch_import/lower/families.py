@@ -1,33 +1,22 @@
-"""The explicit list of op families; importing it registers every lowering."""
+"""The explicit list of op families; importing this module registers every lowering."""
 
-from . import (
-    attention,
-    conv,
-    convert,
-    creation,
-    elementwise,
-    embedding,
-    image,
-    indexing,
-    linalg,
-    norm,
-    reduce,
-    rnn,
-    shape,
+from importlib import import_module
+from types import ModuleType
+
+NAMES = (
+    "attention",
+    "conv",
+    "convert",
+    "creation",
+    "elementwise",
+    "embedding",
+    "image",
+    "indexing",
+    "linalg",
+    "norm",
+    "reduce",
+    "rnn",
+    "shape",
 )
 
-FAMILIES = (
-    attention,
-    conv,
-    convert,
-    creation,
-    elementwise,
-    embedding,
-    image,
-    indexing,
-    linalg,
-    norm,
-    reduce,
-    rnn,
-    shape,
-)
+FAMILIES: tuple[ModuleType, ...] = tuple(import_module(f"{__package__}.{name}") for name in NAMES)

@@ -50,15 +50,6 @@ def _cat0(b: Builder, parts: list[Value]) -> Value:
     return b.emit({"Concat": {"axis": 0}}, parts, dims, parts[0].dtype)
 
 
-def _narrow(b: Builder, x: Value, axis: int, start: int, length: int) -> Value:
-    """x[start : start + length] along `axis`."""
-    if start == 0 and length == x.dims[axis]:
-        return x
-    dims = list(x.dims)
-    dims[axis] = length
-    return b.emit({"Narrow": {"axis": axis, "start": start, "len": length}}, [x], dims, x.dtype)
-
-
 def _layer_weights(b: Builder, call: Call, layer: int, dirs: int, gates: int) -> list[Value]:
     """Packed [w_ih, w_hh, b_ih, b_hh] of one layer (directions concatenated on the gate rows)."""
     per = 4 if call["has_biases"] else 2
@@ -99,7 +90,7 @@ def _cat(b: Builder, parts: list[Value], axis: int) -> Value:
 def _direction(b: Builder, w: list[Value], d: int, hidden: int, gates: int) -> list[Value]:
     """Direction d's [w_ih, w_hh, bias] rows out of a layer's packed weights."""
     rows = gates * hidden
-    return [_narrow(b, v, 0, d * rows, rows) for v in w]
+    return [b.narrow(v, 0, d * rows, rows) for v in w]
 
 
 def _cell_state(b: Builder, x: Value, y: Value, w: list[Value], h0: Value | None, c0: Value | None, d: int) -> Value:
@@ -109,20 +100,20 @@ def _cell_state(b: Builder, x: Value, y: Value, w: list[Value], h0: Value | None
     h_init = h0 if h0 is not None else b.expand(b.scalar_like(0.0, y), (batch, 1, hidden))
     # h_{t-1} for every t: the forward direction reads the previous step, the reverse the next one.
     if d == 0:
-        h_prev = _cat(b, [h_init, _narrow(b, y, 1, 0, seq - 1)] if seq > 1 else [h_init], 1)
+        h_prev = _cat(b, [h_init, b.narrow(y, 1, 0, seq - 1)] if seq > 1 else [h_init], 1)
     else:
-        h_prev = _cat(b, [_narrow(b, y, 1, 1, seq - 1), h_init] if seq > 1 else [h_init], 1)
+        h_prev = _cat(b, [b.narrow(y, 1, 1, seq - 1), h_init] if seq > 1 else [h_init], 1)
     z = b.binary("Add", _rows_times(b, x, w_ih), _rows_times(b, h_prev, w_hh))
     z = b.binary("Add", z, bias)
-    i = b.unary("Sigmoid", _narrow(b, z, 2, 0, hidden))
-    f = b.unary("Sigmoid", _narrow(b, z, 2, hidden, hidden))
-    ig = b.binary("Mul", i, b.unary("Tanh", _narrow(b, z, 2, 2 * hidden, hidden)))
+    i = b.unary("Sigmoid", b.narrow(z, 2, 0, hidden))
+    f = b.unary("Sigmoid", b.narrow(z, 2, hidden, hidden))
+    ig = b.binary("Mul", i, b.unary("Tanh", b.narrow(z, 2, 2 * hidden, hidden)))
     order = list(range(seq)) if d == 0 else list(range(seq - 1, -1, -1))
-    c = _narrow(b, ig, 1, order[0], 1)
+    c = b.narrow(ig, 1, order[0], 1)
     if c0 is not None:
-        c = b.binary("Add", b.binary("Mul", _narrow(b, f, 1, order[0], 1), c0), c)
+        c = b.binary("Add", b.binary("Mul", b.narrow(f, 1, order[0], 1), c0), c)
     for t in order[1:]:
-        c = b.binary("Add", b.binary("Mul", _narrow(b, f, 1, t, 1), c), _narrow(b, ig, 1, t, 1))
+        c = b.binary("Add", b.binary("Mul", b.narrow(f, 1, t, 1), c), b.narrow(ig, 1, t, 1))
     return b.reshape(c, (1, batch, hidden))
 
 
@@ -162,8 +153,8 @@ def _rnn(b: Builder, call: Call) -> list[Value | None]:
         op = {variant: {"hidden_size": hidden, "num_layers": 1, "bidirectional": dirs == 2, "carry": carry}}
         y = b.emit(op, inputs, (batch, seq, dirs * hidden), x.dtype)
         for d in range(dirs):
-            y_d = _narrow(b, y, 2, d * hidden, hidden)
-            h_last.append(b.reshape(_narrow(b, y_d, 1, seq - 1 if d == 0 else 0, 1), (1, batch, hidden)))
+            y_d = b.narrow(y, 2, d * hidden, hidden)
+            h_last.append(b.reshape(b.narrow(y_d, 1, seq - 1 if d == 0 else 0, 1), (1, batch, hidden)))
             if gates == 4:
                 h0, c0 = (None if z else _state(b, h, layer * dirs + d) for h, z in zip(hx, zero, strict=True))
                 w = _direction(b, [w_ih, w_hh, bias], d, hidden, gates)

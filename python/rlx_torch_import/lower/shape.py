@@ -67,14 +67,6 @@ def expand(b: Builder, call: Call) -> Value:
     return b.expand(call.tensor("self"), call.out_dims)
 
 
-def _narrow(b: Builder, x: Value, axis: int, start: int, length: int) -> Value:
-    if start == 0 and length == x.dims[axis]:
-        return x
-    dims = list(x.dims)
-    dims[axis] = length
-    return b.emit({"Narrow": {"axis": axis, "start": start, "len": length}}, [x], dims, x.dtype)
-
-
 @lowers("aten.slice.Tensor")
 def slice_(b: Builder, call: Call) -> Value:
     """x[start:end:step] along one axis (Narrow when step is 1, else strided Slice)."""
@@ -86,7 +78,7 @@ def slice_(b: Builder, call: Call) -> Value:
     end = max(start, min(size, end + size if end < 0 else end))
     length = call.out_dims[axis]
     if step == 1:
-        return _narrow(b, x, axis, start, length)
+        return b.narrow(x, axis, start, length)
     dims = list(x.dims)
     dims[axis] = length
     return b.move({"Slice": {"axis": axis, "start": start, "len": length, "step": step}}, [x], dims, x.dtype)
@@ -99,7 +91,7 @@ def select(b: Builder, call: Call) -> Value:
     axis = norm_axis(call["dim"], x.rank)
     index = call["index"]
     index = index + x.dims[axis] if index < 0 else index
-    return b.reshape(_narrow(b, x, axis, index, 1), call.out_dims)
+    return b.reshape(b.narrow(x, axis, index, 1), call.out_dims)
 
 
 @lowers("aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default")
@@ -111,7 +103,7 @@ def split(b: Builder, call: Call) -> list[Value | None]:
     start = 0
     for spec in call.node.outputs:
         length = spec.shape[axis]
-        outs.append(_narrow(b, x, axis, start, length))
+        outs.append(b.narrow(x, axis, start, length))
         start += length
     return outs
 
