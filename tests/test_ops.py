@@ -289,6 +289,49 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
         (r(3, 4),),
     ),
     ("flip", Fn(lambda m, a: (a.flip(0, -1), (a > 0).flip(1))), (r(3, 4, 2),)),
+    (
+        "trig_family",
+        Fn(lambda m, a: torch.tan(a) + torch.atan(a) + torch.asin(a) + torch.acos(a) + torch.sinh(a) + torch.cosh(a)),
+        (torch.rand(3, 5) * 1.8 - 0.9,),
+    ),
+    (
+        "atan2_log2_log10",
+        Fn(lambda m, a, b: torch.atan2(a, b) + torch.log2(a.abs() + 1) + torch.log10(b.abs() + 1)),
+        (r(3, 4), r(3, 4)),
+    ),
+    (
+        "round_half_even_trunc",
+        Fn(lambda m, a: (torch.round(a), torch.trunc(a))),
+        (torch.tensor([[-2.5, -1.5, -0.5, 0.5, 1.5], [2.5, 0.49, -0.51, 3.7, -3.2]]),),
+    ),
+    (
+        "isnan_isinf_xor",
+        Fn(lambda m, a: (torch.isnan(a / a), torch.isinf(1 / (a * 0)), torch.logical_xor(a > 0, a < 1))),
+        (torch.tensor([[-2.5, 0.0, 1.0], [0.0, 3.0, -1.0]]),),
+    ),
+    (
+        "index_select_repeat_roll",
+        Fn(lambda m, a, i: (a.index_select(1, i), a.repeat(2, 1, 3), torch.roll(a, (1, -2), (0, 2)), torch.roll(a, 3))),
+        (r(2, 3, 4), torch.tensor([2, 0])),
+    ),
+    ("tril_triu", Fn(lambda m, a: (torch.tril(a), torch.triu(a, 1), torch.tril(a, -1))), (r(2, 4, 5),)),
+    (
+        "prod_all_max_min",
+        Fn(
+            lambda m, a: (
+                a.prod(1),
+                a.prod(),
+                (a > -1).all(),
+                (a > -1).all(dim=1),
+                (a > -1).all(dim=(0, 1)),
+                a.max(),
+                a.min(),
+                a.max(dim=1),
+                a.min(dim=-1, keepdim=True),
+            )
+        ),
+        (r(3, 4),),
+    ),
     ("cumsum_cumprod", Fn(lambda m, a: torch.cumsum(a, 1) + torch.cumprod(a * 0.5 + 1, dim=-2)), (r(3, 5),)),
     ("int_cumsum", Fn(lambda m, a: torch.cumsum(a, 0)), (ri(torch.int64),)),
     ("int64_unary_abs_neg_sign", Fn(lambda m, a: a.abs() * 3 - a.neg() + torch.sign(a)), (ri(torch.int64),)),

@@ -298,3 +298,110 @@ def _mod(trunc: bool):  # noqa: ANN202 - factory returning a lowering
 
 lowers("aten.remainder.Scalar", "aten.remainder.Tensor")(_mod(trunc=False))
 lowers("aten.fmod.Scalar", "aten.fmod.Tensor")(_mod(trunc=True))
+
+
+def _float_in(b: Builder, call: Call) -> Value:
+    return b.cast(call.tensor("self"), call.out_dtype)
+
+
+@lowers("aten.tan.default")
+def tan(b: Builder, call: Call) -> Value:
+    """tan(x)."""
+    return b.unary("Tan", _float_in(b, call))
+
+
+@lowers("aten.atan.default")
+def atan(b: Builder, call: Call) -> Value:
+    """atan(x)."""
+    return b.unary("Atan", _float_in(b, call))
+
+
+@lowers("aten.asin.default")
+def asin(b: Builder, call: Call) -> Value:
+    """asin(x) == atan(x / sqrt(1 - x^2))."""
+    x = _float_in(b, call)
+    root = b.unary("Sqrt", b.binary("Sub", b.const(1.0, x.dtype), b.binary("Mul", x, x)))
+    return b.unary("Atan", b.binary("Div", x, root))
+
+
+@lowers("aten.acos.default")
+def acos(b: Builder, call: Call) -> Value:
+    """acos(x) == 2 atan(sqrt(1 - x) / sqrt(1 + x)) (finite at x = ±1)."""
+    x = _float_in(b, call)
+    one = b.const(1.0, x.dtype)
+    ratio = b.binary("Div", b.unary("Sqrt", b.binary("Sub", one, x)), b.unary("Sqrt", b.binary("Add", one, x)))
+    return b.binary("Mul", b.unary("Atan", ratio), b.const(2.0, x.dtype))
+
+
+@lowers("aten.atan2.default")
+def atan2(b: Builder, call: Call) -> Value:
+    """atan2(self, other), the angle of (other, self)."""
+    x, y = _operands(b, call)
+    return b.binary("Atan2", x, y, call.out_dtype)
+
+
+def _exp_pair(b: Builder, x: Value, op: str) -> Value:
+    """(e^x op e^-x) / 2."""
+    return b.binary("Mul", b.binary(op, b.unary("Exp", x), b.unary("Exp", b.unary("Neg", x))), b.const(0.5, x.dtype))
+
+
+@lowers("aten.sinh.default")
+def sinh(b: Builder, call: Call) -> Value:
+    """(e^x - e^-x) / 2."""
+    return _exp_pair(b, _float_in(b, call), "Sub")
+
+
+@lowers("aten.cosh.default")
+def cosh(b: Builder, call: Call) -> Value:
+    """(e^x + e^-x) / 2."""
+    return _exp_pair(b, _float_in(b, call), "Add")
+
+
+@lowers("aten.log2.default", "aten.log10.default")
+def log_base(b: Builder, call: Call) -> Value:
+    """log(x) / log(base)."""
+    x = _float_in(b, call)
+    base = 2.0 if "log2" in call.target else 10.0
+    return b.binary("Div", b.unary("Log", x), b.const(math.log(base), x.dtype))
+
+
+@lowers("aten.trunc.default")
+def trunc(b: Builder, call: Call) -> Value:
+    """Round toward zero: sign(x) * floor(|x|)."""
+    return _floor_or_trunc(b, _float_in(b, call), trunc=True)
+
+
+def _check_round(call: Call) -> str | None:
+    return None if call.get("decimals", 0) == 0 else f"round with decimals={call.get('decimals')} is not supported"
+
+
+@lowers("aten.round.default", check=_check_round)
+def round_(b: Builder, call: Call) -> Value:
+    """Round half to even (torch's rule; RLX Round rounds ties away from zero): floor(x + 0.5), minus 1 on odd ties."""
+    x = _float_in(b, call)
+    half = b.const(0.5, x.dtype)
+    up = b.unary("Floor", b.binary("Add", x, half))
+    tie = b.cast(b.compare("Eq", b.binary("Sub", up, x), half), x.dtype)
+    two = b.const(2.0, x.dtype)
+    odd = b.binary("Sub", up, b.binary("Mul", b.unary("Floor", b.binary("Div", up, two)), two))
+    return b.binary("Sub", up, b.binary("Mul", tie, odd))
+
+
+@lowers("aten.isnan.default")
+def isnan(b: Builder, call: Call) -> Value:
+    """x != x."""
+    x = b.as_float(call.tensor("self"))
+    return b.compare("Ne", x, x)
+
+
+@lowers("aten.isinf.default")
+def isinf(b: Builder, call: Call) -> Value:
+    """|x| == inf (the infinity is a constant tensor, never an op field)."""
+    x = b.as_float(call.tensor("self"))
+    return b.compare("Eq", b.unary("Abs", x), b.const(float("inf"), x.dtype))
+
+
+@lowers("aten.logical_xor.default")
+def logical_xor(b: Builder, call: Call) -> Value:
+    """(x != 0) != (y != 0)."""
+    return b.compare("Ne", _truth(b, call.tensor("self")), _truth(b, call.tensor("other")))

@@ -99,3 +99,35 @@ def _scan(kind: str):  # noqa: ANN202 - factory returning a lowering
 
 lowers("aten.cumsum.default", check=_check_scan)(_scan("Cumsum"))
 lowers("aten.cumprod.default", check=_check_scan)(_scan("CumProd"))
+
+
+lowers("aten.prod.dim_int", "aten.prod.default")(_reduce("Prod"))
+
+
+@lowers("aten.all.dim", "aten.all.dims", "aten.all.default")
+def all_(b: Builder, call: Call) -> Value:
+    """all(x) == min(x != 0) over the axes."""
+    x = call.tensor("self")
+    truth = b.cast(b.compare("Ne", b.as_float(x), b.const(0.0, "float32")), "float32")
+    m = b.reduce("Min", truth, _axes(call, x), bool(call.get("keepdim", False)))
+    return b.reshape(b.compare("Ne", m, b.const(0.0, "float32")), call.out_dims)
+
+
+@lowers("aten.max.default", "aten.min.default")
+def max_min_all(b: Builder, call: Call) -> Value:
+    """Largest / smallest element of the whole tensor."""
+    x = call.tensor("self")
+    op = "Max" if call.target == "aten.max.default" else "Min"
+    return b.reshape(b.reduce(op, x, list(range(x.rank)), keep_dim=False), call.out_dims)
+
+
+@lowers("aten.max.dim", "aten.min.dim")
+def max_min_dim(b: Builder, call: Call) -> list[Value | None]:
+    """(values, indices) of the largest / smallest element along `dim`."""
+    x = call.tensor("self")
+    axis, keep = norm_axis(call["dim"], x.rank), bool(call.get("keepdim", False))
+    is_max = call.target == "aten.max.dim"
+    values = b.reduce("Max" if is_max else "Min", x, [axis], keep)
+    dims = values.dims
+    idx = b.emit({"ArgMax" if is_max else "ArgMin": {"axis": axis, "keep_dim": keep}}, [b.as_float(x)], dims, "float32")
+    return [values, b.cast(idx, "int64")]

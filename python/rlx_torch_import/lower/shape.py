@@ -148,3 +148,40 @@ def flip(b: Builder, call: Call) -> Value:
     if not axes:
         return x
     return b.move({"Reverse": {"axes": axes}}, [x], x.dims, x.dtype)
+
+
+@lowers("aten.index_select.default")
+def index_select(b: Builder, call: Call) -> Value:
+    """x.index_select(dim, index): a Gather along `dim` (negative indices are not allowed by torch)."""
+    x = call.tensor("self")
+    axis = norm_axis(call["dim"], x.rank)
+    return b.move({"Gather": {"axis": axis}}, [x, b.cast(call.tensor("index"), "int64")], call.out_dims, x.dtype)
+
+
+@lowers("aten.repeat.default")
+def repeat(b: Builder, call: Call) -> Value:
+    """Tile the tensor `repeats[i]` times along axis i (leading repeats add axes)."""
+    x = call.tensor("self")
+    reps = [int(r) for r in call["repeats"]]
+    x = b.reshape(x, (1,) * (len(reps) - x.rank) + x.dims)
+    return b.move({"Tile": {"reps": reps}}, [x], call.out_dims, x.dtype)
+
+
+@lowers("aten.roll.default")
+def roll(b: Builder, call: Call) -> Value:
+    """Cyclic shift: out[i] = x[(i - shift) mod n] per (shift, dim); no dims means the flattened tensor."""
+    x = call.tensor("self")
+    shifts, dims = list(call["shifts"]), list(call.get("dims", []) or [])
+    if not dims:
+        flat = b.reshape(x, (x.numel,))
+        return b.reshape(b.move({"Roll": {"shifts": shifts, "dims": [0]}}, [flat], flat.dims, x.dtype), x.dims)
+    axes = [norm_axis(d, x.rank) for d in dims]
+    return b.move({"Roll": {"shifts": shifts, "dims": axes}}, [x], x.dims, x.dtype)
+
+
+@lowers("aten.tril.default", "aten.triu.default")
+def tril_triu(b: Builder, call: Call) -> Value:
+    """Keep the lower (tril) or upper (triu) triangle of the last two axes relative to `diagonal`."""
+    x = call.tensor("self")
+    op = {"Trilu": {"upper": call.target == "aten.triu.default", "diagonal": int(call.get("diagonal", 0))}}
+    return b.move(op, [x], x.dims, x.dtype)
