@@ -332,6 +332,19 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
         ),
         (r(3, 4),),
     ),
+    (
+        "scatter_family",
+        Fn(
+            lambda m, a, i, s: (
+                a.scatter(1, i, s),
+                a.scatter(1, i, 2.5),
+                a.scatter_add(1, i, s),
+                a.scatter_reduce(1, i, s, "amax"),
+                a.scatter_reduce(0, i[:, :2] % 2, s[:, :2], "sum"),
+            )
+        ),
+        (r(2, 4), torch.tensor([[0, 2, 1], [3, 0, 0]]), r(2, 3)),
+    ),
     ("cumsum_cumprod", Fn(lambda m, a: torch.cumsum(a, 1) + torch.cumprod(a * 0.5 + 1, dim=-2)), (r(3, 5),)),
     ("int_cumsum", Fn(lambda m, a: torch.cumsum(a, 0)), (ri(torch.int64),)),
     ("int64_unary_abs_neg_sign", Fn(lambda m, a: a.abs() * 3 - a.neg() + torch.sign(a)), (ri(torch.int64),)),

@@ -168,6 +168,12 @@ class Builder:
         dims[axis] = length
         return self.emit({"Narrow": {"axis": axis, "start": start, "len": length}}, [x], dims, x.dtype)
 
+    def narrow_to(self, x: Value, dims: tuple[int, ...]) -> Value:
+        """The leading `dims` block of x (torch's scatter/gather read only that much of src)."""
+        for axis, length in enumerate(dims):
+            x = self.narrow(x, axis, 0, length)
+        return x
+
     def to_last_axis(self, x: Value, axis: int) -> tuple[Value, list[int]]:
         """Move `axis` last (for kernels that only work there); returns the permutation back."""
         perm = [a for a in range(x.rank) if a != axis] + [axis]

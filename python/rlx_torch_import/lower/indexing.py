@@ -144,3 +144,43 @@ def index_put(b: Builder, call: Call) -> Value:
     reduction = "Add" if call.get("accumulate", False) else "None"
     y = b.move({"ScatterNd": {"reduction": reduction}}, [merged, flat, updates], merged.dims, x.dtype)
     return b.reshape(y, x.dims)
+
+
+_SCATTER_REDUCE = {"sum": "Add", "prod": "Mul", "amax": "Max", "amin": "Min"}
+
+
+def _check_scatter(call: Call) -> str | None:
+    reduce = call.get("reduce")
+    if call.target == "aten.scatter_reduce.two":
+        if reduce not in _SCATTER_REDUCE:
+            return f"scatter_reduce with reduce={reduce!r} is not supported"
+        if not call.get("include_self", True):
+            return "scatter_reduce with include_self=False is not supported"
+    elif reduce is not None:
+        return f"scatter with reduce={reduce!r} is not supported"
+    return None
+
+
+@lowers(
+    "aten.scatter.src",
+    "aten.scatter.value",
+    "aten.scatter_add.default",
+    "aten.scatter_reduce.two",
+    check=_check_scatter,
+)
+def scatter(b: Builder, call: Call) -> Value:
+    """out = self; out[... index[i][j] ...] (op)= src[i][j] along `dim` (ScatterElements)."""
+    x, index = call.tensor("self"), b.cast(call.tensor("index"), "float32")
+    axis = norm_axis(call["dim"], x.rank)
+    src = call.get("src")
+    if src is None:  # scatter.value: a scalar broadcast to the index shape
+        src = b.expand(b.const(call["value"], x.dtype), index.dims)
+    src = b.narrow_to(b.cast(src, x.dtype), index.dims) if src.dims != index.dims else b.cast(src, x.dtype)
+    if call.target == "aten.scatter_add.default":
+        reduction = "Add"
+    elif call.target == "aten.scatter_reduce.two":
+        reduction = _SCATTER_REDUCE[call["reduce"]]
+    else:
+        reduction = "None"
+    op = {"ScatterElements": {"axis": axis, "reduction": reduction}}
+    return b.move(op, [x, index, src], x.dims, x.dtype)
