@@ -345,6 +345,18 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
         ),
         (r(2, 4), torch.tensor([[0, 2, 1], [3, 0, 0]]), r(2, 3)),
     ),
+    (
+        "hyperbolic_inverse_var_xor",
+        Fn(
+            lambda m, a, b: (
+                torch.asinh(a) + torch.acosh(a.abs() + 1.5) + torch.atanh(a.clamp(-0.9, 0.9)),
+                a.var(dim=1),
+                a.var(dim=(0, 1), correction=0, keepdim=True),
+                (a > 0) ^ (b > 0),
+            )
+        ),
+        (r(3, 4), r(3, 4)),
+    ),
     ("cumsum_cumprod", Fn(lambda m, a: torch.cumsum(a, 1) + torch.cumprod(a * 0.5 + 1, dim=-2)), (r(3, 5),)),
     ("int_cumsum", Fn(lambda m, a: torch.cumsum(a, 0)), (ri(torch.int64),)),
     ("int64_unary_abs_neg_sign", Fn(lambda m, a: a.abs() * 3 - a.neg() + torch.sign(a)), (ri(torch.int64),)),

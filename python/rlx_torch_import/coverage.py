@@ -22,6 +22,24 @@ from typing import Any
 
 import torch
 
+# OpInfos whose output is uninitialized memory or random: no parity verdict is meaningful.
+NONDETERMINISTIC = (
+    "empty",
+    "rand",
+    "randn",
+    "randint",
+    "bernoulli",
+    "normal",
+    "multinomial",
+    "dropout",
+    "uniform",
+    "exponential",
+    "geometric",
+    "cauchy",
+    "log_normal",
+    "poisson",
+)
+
 # Best first: a Core ATen op takes the best status any of its samples reached.
 STATUSES = ("verified", "verified-decomposed", "parity-failed", "unsupported", "export-failed", "error", "no-sample")
 
@@ -178,7 +196,13 @@ def main(argv: list[str] | None = None) -> int:
     core = core_aten_ops()
     results: list[SampleResult] = []
     start = time.perf_counter()
-    infos = [o for o in op_db if (wanted is None or o.name in wanted) and torch.float32 in o.dtypes]
+    infos = [
+        o
+        for o in op_db
+        if (wanted is None or o.name in wanted)
+        and torch.float32 in o.dtypes
+        and not any(word in o.name for word in NONDETERMINISTIC)
+    ]
     for n, opinfo in enumerate(infos, 1):
         label = f"{opinfo.name}.{opinfo.variant_test_name}" if opinfo.variant_test_name else opinfo.name
         for index, module, inputs in _samples(opinfo, args.samples_per_op):

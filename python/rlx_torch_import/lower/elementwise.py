@@ -401,7 +401,32 @@ def isinf(b: Builder, call: Call) -> Value:
     return b.compare("Eq", b.unary("Abs", x), b.const(float("inf"), x.dtype))
 
 
-@lowers("aten.logical_xor.default")
+@lowers("aten.logical_xor.default", "aten.bitwise_xor.Tensor", "aten.__xor__.Tensor", check=_check_bool_operands)
 def logical_xor(b: Builder, call: Call) -> Value:
     """(x != 0) != (y != 0)."""
     return b.compare("Ne", _truth(b, call.tensor("self")), _truth(b, call.tensor("other")))
+
+
+@lowers("aten.asinh.default")
+def asinh(b: Builder, call: Call) -> Value:
+    """log(x + sqrt(x^2 + 1))."""
+    x = _float_in(b, call)
+    root = b.unary("Sqrt", b.binary("Add", b.binary("Mul", x, x), b.const(1.0, x.dtype)))
+    return b.unary("Log", b.binary("Add", x, root))
+
+
+@lowers("aten.acosh.default")
+def acosh(b: Builder, call: Call) -> Value:
+    """log(x + sqrt(x^2 - 1))."""
+    x = _float_in(b, call)
+    root = b.unary("Sqrt", b.binary("Sub", b.binary("Mul", x, x), b.const(1.0, x.dtype)))
+    return b.unary("Log", b.binary("Add", x, root))
+
+
+@lowers("aten.atanh.default")
+def atanh(b: Builder, call: Call) -> Value:
+    """0.5 * log((1 + x) / (1 - x))."""
+    x = _float_in(b, call)
+    one = b.const(1.0, x.dtype)
+    ratio = b.binary("Div", b.binary("Add", one, x), b.binary("Sub", one, x))
+    return b.binary("Mul", b.unary("Log", ratio), b.const(0.5, x.dtype))

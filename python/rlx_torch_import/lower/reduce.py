@@ -131,3 +131,21 @@ def max_min_dim(b: Builder, call: Call) -> list[Value | None]:
     dims = values.dims
     idx = b.emit({"ArgMax" if is_max else "ArgMin": {"axis": axis, "keep_dim": keep}}, [b.as_float(x)], dims, "float32")
     return [values, b.cast(idx, "int64")]
+
+
+@lowers("aten.var.correction", "aten.var.dim")
+def var(b: Builder, call: Call) -> Value:
+    """sum((x - mean)^2) / (N - correction) over `dim` (unbiased=True means correction 1)."""
+    x = b.cast(call.tensor("self"), call.out_dtype)
+    axes = _axes(call, x)
+    if call.target == "aten.var.dim":
+        correction = 1 if call.get("unbiased", True) else 0
+    else:
+        correction = call.get("correction", 1)
+    n = 1
+    for a in axes:
+        n *= x.dims[a]
+    dev = b.binary("Sub", x, b.reduce("Mean", x, axes, keep_dim=True))
+    total = b.reduce("Sum", b.binary("Mul", dev, dev), axes, bool(call.get("keepdim", False)))
+    y = b.binary("Div", total, b.const(float(max(n - correction, 0)), x.dtype))
+    return b.reshape(y, call.out_dims)
