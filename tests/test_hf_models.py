@@ -103,7 +103,24 @@ def t5() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return T.T5ForConditionalGeneration(cfg), (ids(1, 9), torch.ones(1, 9, dtype=torch.long), ids(1, 6))
 
 
+def mixtral() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """Sparse MoE through transformers' grouped-mm experts path (sort, histc, cumsum, grouped mm, index_put)."""
+    cfg = T.MixtralConfig(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        max_position_embeddings=64,
+    )
+    return T.MixtralForCausalLM(cfg), (ids(1, 8),)
+
+
 MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
+    "mixtral": mixtral,
     "llama": llama,
     "bert": bert,
     "gpt2": gpt2,

@@ -357,6 +357,26 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
         ),
         (r(3, 4), r(3, 4)),
     ),
+    (
+        "int_sort_exact_stable",
+        Fn(lambda m, a: (torch.sort(a), torch.sort(a, descending=True, stable=True), torch.sort(a * (1 << 40), dim=0))),
+        (torch.tensor([[3, 1, 2, 1, 0, 3], [2, 0, 5, 1, 2, 3]]),),
+    ),
+    (
+        "histc_empty_like",
+        Fn(lambda m, a: (torch.histc(a, 4, 0, 3), torch.empty_like(a).zero_() + 1)),
+        (torch.tensor([3.0, 1, 2, 1, 0, 3, 2.5, 0, 3, -1, 4]),),
+    ),
+    (
+        "int_index_put_and_scatter",
+        Fn(
+            lambda m, p: (
+                torch.empty_like(p).index_put((p,), torch.arange(6) * (1 << 40)),
+                torch.zeros(6, dtype=torch.long).scatter(0, p, torch.arange(6) - 3),
+            )
+        ),
+        (torch.tensor([4, 0, 5, 1, 3, 2]),),
+    ),
     ("cumsum_cumprod", Fn(lambda m, a: torch.cumsum(a, 1) + torch.cumprod(a * 0.5 + 1, dim=-2)), (r(3, 5),)),
     ("int_cumsum", Fn(lambda m, a: torch.cumsum(a, 0)), (ri(torch.int64),)),
     ("int64_unary_abs_neg_sign", Fn(lambda m, a: a.abs() * 3 - a.neg() + torch.sign(a)), (ri(torch.int64),)),
@@ -375,6 +395,19 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
 
 
 SAMPLES += samples_vision.SAMPLES + samples_image.SAMPLES
+
+try:  # Hugging Face's grouped-mm experts op exists once transformers' MoE integration is imported
+    import transformers.integrations.moe  # noqa: F401
+
+    SAMPLES.append(
+        (
+            "transformers_grouped_mm",
+            Fn(lambda m, x, w, o: torch.ops.transformers.grouped_mm_fallback(x, w, o)),
+            (r(16, 8), r(4, 8, 6), torch.tensor([3, 7, 7, 16], dtype=torch.int32)),
+        )
+    )
+except ImportError:
+    pass
 
 LEVELS = ("aten", "core")
 LOWERED: dict[tuple[str, str], set[str]] = {}  # (sample, level) -> ATen overloads it exercised

@@ -147,6 +147,24 @@ class Builder:
         data = [self.cast(v, "float32") if v.dtype == dtype else v for v in inputs]
         return self.cast(self.emit(op, data, dims, "float32"), dtype)
 
+    def split24(self, x: Value) -> tuple[Value, Value]:
+        """Integer x == hi * 2**24 + lo with 0 <= lo < 2**24; both float32-exact while |x| < 2**48."""
+        hi = self.unary("Floor", self.binary("Div", self.cast(x, "float64"), self.const(float(1 << 24), "float64")))
+        wide = self.cast(x, "int64")
+        lo = self.binary("Sub", wide, self.binary("Mul", self.cast(hi, "int64"), self.const(1 << 24, "int64")))
+        return self.cast(hi, "float32"), self.cast(lo, "float32")
+
+    def move_int(self, op: Any, inputs: list[Value], data: list[int], dims: tuple[int, ...], dtype: str) -> Value:
+        """A data-movement op on int32/int64 data, which RLX's scatter kernels corrupt: the data
+        inputs (positions `data`) move as two float32-exact halves, recombined in int64."""
+        halves = {i: self.split24(inputs[i]) for i in data}
+        parts = []
+        for k in (0, 1):
+            args = [halves[i][k] if i in halves else v for i, v in enumerate(inputs)]
+            parts.append(self.cast(self.emit(op, args, dims, "float32"), "int64"))
+        hi, lo = parts
+        return self.cast(self.binary("Add", self.binary("Mul", hi, self.const(1 << 24, "int64")), lo), dtype)
+
     # ── shape helpers ────────────────────────────────────────────────────
     def reshape(self, x: Value, dims: tuple[int, ...] | list[int]) -> Value:
         dims = tuple(int(d) for d in dims)

@@ -43,3 +43,9 @@ def arange(b: Builder, call: Call) -> Value:
     step = call.get("step", 1)
     n = call.out_dims[0]
     return b.const(start + np.arange(n, dtype=np.float64) * step, call.out_dtype)
+
+
+@lowers("aten.empty_like.default", "aten.empty_permuted.default")
+def empty_like(b: Builder, call: Call) -> Value:
+    """Uninitialized in torch (its values are never read before being written); zeros here."""
+    return b.expand(b.const(0, call.out_dtype), call.out_dims)

@@ -13,6 +13,7 @@ NAMES = (
     "image",
     "indexing",
     "linalg",
+    "moe",
     "norm",
     "reduce",
     "rnn",

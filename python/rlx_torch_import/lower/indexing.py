@@ -78,10 +78,20 @@ def topk(b: Builder, call: Call) -> list[Value | None]:
     return [b.transpose(values, back), b.transpose(b.cast(idx, "int64"), back)]
 
 
-@lowers("aten.sort.default", "aten.sort.stable", check=_check_float)
+def _check_sort(call: Call) -> str | None:
+    from .moe import _check_int_sort
+
+    return _check_int_sort(call)
+
+
+@lowers("aten.sort.default", "aten.sort.stable", check=_check_sort)
 def sort(b: Builder, call: Call) -> list[Value | None]:
-    """Sorted values and the permutation indices along `dim`."""
+    """Sorted values and the permutation indices along `dim` (integers: exact counting sort)."""
     x = call.tensor("self")
+    if x.dtype not in ("float32", "float16", "bfloat16", "float64"):
+        from .moe import int_sort
+
+        return int_sort(b, call)
     axis = norm_axis(call.get("dim", -1), x.rank)
     desc = bool(call.get("descending", False))
     values = b.emit({"Sort": {"axis": axis, "descending": desc}}, [x], x.dims, x.dtype)
@@ -110,10 +120,15 @@ lowers("aten.argmax.default", check=_check_float)(_arg("ArgMax"))
 lowers("aten.argmin.default", check=_check_float)(_arg("ArgMin"))
 
 
+WIDE_INTS = ("int32", "int64")
+
+
 def _check_index_put(call: Call) -> str | None:
     reason = _check_index(call)
     if reason:
         return reason
+    if call.get("accumulate", False) and getattr(call["self"], "dtype", "") in WIDE_INTS:
+        return "index_put with accumulate=True on integer tensors is not supported"
     axes = [a for a, t in enumerate(call["indices"]) if t is not None]
     if axes != list(range(len(axes))):
         return "index_put with index tensors after a full slice (x[:, i] = v) is not supported yet"
@@ -142,7 +157,11 @@ def index_put(b: Builder, call: Call) -> Value:
     merged = b.reshape(x, (math.prod(sizes), *rest))
     updates = b.reshape(b.expand(b.cast(values, x.dtype), (*bdims, *rest)), (count, *rest))
     reduction = "Add" if call.get("accumulate", False) else "None"
-    y = b.move({"ScatterNd": {"reduction": reduction}}, [merged, flat, updates], merged.dims, x.dtype)
+    op = {"ScatterNd": {"reduction": reduction}}
+    if x.dtype in WIDE_INTS:
+        y = b.move_int(op, [merged, flat, updates], [0, 2], merged.dims, x.dtype)
+    else:
+        y = b.move(op, [merged, flat, updates], merged.dims, x.dtype)
     return b.reshape(y, x.dims)
 
 
@@ -151,6 +170,9 @@ _SCATTER_REDUCE = {"sum": "Add", "prod": "Mul", "amax": "Max", "amin": "Min"}
 
 def _check_scatter(call: Call) -> str | None:
     reduce = call.get("reduce")
+    if getattr(call["self"], "dtype", "") in WIDE_INTS and (call.target != "aten.scatter.src" or reduce):
+        if call.target not in ("aten.scatter.src", "aten.scatter.value"):
+            return f"{call.target} on integer tensors is not supported"
     if call.target == "aten.scatter_reduce.two":
         if reduce not in _SCATTER_REDUCE:
             return f"scatter_reduce with reduce={reduce!r} is not supported"
@@ -183,4 +205,6 @@ def scatter(b: Builder, call: Call) -> Value:
     else:
         reduction = "None"
     op = {"ScatterElements": {"axis": axis, "reduction": reduction}}
+    if x.dtype in WIDE_INTS:
+        return b.move_int(op, [x, index, src], [0, 2], x.dims, x.dtype)
     return b.move(op, [x, index, src], x.dims, x.dtype)

@@ -89,7 +89,8 @@ def _scan(kind: str):  # noqa: ANN202 - factory returning a lowering
             y = b.emit({kind: {"axis": -1, "exclusive": False}}, [xt], xt.dims, "float32")
         else:  # int64 / float64: RLX's f64 scan is wrong; x @ triu(ones) in float64 is exact below 2**53
             n = xt.dims[-1]
-            y = b.matmul(b.cast(xt, "float64"), b.const(np.triu(np.ones((n, n))), "float64"))
+            rows = b.reshape(b.cast(xt, "float64"), (max(xt.numel // max(n, 1), 1), n))
+            y = b.reshape(b.matmul(rows, b.const(np.triu(np.ones((n, n))), "float64")), xt.dims)
         return b.cast(b.transpose(y, back), dtype)
 
     lower_scan.__name__ = kind.lower()
