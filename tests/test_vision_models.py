@@ -96,3 +96,13 @@ def test_model(name: str, make, shape: tuple[int, ...], level: str, tmp_path) ->
     report = rti.from_torch(model, (x,), tmp_path / name, decomposition=level)
     assert report.verified and report.ok, report.summary()
     assert all(o.cosine >= 0.99999 for o in report.outputs), report.summary()
+
+
+def test_torchvision_vit_b_16_small_image(tmp_path) -> None:
+    """The real vit_b_16 architecture (12 layers, 768 wide, 86M parameters) on a 32x32 image."""
+    torch.manual_seed(0)
+    model = torchvision.models.vit_b_16(weights=None, image_size=32).eval()
+    nn.init.normal_(model.heads.head.weight, std=0.02)  # torchvision zero-initializes the head
+    report = rti.from_torch(model, (torch.randn(1, 3, 32, 32),), tmp_path / "vit_b_16")
+    assert report.verified and report.ok, report.summary()
+    assert report.outputs[0].cosine >= 0.99999
