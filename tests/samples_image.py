@@ -8,18 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sample_utils import of_inputs as Fn
+
 INF = float("inf")
-
-
-class Fn(nn.Module):
-    """Wrap a function of the inputs as a module."""
-
-    def __init__(self, fn: Callable[..., torch.Tensor]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs: torch.Tensor) -> torch.Tensor:
-        return self.fn(*xs)
 
 
 def r(*shape: int) -> torch.Tensor:

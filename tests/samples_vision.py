@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-
-class _Fn(nn.Module):
-    """Wrap a function of the inputs as a module."""
-
-    def __init__(self, fn: Callable[..., torch.Tensor]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs: torch.Tensor) -> torch.Tensor:
-        return self.fn(*xs)
+from sample_utils import of_inputs as _Fn
 
 
 def _r(*shape: int) -> torch.Tensor:

@@ -7,8 +7,6 @@ and at `core` (what torch decomposes them into). Budgets come from the verifier
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -17,19 +15,7 @@ from torch import nn
 import rlx_torch_import as rti
 import samples_image
 import samples_vision
-
-
-class Fn(nn.Module):
-    """Wrap a function of the inputs (and optional parameters) as a module."""
-
-    def __init__(self, fn: Callable[..., torch.Tensor], **params: torch.Tensor) -> None:
-        super().__init__()
-        self.fn = fn
-        for k, v in params.items():
-            self.register_parameter(k, nn.Parameter(v))
-
-    def forward(self, *xs: torch.Tensor) -> torch.Tensor:
-        return self.fn(self, *xs)
+from sample_utils import Fn
 
 
 def r(*shape: int) -> torch.Tensor:
