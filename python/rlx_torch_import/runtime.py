@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from . import _core, safetensors_io
-from .dtypes import numpy_dtype, to_host, to_rlx
+from .dtypes import HALF_DTYPES, numpy_dtype, to_host, to_rlx
 from .emit.bundle import BUNDLE_FORMAT, BUNDLE_VERSION, HIR, META, WEIGHTS
 from .errors import BundleError, InputError
 
@@ -29,6 +29,9 @@ class BundleModel:
                 f"{self.path / META}: format {self.meta.get('format')!r} version {self.meta.get('version')!r} "
                 f"is not {BUNDLE_FORMAT!r} version {BUNDLE_VERSION}"
             )
+        boundary = [s.get("rlx_dtype", s["dtype"]) for s in (*self.meta["inputs"], *self.meta["outputs"])]
+        if HALF_DTYPES & set(boundary):  # half values always cross as float32 (docs/design.md, l)
+            raise BundleError(f"{self.path / META}: a half-precision rlx_dtype at the boundary is not supported")
         try:
             self._model = _core.CompiledModel((self.path / HIR).read_text())
             for name, t in safetensors_io.read(self.path / WEIGHTS).items():
@@ -59,7 +62,7 @@ class BundleModel:
             carrier = spec.get("rlx_dtype", spec["dtype"])
             if carrier != spec["dtype"]:  # bool/narrow ints and half floats cross as float32
                 arr = to_host(arr, spec["dtype"])
-            arr = np.ascontiguousarray(_to_dtype(arr, carrier))
+            arr = np.ascontiguousarray(arr.astype(numpy_dtype(carrier), copy=False))
             feed.append((spec["name"], arr.reshape(-1).view(np.uint8), to_rlx(carrier)))
         try:
             raw = self._model.run(feed)
@@ -74,16 +77,7 @@ class BundleModel:
         return outputs
 
 
-def _to_dtype(arr: np.ndarray, dtype: str) -> np.ndarray:
-    if dtype == "bfloat16":  # bf16 travels as the top 16 bits of f32
-        return (arr.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
-    return arr.astype(numpy_dtype(dtype), copy=False)
-
-
 def _from_bytes(data: bytes, dtype: str, dims: list[int]) -> np.ndarray:
-    if dtype == "bfloat16":
-        bits = np.frombuffer(data, dtype="<u2").astype(np.uint32) << 16
-        return bits.view(np.float32).reshape(dims)
     return np.frombuffer(data, dtype=numpy_dtype(dtype)).reshape(dims).copy()
 
 

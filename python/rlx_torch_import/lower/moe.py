@@ -1,72 +1,17 @@
 """Mixture-of-experts routing as Hugging Face's grouped-mm experts path exports it.
 
-transformers sorts token/expert pairs by expert id, counts them (`histc`), takes the
-running sum as group ends, and calls its `transformers::grouped_mm_fallback` custom op.
-With static shapes each piece has an exact dense lowering; group boundaries stay runtime
-values.
+transformers sorts token/expert pairs by expert id (integer sort: `indexing.py`), counts
+them (`histc`), takes the running sum as group ends, and calls its
+`transformers::grouped_mm_fallback` custom op. With static shapes each piece has an exact
+dense lowering; group boundaries stay runtime values.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .context import Builder, Call, Value, norm_axis
+from .context import Builder, Call, Value
 from .registry import lowers
-
-MAX_EXACT_SORT = 4096
-
-
-def _check_int_sort(call: Call) -> str | None:
-    x = call["self"]
-    if x.dtype in ("float32", "float16", "bfloat16", "float64"):
-        return None
-    n = x.dims[norm_axis(call.get("dim", -1), x.rank)] if x.rank else 1
-    if n > MAX_EXACT_SORT:
-        return f"integer sort over {n} > {MAX_EXACT_SORT} elements is not supported (exact path is O(n^2))"
-    return None
-
-
-def int_sort(b: Builder, call: Call) -> list[Value | None]:
-    """Exact stable integer sort by counting: rank_i = #{x_j < x_i} + #{j < i: x_j == x_i}.
-
-    RLX's Sort/ArgSort are inexact for integers above 2**24 (float32) and wrong in float64,
-    so keys are split into two float32-exact halves (exact while |x| < 2**48) and ranked by
-    lexicographic comparison; the permutation is the scatter of positions to ranks.
-    """
-    x = call.tensor("self")
-    axis = norm_axis(call.get("dim", -1), x.rank)
-    desc = bool(call.get("descending", False))
-    xt, back = b.to_last_axis(x, axis)
-    n = xt.dims[-1]
-    key = b.unary("Neg", b.cast(xt, "int64")) if desc else xt
-    hi, lo = b.split24(key)
-
-    def pair(v: Value) -> tuple[Value, Value]:
-        return b.reshape(v, (*xt.dims, 1)), b.reshape(v, (*xt.dims[:-1], 1, n))  # (x_i, x_j)
-
-    (hi_i, hi_j), (lo_i, lo_j) = pair(hi), pair(lo)
-
-    def f(v: Value) -> Value:
-        return b.cast(v, "float32")
-
-    hi_eq = f(b.compare("Eq", hi_j, hi_i))
-    less = b.binary("Add", f(b.compare("Lt", hi_j, hi_i)), b.binary("Mul", hi_eq, f(b.compare("Lt", lo_j, lo_i))))
-    equal = b.binary("Mul", hi_eq, f(b.compare("Eq", lo_j, lo_i)))
-    earlier = b.const(np.tril(np.ones((n, n)), -1), "float32")  # j < i
-    rank = b.reduce("Sum", b.binary("Add", less, b.binary("Mul", equal, earlier)), [xt.rank], keep_dim=False)
-    # Permutation: order[rank_i] = i (float32 is exact: n <= MAX_EXACT_SORT).
-    positions = b.expand(b.const(np.arange(n, dtype=np.float32), "float32"), xt.dims)
-    op = {"ScatterElements": {"axis": xt.rank - 1, "reduction": "None"}}
-    order = b.emit(op, [positions, rank, positions], xt.dims, "float32")
-    # Values: one Gather on the flattened rows with int64 flat indices (exact for any int64 data).
-    lead = xt.numel // n
-    flat_idx = b.binary(
-        "Add",
-        b.cast(order, "int64"),
-        b.const((np.arange(lead, dtype=np.int64) * n).reshape(*xt.dims[:-1], 1), "int64"),
-    )
-    values = b.emit({"Gather": {"axis": 0}}, [b.reshape(xt, (xt.numel,)), flat_idx], xt.dims, x.dtype)
-    return [b.transpose(values, back), b.transpose(b.cast(order, "int64"), back)]
 
 
 def _check_histc(call: Call) -> str | None:
