@@ -143,10 +143,8 @@ def summarize(core: list[str], results: list[SampleResult]) -> dict[str, dict[st
             if op not in table:
                 continue
             status = r.status
-            if status.startswith("verified") and op in r.decomposed:
-                status = "verified-decomposed"
-            elif status == "verified":
-                status = "verified"
+            if status.startswith("verified"):  # per op: was this one lowered natively or decomposed?
+                status = "verified-decomposed" if op in r.decomposed else "verified"
             if STATUSES.index(status) < STATUSES.index(table[op]["status"]):
                 reason = r.reason if not status.startswith("verified") else ""
                 table[op] = {"status": status, "reason": reason, "via": f"{r.opinfo}[{r.index}]"}
