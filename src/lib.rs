@@ -2,11 +2,13 @@
 //!
 //! Python decides every mapping (the aten → RLX registry); this crate only
 //! turns the lowered program into an `rlx_ir::HirModule`, serializes it, and
-//! compiles/runs it on the RLX CPU runtime. Everything here is plain Rust and
+//! compiles/runs it on the RLX CPU runtime, and prints each `Op` as Rust
+//! source for the generated crates. Everything here is plain Rust and
 //! testable with `cargo test`; PyO3 types live in `python.rs` only.
 
 pub mod program;
 pub mod runner;
+pub mod rust_syntax;
 
 #[cfg(feature = "python")]
 mod python;

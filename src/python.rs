@@ -33,6 +33,14 @@ fn program_to_hir_json(py: Python<'_>, program_json: &str) -> PyResult<String> {
         .map_err(err)
 }
 
+/// One op (rlx-ir serde JSON) as a Rust expression, plus the type names it uses.
+/// A `Constant` prints `data_expr` as its payload.
+#[pyfunction]
+fn op_to_rust(op_json: &str, data_expr: &str) -> PyResult<(String, Vec<String>)> {
+    let expr = crate::rust_syntax::op_json_to_rust(op_json, data_expr).map_err(err)?;
+    Ok((expr.code, expr.types.into_iter().collect()))
+}
+
 /// RLX version the core was built against.
 #[pyfunction]
 fn rlx_version() -> &'static str {
@@ -96,6 +104,7 @@ impl PyCompiledModel {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(program_to_hir_json, m)?)?;
     m.add_function(wrap_pyfunction!(rlx_version, m)?)?;
+    m.add_function(wrap_pyfunction!(op_to_rust, m)?)?;
     m.add_class::<PyCompiledModel>()?;
     Ok(())
 }

@@ -11,6 +11,7 @@ from typing import Any
 
 from . import _core, safetensors_io, torchir
 from .emit.bundle import write_bundle
+from .emit.crate import STYLES, check_style, crate_names, write_crate
 from .errors import InputError, UnsupportedOpsError
 from .lower import find_unsupported, lower
 from .outdir import staged
@@ -18,12 +19,14 @@ from .progress import Progress
 from .runtime import BundleModel
 from .verify.parity import ParityReport, compare_output
 
-EMIT_TARGETS = ("bundle",)
+EMIT_TARGETS = ("bundle", "crate")
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 
 
-def _check_options(emit: Sequence[str], device: str, max_decompose_rounds: int = 0) -> None:
+def _check_options(emit: Sequence[str], device: str, max_decompose_rounds: int = 0, emit_style: str = "graph") -> None:
+    if emit_style not in STYLES:
+        raise InputError(f"emit_style {emit_style!r} is not one of {', '.join(STYLES)}")
     if max_decompose_rounds < 0:
         raise InputError(f"max_decompose_rounds must be >= 0, got {max_decompose_rounds}")
     for target in emit:
@@ -55,11 +58,14 @@ def from_torch(
     progress: bool = False,
     auto_decompose: bool = True,
     max_decompose_rounds: int = 4,
+    emit_style: str = "graph",
 ) -> ParityReport:
     """Export `model`, lower it to RLX, write `out_dir/`, and verify against PyTorch.
 
     `out_dir` gets torch-ir.json, weights.safetensors, reference.safetensors,
-    bundle/ and report.json/report.md. Parity failure is reported (`report.ok`),
+    bundle/ and report.json/report.md; with "crate" in `emit`, also rlx-<name>/,
+    a Rust crate in `emit_style` ("graph", "tensor" or "flow") that loads the
+    bundle's weights. The bundle is always written (the crate reads its weights). Parity failure is reported (`report.ok`),
     not raised; unsupported ops, bad input and export failures raise `RtiError`s.
     With `auto_decompose`, ops the registry cannot lower are decomposed through
     torch's decomposition table (up to `max_decompose_rounds` rounds) first.
@@ -68,7 +74,7 @@ def from_torch(
     from .frontend.export import check_example_inputs, export_program
     from .frontend.fallback import decompose_targets
 
-    _check_options(emit, device, max_decompose_rounds)
+    _check_options(emit, device, max_decompose_rounds, emit_style)
     inputs = check_example_inputs(example_inputs)
     name = name or _default_name(model)
     prog = Progress(progress)
@@ -100,7 +106,8 @@ def from_torch(
             safetensors_io.write(stage / torchir.WEIGHTS, dict(safetensors_io.iter_torch(cap.weights)))
             safetensors_io.write(stage / torchir.REFERENCE, dict(safetensors_io.iter_torch(cap.reference)))
         try:
-            report = _lower_and_verify(stage, stage / "bundle", verify, prog, out_dir=Path(out_dir))
+            crate_style = emit_style if "crate" in emit else None
+            report = _lower_and_verify(stage, stage / "bundle", verify, prog, out_dir=Path(out_dir), crate=crate_style)
         except UnsupportedOpsError as e:
             raise _with_fallback_reasons(e, skipped) from None
         _write_reports(report, stage)
@@ -121,26 +128,44 @@ def build(
     *,
     verify: bool = True,
     progress: bool = False,
+    emit: Sequence[str] = ("bundle",),
+    emit_style: str = "graph",
 ) -> ParityReport:
-    """Lower an existing torch-ir directory again into `directory/bundle` and verify it."""
+    """Lower an existing torch-ir directory again into `directory/bundle` (and
+    `directory/rlx-<name>/` with "crate" in `emit`) and verify it."""
+    _check_options(emit, "cpu", 0, emit_style)
     directory = Path(directory)
     prog = Progress(progress)
     with staged(directory / "bundle") as stage:
-        report = _lower_and_verify(directory, stage, verify, prog, out_dir=directory)
+        report = _lower_and_verify(
+            directory, stage, verify, prog, out_dir=directory, crate=emit_style if "crate" in emit else None
+        )
     _write_reports(report, directory)
     return report
 
 
-def _lower_and_verify(src: Path, bundle_dir: Path, verify: bool, prog: Progress, *, out_dir: Path) -> ParityReport:
+def _lower_and_verify(
+    src: Path, bundle_dir: Path, verify: bool, prog: Progress, *, out_dir: Path, crate: str | None = None
+) -> ParityReport:
+    """Lower torch-ir in `src`, write the bundle (and the crate in style `crate`), verify the bundle."""
     with prog.phase("lower"):
         ir = torchir.load(src)
         program = lower(ir)
+        if crate is not None:
+            check_style(program, crate)
+            if not (src / torchir.REFERENCE).is_file():
+                raise InputError(f"{src / torchir.REFERENCE}: not found; a crate checks itself against it")
     with prog.phase("bundle"):
         weights = safetensors_io.read(src / torchir.WEIGHTS)
         missing = sorted({p.name for p in program.params} - set(weights))
         if missing:
             raise torchir.TorchIRError(f"{src / torchir.WEIGHTS}: missing weights {', '.join(missing)}")
         write_bundle(program, ir, weights, bundle_dir)
+    if crate is not None:
+        with prog.phase(f"crate ({crate} style)"):
+            package = crate_names(program.name).package
+            with staged(bundle_dir.parent / package) as crate_dir:
+                write_crate(program, ir, src / torchir.REFERENCE, crate_dir, crate)
     report = ParityReport(
         name=ir.name,
         ok=True,

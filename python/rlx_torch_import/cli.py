@@ -28,7 +28,7 @@ def _convert_parser() -> argparse.ArgumentParser:
         help="defines `model` and `example_inputs`, or get_model()/build() returning both",
     )
     p.add_argument("-o", "--out", required=True, metavar="OUT", help="output directory (replaced when done)")
-    p.add_argument("--emit", action="append", choices=["bundle"], help="what to write (default: bundle)")
+    _add_emit_args(p)
     p.add_argument(
         "--decomposition",
         choices=["aten", "high", "core"],
@@ -55,12 +55,29 @@ def _convert_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _add_emit_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--emit",
+        action="append",
+        choices=["bundle", "crate"],
+        help="what to write: bundle (always written) and/or crate, a Rust crate rlx-<name>/ (default: bundle)",
+    )
+    p.add_argument(
+        "--emit-style",
+        choices=["graph", "tensor", "flow"],
+        default="graph",
+        help="how the crate builds the graph: graph (HIR builder, every op), tensor (rlx_tensor DSL, "
+        "refuses ops it lacks), flow (rlx_flow ModelFlow) (default: graph)",
+    )
+
+
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rlx-torch-import build", description="Lower an existing torch-ir directory into DIR/bundle again."
     )
     p.add_argument("directory", metavar="DIR", help="a directory with torch-ir.json and weights.safetensors")
     p.add_argument("--no-verify", action="store_true", help="skip the parity check")
+    _add_emit_args(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return p
 
@@ -74,7 +91,13 @@ def _run(argv: Sequence[str]) -> int:
         return coverage_main(list(argv[1:]))
     if argv and argv[0] == "build":
         args = _build_parser().parse_args(argv[1:])
-        report = api.build(args.directory, verify=not args.no_verify, progress=not args.quiet)
+        report = api.build(
+            args.directory,
+            verify=not args.no_verify,
+            progress=not args.quiet,
+            emit=tuple(args.emit or ["bundle"]),
+            emit_style=args.emit_style,
+        )
     else:
         args = _convert_parser().parse_args(argv)
         from .frontend.model_file import load_model_file
@@ -93,6 +116,7 @@ def _run(argv: Sequence[str]) -> int:
             progress=not args.quiet,
             auto_decompose=not args.no_auto_decompose,
             max_decompose_rounds=args.max_decompose_rounds,
+            emit_style=args.emit_style,
         )
     print(report.summary())
     return ExitCode.OK if report.ok else ExitCode.PARITY_FAILED

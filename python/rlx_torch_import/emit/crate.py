@@ -1,0 +1,383 @@
+"""Write `rlx-<name>/`: a standalone Rust crate that builds, runs and checks the model.
+
+The crate is printed from the same lowered program the bundle is built from.
+`graph` and `flow` share one emitter (`crate_graph`), which prints each RLX op
+through the Rust core; `tensor` uses the rlx-tensor DSL (`crate_tensor`) and
+refuses up front any op the DSL cannot express. The fixed Rust files (weights
+loading, boundary dtypes, parity budgets) live in `crate_files/`.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from .. import __version__, _core
+from ..dtypes import to_rlx
+from ..errors import ExitCode, RtiError
+from ..program import Program
+from ..torchir import TorchIR
+from .crate_graph import CONSTANTS_FILE, Statements, graph_statements, use_lines
+from .crate_lock import lock_for
+from .crate_tensor import tensor_statements, unsupported_ops
+from .rust_names import RustNames, comment, rust_str
+
+STYLES = ("graph", "tensor", "flow")
+RLX_CRATES = ("rlx-ir", "rlx-runtime", "rlx-flow", "rlx-tensor")
+
+
+class CrateStyleError(RtiError):
+    """The chosen crate style cannot express the model; names the op and a style that can."""
+
+    exit_code = ExitCode.UNSUPPORTED
+
+
+@dataclass(frozen=True)
+class CrateNames:
+    """`rlx-<name>` (package and folder) and `rlx_<name>` (library)."""
+
+    package: str
+    library: str
+
+
+def crate_names(model_name: str) -> CrateNames:
+    slug = re.sub(r"[^a-z0-9]+", "_", model_name.lower()).strip("_") or "model"
+    return CrateNames(package="rlx-" + slug.replace("_", "-"), library="rlx_" + slug)
+
+
+def check_style(program: Program, style: str) -> None:
+    """Fail before anything is written when `style` cannot express the program."""
+    if style not in STYLES:
+        raise CrateStyleError(f"crate style {style!r} is not one of {', '.join(STYLES)}")
+    if style == "tensor":
+        missing = unsupported_ops(program)
+        if missing:
+            listed = "; ".join(f"{op} (needed by {where})" for op, where in sorted(missing.items()))
+            raise CrateStyleError(
+                f"the rlx_tensor DSL has no method for {len(missing)} RLX op(s) this model needs: {listed}",
+                hint="use --emit-style graph (or flow), which print every op the registry emits",
+            )
+
+
+def _template(name: str) -> str:
+    return resources.files(__package__).joinpath(f"crate_files/{name}").read_text()
+
+
+def _header(program: Program, ir: TorchIR, style: str) -> list[str]:
+    """Provenance lines: model, producer, versions, ATen histogram."""
+    lines = [
+        f"Model `{comment(program.name)}`, converted from PyTorch by rlx-torch-import {__version__}",
+        f"(torch {comment(str(ir.producer.get('torch', '?')))}, RLX {_core.rlx_version()}, "
+        f"decomposition `{comment(ir.decomposition)}`, style `{style}`).",
+        "",
+        "ATen ops in the source graph:",
+    ]
+    lines += [f"- `{comment(op)}` x {n}" for op, n in program.aten_histogram().items()]
+    lines += ["", "Generated file: regenerate it rather than editing it, or own it from here on."]
+    return lines
+
+
+def _doc(lines: list[str], marker: str) -> str:
+    return "\n".join(f"{marker} {line}".rstrip() for line in lines)
+
+
+def _dims(dims: tuple[int, ...] | list[int]) -> str:
+    return f"&[{', '.join(map(str, dims))}]"
+
+
+def _specs(program: Program, ir: TorchIR) -> str:
+    """INPUTS, OUTPUTS and PARAMS constants."""
+
+    def tensor_spec(name: str, dims: list[int] | tuple[int, ...], dtype: str, carrier: str) -> str:
+        return (
+            f"    TensorSpec {{ name: {rust_str(name)}, dims: {_dims(dims)}, dtype: {rust_str(dtype)}, "
+            f"carrier: DType::{carrier} }},"
+        )
+
+    decl = {v.name: v for v in program.inputs}
+    inputs = [tensor_spec(s.name, s.shape, s.dtype, decl[s.name].dtype) for s in ir.inputs]
+    outputs = [
+        tensor_spec(o.name, o.shape, o.dtype, "F32" if o.name in program.carried_outputs else to_rlx(o.dtype))
+        for o in ir.outputs
+    ]
+    params = [
+        f"    ParamSpec {{ name: {rust_str(p.name)}, dims: {_dims(p.dims)}, dtype: DType::{p.dtype} }},"
+        for p in program.params
+    ]
+    return "\n".join(
+        [
+            "/// Graph inputs, in call order (PyTorch dtype, and the dtype that carries it into RLX).",
+            "pub const INPUTS: &[TensorSpec] = &[",
+            *inputs,
+            "];",
+            "",
+            "/// Graph outputs, in order.",
+            "pub const OUTPUTS: &[TensorSpec] = &[",
+            *outputs,
+            "];",
+            "",
+            "/// Parameters by `state_dict` name, in declaration order, with the dtype the graph computes them in.",
+            "pub const PARAMS: &[ParamSpec] = &[",
+            *params,
+            "];",
+        ]
+    )
+
+
+def _constants_helper(body: Statements) -> list[str]:
+    if not body.constants:
+        return []
+    return [
+        "",
+        f"/// Constant tables too large to print inline (`{CONSTANTS_FILE}`, written with this file).",
+        f'static CONSTANTS: &[u8] = include_bytes!("{CONSTANTS_FILE}");',
+        "",
+        "fn constant(offset: usize, len: usize) -> Vec<u8> {",
+        "    CONSTANTS[offset..offset + len].to_vec()",
+        "}",
+    ]
+
+
+def _graph_rs(program: Program, ir: TorchIR, style: str) -> tuple[str, bytes]:
+    """graph.rs for the `graph`/`flow` styles (identical text), and its constants."""
+    body = graph_statements(program, RustNames())
+    uses = use_lines(body.types)
+    ins = "inputs" if program.inputs else "_inputs"
+    prm = "params" if program.params else "_params"
+    lines = [
+        _doc(_header(program, ir, style), "//!"),
+        "//!",
+        "//! The graph on RLX's HIR builder: one `add_node` per RLX node, each under a",
+        "//! comment naming the ATen op, module path and source line it came from.",
+        "",
+        "use rlx_ir::hir::{HirGraphExt, HirModule, HirMut, HirNodeId};",
+        *uses,
+        "",
+        "use crate::{INPUTS, NAME, PARAMS};",
+        *_constants_helper(body),
+        "",
+        "/// The whole model as a HIR module: inputs, parameters, nodes and outputs.",
+        "pub fn build() -> HirModule {",
+        "    let mut hir = HirModule::new(NAME);",
+        "    let mut g = HirMut::new(&mut hir);",
+        "    let inputs: Vec<HirNodeId> = INPUTS",
+        "        .iter()",
+        "        .map(|s| g.input(s.name, Shape::new(s.dims, s.carrier)))",
+        "        .collect();",
+        "    let params: Vec<HirNodeId> = PARAMS",
+        "        .iter()",
+        "        .map(|s| g.param(s.name, Shape::new(s.dims, s.dtype)))",
+        "        .collect();",
+        "    let outputs = emit(&mut g, &inputs, &params);",
+        "    g.set_outputs(outputs);",
+        "    hir",
+        "}",
+        "",
+        "/// Emit every node onto `g`. `inputs` and `params` are the declared graph",
+        "/// inputs and parameters in `INPUTS` / `PARAMS` order; returns the outputs",
+        "/// in `OUTPUTS` order.",
+        f"pub fn emit(g: &mut HirMut<'_>, {ins}: &[HirNodeId], {prm}: &[HirNodeId]) -> Vec<HirNodeId> {{",
+        *[f"    {line}".rstrip() for line in body.lines],
+        "",
+        f"    vec![{', '.join(body.outputs)}]",
+        "}",
+        "",
+    ]
+    return "\n".join(lines), bytes(body.constants)
+
+
+def _tensor_graph_rs(program: Program, ir: TorchIR) -> str:
+    """graph.rs for the `tensor` style: a `GraphScope` traced with the Tensor DSL."""
+    body = tensor_statements(program, RustNames())
+    dsl = ["GraphScope"]
+    text = "\n".join(body.lines)
+    if "cat(&[" in text:
+        dsl.insert(0, "cat")
+    op_types = sorted(t for t in ("MaskKind", "ReduceOp") if f"{t}::" in text)
+    lines = [
+        _doc(_header(program, ir, "tensor"), "//!"),
+        "//!",
+        "//! The graph written with the `rlx_tensor::Tensor` DSL: one statement per RLX",
+        "//! node, each under a comment naming the ATen op, module path and source line.",
+        "",
+        *([f"use rlx_ir::op::{{{', '.join(op_types)}}};"] if op_types else []),
+        "use rlx_ir::{DType, Graph, Shape};",
+        f"use rlx_tensor::{{{', '.join(dsl)}}};",
+        "",
+        "use crate::NAME;",
+        "",
+        "/// The whole model as an RLX graph.",
+        "pub fn build() -> Graph {",
+        "    let mut s = GraphScope::new(NAME);",
+        *[f"    {line}".rstrip() for line in body.lines],
+        "",
+        f"    s.set_outputs([{', '.join(f'{o}.id()' for o in body.outputs)}]);",
+        "    s.finish()",
+        "}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+_LOAD = {
+    "graph": """\
+        let mut graph = Session::new(Device::Cpu)
+            .compile_hir_with(graph::build(), &CompileOptions::default())
+            .map_err(|e| format!("RLX could not compile {NAME}: {e:?}"))?;
+        for (spec, t) in &tensors {
+            graph.set_param_typed(spec.name, &t.data, host::rlx_dtype(&t.dtype).expect("checked on load"));
+        }
+        Ok(Self { graph })""",
+    "tensor": """\
+        let mut graph = Session::new(Device::Cpu).compile(graph::build());
+        for (spec, t) in &tensors {
+            graph.set_param_typed(spec.name, &t.data, host::rlx_dtype(&t.dtype).expect("checked on load"));
+        }
+        Ok(Self { graph })""",
+    "flow": """\
+        let mut f32_weights = MapWeights::default();
+        let mut typed = Vec::new();
+        for (spec, t) in tensors {
+            if spec.dtype == DType::F32 {
+                let values = t.to_f64().into_iter().map(|v| v as f32).collect();
+                f32_weights.insert(spec.name, values, t.dims.clone());
+            } else {
+                typed.push((spec, t));
+            }
+        }
+        let built = flow::build(&mut f32_weights).map_err(|e| format!("building the flow of {NAME}: {e}"))?;
+        let (hir, params) = built.into_parts().map_err(|e| format!("{NAME}: {e}"))?;
+        let mut graph = Session::new(Device::Cpu)
+            .compile_hir_with(hir, &CompileOptions::default())
+            .map_err(|e| format!("RLX could not compile {NAME}: {e:?}"))?;
+        for (name, data) in &params {
+            graph.set_param(name, data);
+        }
+        for (spec, t) in &typed {
+            graph.set_param_typed(spec.name, &t.data, host::rlx_dtype(&t.dtype).expect("checked on load"));
+        }
+        Ok(Self { graph })""",
+}
+
+_RUNTIME_USES = "use rlx_ir::DType;\nuse rlx_runtime::{CompileOptions, CompiledGraph, Device, Session};"
+_IMPORTS = {
+    "graph": _RUNTIME_USES,
+    "tensor": "use rlx_ir::DType;\nuse rlx_runtime::{CompiledGraph, Device, Session};",
+    "flow": "use rlx_flow::MapWeights;\n" + _RUNTIME_USES,
+}
+
+
+def _lib_rs(program: Program, ir: TorchIR, style: str) -> str:
+    header = [
+        *_header(program, ir, style),
+        "",
+        "`Model::load(weights)` builds and compiles the graph and binds the weights;",
+        "`Model::run` runs it. `cargo test --release` checks the outputs against PyTorch.",
+    ]
+    text = _template("lib.rs")
+    for key, value in {
+        "@@HEADER@@": _doc(header, "//!"),
+        "@@MODS@@": "pub mod flow;\n" if style == "flow" else "",
+        "@@IMPORTS@@": _IMPORTS[style],
+        "@@NAME@@": rust_str(program.name),
+        "@@SPECS@@": _specs(program, ir),
+        "@@LOAD@@": _LOAD[style],
+    }.items():
+        text = text.replace(key, value)
+    return text
+
+
+def _cargo_toml(names: CrateNames, program: Program, ir: TorchIR, style: str) -> str:
+    rlx = _core.rlx_version()
+    deps = [
+        f'rlx-ir = "={rlx}"',
+        f'rlx-runtime = {{ version = "={rlx}", default-features = false, features = ["cpu"] }}',
+        'serde_json = "1"',
+    ]
+    if style == "flow":
+        deps += [f'rlx-flow = "={rlx}"', 'anyhow = "1"']
+    if style == "tensor":
+        deps.append(f'rlx-tensor = {{ version = "={rlx}", default-features = false }}')
+    return "\n".join(
+        [
+            f"# Generated by rlx-torch-import {__version__} from `{comment(program.name)}` "
+            f"(torch {comment(str(ir.producer.get('torch', '?')))}, RLX {rlx}, style {style}).",
+            "# RLX crates are pinned exactly: RLX changes its API between patch releases.",
+            "[package]",
+            f'name = "{names.package}"',
+            'version = "0.1.0"',
+            'edition = "2024"',
+            'rust-version = "1.89"',
+            "publish = false",
+            "",
+            "[dependencies]",
+            *sorted(deps),
+            "",
+            "[profile.release]",
+            "debug = false",
+            "",
+        ]
+    )
+
+
+def _readme(names: CrateNames, program: Program, style: str) -> str:
+    text = _template("README.md")
+    for key, value in {
+        "@@PACKAGE@@": names.package,
+        "@@LIB@@": names.library,
+        "@@MODEL@@": comment(program.name),
+        "@@STYLE@@": style,
+        "@@RLX@@": _core.rlx_version(),
+        "@@INPUTS@@": ", ".join(f"`{comment(v.name)}`" for v in program.inputs) or "none",
+    }.items():
+        text = text.replace(key, value)
+    return text
+
+
+def write_crate(program: Program, ir: TorchIR, reference: Path, root: Path, style: str = "graph") -> Path:
+    """Write the crate into `root` (conventionally `OUT/rlx-<name>/`) and return it."""
+    check_style(program, style)
+    names = crate_names(program.name)
+    (root / "src").mkdir(parents=True, exist_ok=True)
+    files: dict[str, str] = {
+        "Cargo.toml": _cargo_toml(names, program, ir, style),
+        "Cargo.lock": lock_for(style, names.package),
+        "README.md": _readme(names, program, style),
+        "src/lib.rs": _lib_rs(program, ir, style),
+        "src/host.rs": _template("host.rs"),
+        "src/weights.rs": _template("weights.rs"),
+        "examples/run.rs": _template("run_example.rs").replace("@@LIB@@", names.library),
+        "tests/parity.rs": _template("parity_test.rs").replace("@@LIB@@", names.library),
+    }
+    if style == "tensor":
+        files["src/graph.rs"] = _tensor_graph_rs(program, ir)
+    else:
+        files["src/graph.rs"], constants = _graph_rs(program, ir, style)
+        if constants:
+            (root / "src" / CONSTANTS_FILE).write_bytes(constants)
+    if style == "flow":
+        files["src/flow.rs"] = _template("flow.rs")
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (root / "testdata").mkdir(exist_ok=True)
+    shutil.copyfile(reference, root / "testdata" / "reference.safetensors")
+    rustfmt(root)
+    return root
+
+
+def rustfmt(root: Path) -> bool:
+    """Format the crate's sources with rustfmt when it is installed; returns whether it ran."""
+    exe = shutil.which("rustfmt")
+    if exe is None:
+        return False
+    sources = sorted(str(p) for p in root.rglob("*.rs"))
+    result = subprocess.run([exe, "--edition", "2024", *sources], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RtiError(f"rustfmt rejected the generated crate in {root}: {result.stderr.strip()}")
+    return True

@@ -1,0 +1,100 @@
+@@HEADER@@
+
+pub mod graph;
+pub mod host;
+pub mod weights;
+@@MODS@@
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+@@IMPORTS@@
+
+use host::{from_carrier, to_carrier};
+pub use host::{HostTensor, ParamSpec, Parity, TensorSpec, compare};
+
+/// The model's name at conversion time.
+pub const NAME: &str = @@NAME@@;
+
+@@SPECS@@
+
+/// Where the weights are unless told otherwise: `$RLX_WEIGHTS`, else the
+/// bundle written beside this crate (`../bundle/weights.safetensors`).
+pub fn default_weights() -> PathBuf {
+    match std::env::var_os("RLX_WEIGHTS") {
+        Some(path) => PathBuf::from(path),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundle/weights.safetensors"),
+    }
+}
+
+/// The reference inputs and PyTorch outputs recorded at conversion time.
+pub fn default_reference() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/reference.safetensors")
+}
+
+/// The model compiled for RLX's CPU backend, with its weights bound.
+pub struct Model {
+    graph: CompiledGraph,
+}
+
+impl Model {
+    /// Build the graph, compile it, and bind the `state_dict`-named weights
+    /// read from the safetensors file at `weights`.
+    pub fn load(weights: impl AsRef<Path>) -> Result<Self, String> {
+        let tensors = weights::load(weights.as_ref(), PARAMS)?;
+@@LOAD@@
+    }
+
+    /// Run once: `inputs` follow [`INPUTS`], the outputs follow [`OUTPUTS`].
+    pub fn run(&mut self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, String> {
+        if inputs.len() != INPUTS.len() {
+            return Err(format!("{NAME} takes {} input(s), got {}", INPUTS.len(), inputs.len()));
+        }
+        let mut carried = Vec::with_capacity(inputs.len());
+        for (spec, t) in INPUTS.iter().zip(inputs) {
+            if t.dtype != spec.dtype || t.dims != spec.dims {
+                return Err(format!(
+                    "input {:?} must be {}{:?}, got {}{:?}",
+                    spec.name, spec.dtype, spec.dims, t.dtype, t.dims
+                ));
+            }
+            carried.push(to_carrier(t, spec.carrier));
+        }
+        let feed: Vec<(&str, &[u8], DType)> = INPUTS
+            .iter()
+            .zip(&carried)
+            .map(|(spec, bytes)| (spec.name, bytes.as_slice(), spec.carrier))
+            .collect();
+        let raw = self.graph.run_typed(&feed);
+        Ok(OUTPUTS
+            .iter()
+            .zip(raw)
+            .map(|(spec, (data, _))| HostTensor {
+                dtype: spec.dtype.to_string(),
+                dims: spec.dims.to_vec(),
+                data: from_carrier(data, spec.carrier, spec.dtype),
+            })
+            .collect())
+    }
+}
+
+/// Run `model` on the reference inputs in `path` and compare every output with
+/// PyTorch's, using the same budgets as the Python verifier.
+pub fn check_reference(model: &mut Model, path: &Path) -> Result<Vec<Parity>, String> {
+    let reference: BTreeMap<String, HostTensor> = weights::read(path)?;
+    let take = |key: String| {
+        reference
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| format!("{}: {key:?} is missing", path.display()))
+    };
+    let inputs = INPUTS
+        .iter()
+        .map(|s| take(format!("input.{}", s.name)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let outputs = model.run(&inputs)?;
+    OUTPUTS
+        .iter()
+        .zip(&outputs)
+        .map(|(spec, got)| Ok(compare(spec.name, got, &take(format!("output.{}", spec.name))?)))
+        .collect()
+}

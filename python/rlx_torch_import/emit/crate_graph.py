@@ -1,0 +1,108 @@
+"""Print a lowered program as Rust statements on the HIR builder (`graph` and `flow` styles).
+
+Each RLX node becomes one `g.add_node(<op>, vec![<inputs>], <shape>)` call. The
+op expression comes from the Rust core, which prints the very `rlx_ir::Op`
+value the bundle is built from (`_core.op_to_rust`), so no mapping is decided
+here. Large constant payloads go to `constants.bin` instead of the source.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from .. import _core
+from ..program import Program, RlxNode, op_name
+from .rust_names import RustNames, comment
+
+# Constants up to this many bytes print inline; larger ones live in constants.bin.
+INLINE_CONSTANT_BYTES = 64
+CONSTANTS_FILE = "constants.bin"
+
+
+@dataclass
+class Statements:
+    """The body of `emit`, plus what the surrounding file must provide."""
+
+    lines: list[str] = field(default_factory=list)
+    types: set[str] = field(default_factory=set)
+    constants: bytearray = field(default_factory=bytearray)
+    outputs: list[str] = field(default_factory=list)
+
+
+def shape_text(dims: tuple[int, ...], dtype: str) -> str:
+    """`F32[2, 8]`, for comments."""
+    return f"{dtype}[{', '.join(map(str, dims))}]"
+
+
+def shape_expr(dims: tuple[int, ...], dtype: str) -> str:
+    return f"Shape::new(&[{', '.join(map(str, dims))}], DType::{dtype})"
+
+
+def provenance_comment(node: RlxNode, names: dict[str, tuple[tuple[int, ...], str]]) -> list[str]:
+    """Two comment lines: where the node came from in torch, and its RLX signature."""
+    p = node.provenance
+    where = f"`{p.node}`"
+    if p.module_path:
+        where += f" in {p.module_path}"
+    if p.source:
+        where += f" at {p.source}"
+    args = ", ".join(f"{i}: {shape_text(*names[i])}" for i in node.inputs)
+    return [
+        f"// {comment(p.aten)} {comment(where)}",
+        f"//   {comment(op_name(node.op))}({comment(args)}) -> {shape_text(node.dims, node.dtype)}",
+    ]
+
+
+def value_shapes(program: Program) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Dims and RLX dtype of every value in the program, by name."""
+    shapes = {v.name: (v.dims, v.dtype) for v in (*program.inputs, *program.params)}
+    shapes.update({n.id: (n.dims, n.dtype) for n in program.nodes})
+    return shapes
+
+
+def _constant_expr(data: list[int], out: Statements) -> str:
+    if len(data) <= INLINE_CONSTANT_BYTES:
+        return f"vec![{', '.join(map(str, data))}]"
+    offset = len(out.constants)
+    out.constants.extend(bytes(data))
+    return f"constant({offset}, {len(data)})"
+
+
+def graph_statements(program: Program, names: RustNames) -> Statements:
+    """`let` statements for every node, reading inputs/params from the `inputs`/`params` slices."""
+    out = Statements(types={"Shape", "DType"})
+    shapes = value_shapes(program)
+    ident = {v.name: names(v.name) for v in program.inputs}
+    ident.update({p.name: names(p.name, "w_") for p in program.params})
+    for slice_name, values in (("inputs", program.inputs), ("params", program.params)):
+        for i, v in enumerate(values):
+            note = f"{comment(v.name)}: {shape_text(v.dims, v.dtype)}"
+            out.lines.append(f"let {ident[v.name]} = {slice_name}[{i}]; // {note}")
+    for node in program.nodes:
+        data_expr = ""
+        if isinstance(node.op, dict) and "Constant" in node.op:
+            data_expr = _constant_expr(node.op["Constant"]["data"], out)
+        code, types = _core.op_to_rust(json.dumps(node.op), data_expr)
+        out.types.update(types)
+        args = ", ".join(ident[i] for i in node.inputs)
+        ident[node.id] = names(node.id)
+        out.lines.append("")
+        out.lines.extend(provenance_comment(node, shapes))
+        out.lines.append(
+            f"let {ident[node.id]} = g.add_node({code}, vec![{args}], {shape_expr(node.dims, node.dtype)});"
+        )
+    out.outputs = [ident[o] for o in program.outputs]
+    return out
+
+
+def use_lines(types: set[str]) -> list[str]:
+    """`use` lines for the type names the printed ops mention."""
+    root = sorted(t for t in types if t in {"DType", "Shape"})
+    op = sorted(t for t in types if t not in {"DType", "Shape"})
+    lines = []
+    if op:
+        lines.append(f"use rlx_ir::op::{{{', '.join(op)}}};")
+    if root:
+        lines.append(f"use rlx_ir::{{{', '.join(root)}}};")
+    return lines
