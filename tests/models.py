@@ -63,6 +63,28 @@ class SmallCNN(nn.Module):
         return self.head(torch.flatten(x, 1))
 
 
+class DtypeZoo(nn.Module):
+    """Every dtype the graph boundary carries: int64/bool/f16/bf16 inputs, weights and outputs,
+    and a buffer whose name is not a Rust identifier."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(16, 8)
+        self.w16 = nn.Parameter(torch.randn(8, 8).half())
+        self.wbf = nn.Parameter(torch.randn(8).bfloat16())
+        self.register_buffer("offset", torch.arange(1, 9))
+        self.register_buffer("keep", torch.tensor([True, False] * 4))
+        self.register_buffer("odd-name ü", torch.full((8,), 0.5))
+
+    def forward(
+        self, ids: torch.Tensor, mask: torch.Tensor, xh: torch.Tensor, xb: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        s = self.emb(ids) + xh.float() @ self.w16.float() + xb.float() * self.wbf.float()
+        s = s + self.offset.float() * getattr(self, "odd-name ü")
+        s = torch.where(mask[:, None] & self.keep, s, -s)
+        return s, ids * 3 + self.offset[:2], mask.logical_not(), s.half(), s.bfloat16()
+
+
 def _randomize_bn(model: nn.Module) -> nn.Module:
     """Non-trivial running statistics, so batch norm is really tested."""
     for m in model.modules():
@@ -83,6 +105,14 @@ def make(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         return TransformerBlock().eval(), (torch.randn(2, 7, 64),)
     if name == "cnn":
         return _randomize_bn(SmallCNN()).eval(), (torch.randn(2, 3, 16, 16),)
+    if name == "dtype_zoo":
+        inputs = (
+            torch.tensor([3, 7]),
+            torch.tensor([True, False]),
+            torch.randn(2, 8).half(),
+            torch.randn(2, 8).bfloat16(),
+        )
+        return DtypeZoo().eval(), inputs
     raise KeyError(name)
 
 

@@ -65,8 +65,9 @@ def from_torch(
     `out_dir` gets torch-ir.json, weights.safetensors, reference.safetensors,
     bundle/ and report.json/report.md; with "crate" in `emit`, also rlx-<name>/,
     a Rust crate in `emit_style` ("graph", "tensor" or "flow") that loads the
-    bundle's weights. The bundle is always written (the crate reads its weights). Parity failure is reported (`report.ok`),
-    not raised; unsupported ops, bad input and export failures raise `RtiError`s.
+    bundle's weights. The bundle is always written (the crate reads its weights).
+    Parity failure is reported (`report.ok`), not raised; unsupported ops, bad
+    input and export failures raise `RtiError`s.
     With `auto_decompose`, ops the registry cannot lower are decomposed through
     torch's decomposition table (up to `max_decompose_rounds` rounds) first.
     """

@@ -146,8 +146,8 @@ def _graph_rs(program: Program, ir: TorchIR, style: str) -> tuple[str, bytes]:
     """graph.rs for the `graph`/`flow` styles (identical text), and its constants."""
     body = graph_statements(program, RustNames())
     uses = use_lines(body.types)
-    ins = "inputs" if program.inputs else "_inputs"
-    prm = "params" if program.params else "_params"
+    ins = "inputs" if "inputs" in body.reads else "_inputs"
+    prm = "params" if "params" in body.reads else "_params"
     lines = [
         _doc(_header(program, ir, style), "//!"),
         "//!",

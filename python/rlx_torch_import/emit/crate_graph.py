@@ -28,6 +28,7 @@ class Statements:
     types: set[str] = field(default_factory=set)
     constants: bytearray = field(default_factory=bytearray)
     outputs: list[str] = field(default_factory=list)
+    reads: set[str] = field(default_factory=set)  # "inputs" / "params" when a node reads one
 
 
 def shape_text(dims: tuple[int, ...], dtype: str) -> str:
@@ -75,8 +76,12 @@ def graph_statements(program: Program, names: RustNames) -> Statements:
     shapes = value_shapes(program)
     ident = {v.name: names(v.name) for v in program.inputs}
     ident.update({p.name: names(p.name, "w_") for p in program.params})
+    used = {i for n in program.nodes for i in n.inputs} | set(program.outputs)
     for slice_name, values in (("inputs", program.inputs), ("params", program.params)):
         for i, v in enumerate(values):
+            if v.name not in used:  # declared (it is bound by name) but read by no node
+                continue
+            out.reads.add(slice_name)
             note = f"{comment(v.name)}: {shape_text(v.dims, v.dtype)}"
             out.lines.append(f"let {ident[v.name]} = {slice_name}[{i}]; // {note}")
     for node in program.nodes:

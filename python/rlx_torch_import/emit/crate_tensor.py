@@ -185,10 +185,12 @@ def tensor_statements(program: Program, names: RustNames) -> Statements:
     shapes = value_shapes(program)
     ident = {v.name: names(v.name) for v in program.inputs}
     ident.update({p.name: names(p.name, "w_") for p in program.params})
+    used = {i for n in program.nodes for i in n.inputs} | set(program.outputs)
     for method, values in (("input", program.inputs), ("param", program.params)):
         for v in values:
-            shape = f"Shape::new(&{_arr(list(v.dims))}, DType::{v.dtype})"
-            out.lines.append(f"let {ident[v.name]} = s.{method}({rust_str(v.name)}, {shape});")
+            call = f"s.{method}({rust_str(v.name)}, Shape::new(&{_arr(list(v.dims))}, DType::{v.dtype}))"
+            # Declared even when no node reads it: RLX binds inputs and weights by name.
+            out.lines.append(f"let {ident[v.name]} = {call};" if v.name in used else f"{call};")
     for node in program.nodes:
         expr = tensor_expr(node, [ident[i] for i in node.inputs])
         assert expr is not None, f"{op_name(node.op)} has no tensor-DSL form (unsupported_ops checks this first)"
