@@ -95,6 +95,17 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
         (_r(1, 2, 6, 7, 7),),
     ),
     ("max_pool3d_indices_unbatched", _Fn(lambda x: F.max_pool3d(x, 2, return_indices=True)), (_r(2, 4, 4, 5),)),
+    # integer max pooling (computed in float64)
+    (
+        "max_pool2d_uint8",
+        nn.MaxPool2d(3, stride=2, padding=1),
+        (torch.randint(0, 255, (1, 3, 7, 8), generator=_GEN).to(torch.uint8),),
+    ),
+    (
+        "max_pool3d_indices_int64",
+        _Fn(lambda x: F.max_pool3d(x, 2, stride=1, return_indices=True)),
+        (torch.randint(-5, 5, (1, 2, 3, 4, 4), generator=_GEN),),
+    ),
     # 2-D max pooling indices
     ("max_pool2d_indices", _Fn(lambda x: F.max_pool2d(x, 2, return_indices=True)), (_r(2, 3, 6, 8),)),
     (

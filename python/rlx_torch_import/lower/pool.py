@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..dtypes import FLOAT_DTYPES, HALF_DTYPES
+from ..dtypes import FLOAT_DTYPES, HALF_DTYPES, INT_DTYPES
 from .context import Builder, Call, Value
 from .image import contract_axis
 from .registry import lowers
@@ -78,8 +78,8 @@ def _check_pool(call: Call) -> str | None:
     rank, dtype = getattr(x, "rank", n + 2), getattr(x, "dtype", "float32")
     if rank not in (n + 1, n + 2):
         return f"rank-{rank} input is not supported by {n}-D pooling (rank {n + 1} or {n + 2})"
-    if dtype not in FLOAT_DTYPES:
-        return f"{dtype} pooling is not supported (float only)"
+    if dtype not in FLOAT_DTYPES and not (dtype in INT_DTYPES and "max_pool" in call.target):
+        return f"pooling {dtype} input is not supported (float, or integer for max pooling)"
     return None
 
 
@@ -204,15 +204,19 @@ def _max_with_indices(b: Builder, x: Value, w: Window, out: tuple[int, ...]) -> 
     check=_check_pool,
 )
 def max_pool(b: Builder, call: Call) -> Value | list[Value | None]:
-    """Max over each (dilated) window; padding never wins; indices are flat into the input's spatial plane."""
+    """Max over each (dilated) window; padding never wins; indices are flat into the input's spatial plane.
+
+    Integer input is pooled in float64 (exact below 2**53) and cast back.
+    """
     n = _spatial(call)
     x, w = _batched(b, call.tensor("self"), n), Window.of(call, n)
-    out = call.out_dims[-n:]
+    out, dtype = call.out_dims[-n:], x.dtype
+    x = x if dtype in FLOAT_DTYPES else b.cast(x, "float64")
     if call.target.endswith("with_indices.default"):
         y, index = _max_with_indices(b, x, w, out)
-        return [b.reshape(y, call.out_dims), b.reshape(index, call.out_dims)]
+        return [b.reshape(b.cast(y, dtype), call.out_dims), b.reshape(index, call.out_dims)]
     y = _rlx_pool(b, x, "Max", w, out) if _native(x, w) else _fold(b, _taps(b, x, w, out, -math.inf), "Max")
-    return b.reshape(y, call.out_dims)
+    return b.reshape(b.cast(y, dtype), call.out_dims)
 
 
 # ── average pooling ──────────────────────────────────────────────────────
