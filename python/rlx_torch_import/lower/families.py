@@ -15,6 +15,7 @@ NAMES = (
     "linalg",
     "moe",
     "norm",
+    "pool",
     "reduce",
     "rnn",
     "shape",

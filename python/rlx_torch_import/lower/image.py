@@ -30,7 +30,7 @@ def _gather_axis(b: Builder, x: Value, axis: int, index: np.ndarray) -> Value:
     return b.move({"Gather": {"axis": axis}}, [x, b.const(index.astype(np.int64), "int64")], dims, x.dtype)
 
 
-def _contract_axis(b: Builder, x: Value, axis: int, matrix: np.ndarray) -> Value:
+def contract_axis(b: Builder, x: Value, axis: int, matrix: np.ndarray) -> Value:
     """y[..., o, ...] = sum_i matrix[o, i] * x[..., i, ...] as one 2-D matmul."""
     last = x.rank - 1
     perm = list(range(x.rank))
@@ -201,7 +201,7 @@ def _matrix_upsample(matrix_fn: Callable[[int, int, bool, float | None], np.ndar
         for d, scale in enumerate(_spatial_scales(call, x.rank - 2)):
             axis = 2 + d
             if x.dims[axis] != call.out_dims[axis] or align or scale not in (None, 1.0):
-                x = _contract_axis(b, x, axis, matrix_fn(x.dims[axis], call.out_dims[axis], align, scale))
+                x = contract_axis(b, x, axis, matrix_fn(x.dims[axis], call.out_dims[axis], align, scale))
         return x
 
     lower_upsample.__name__ = name
@@ -268,13 +268,30 @@ def _pad_pairs(rank: int, pad: list[int]) -> list[tuple[int, int]]:
     return pairs
 
 
+_MODE_OPS = {
+    "aten.constant_pad_nd.default": "constant",
+    "aten.reflection_pad1d.default": "reflect",
+    "aten.reflection_pad2d.default": "reflect",
+    "aten.reflection_pad3d.default": "reflect",
+    "aten.replication_pad1d.default": "replicate",
+    "aten.replication_pad2d.default": "replicate",
+    "aten.replication_pad3d.default": "replicate",
+}
+
+
 def _pad_mode(call: Call) -> str:
-    return "constant" if call.target == "aten.constant_pad_nd.default" else call.get("mode", "constant")
+    """The mode an overload implies (constant_pad_nd, reflection_padNd, ...), else aten.pad's `mode`."""
+    return _MODE_OPS.get(call.target) or call.get("mode", "constant")
+
+
+def _pad_list(call: Call) -> list[int]:
+    """torch's flat pad list: `pad` of aten.pad/constant_pad_nd, `padding` of the per-mode overloads."""
+    return call["pad"] if call.target in ("aten.pad.default", "aten.constant_pad_nd.default") else call["padding"]
 
 
 def _check_pad(call: Call) -> str | None:
     x, mode = call.tensor("self"), _pad_mode(call)
-    pairs = _pad_pairs(x.rank, call["pad"])
+    pairs = _pad_pairs(x.rank, _pad_list(call))
     if mode not in ("constant", "reflect", "replicate", "circular"):
         return f"pad mode {mode!r} is not supported"
     if mode == "constant":
@@ -284,10 +301,10 @@ def _check_pad(call: Call) -> str | None:
         return None
     for axis, (lo, hi) in enumerate(pairs):
         if lo < 0 or hi < 0:
-            return f"negative padding {call['pad']} in mode {mode!r} is not supported"
+            return f"negative padding {_pad_list(call)} in mode {mode!r} is not supported"
         n = x.dims[axis]
         if (mode == "reflect" and max(lo, hi) >= n) or (mode == "circular" and max(lo, hi) > n):
-            return f"pad {call['pad']} is too large for axis {axis} of size {n} in mode {mode!r}"
+            return f"pad {_pad_list(call)} is too large for axis {axis} of size {n} in mode {mode!r}"
     return None
 
 
@@ -308,11 +325,11 @@ def _constant_blocks(b: Builder, x: Value, pairs: list[tuple[int, int]], value: 
     return x
 
 
-@lowers("aten.pad.default", "aten.constant_pad_nd.default", check=_check_pad)
+@lowers("aten.pad.default", *_MODE_OPS, check=_check_pad)
 def pad(b: Builder, call: Call) -> Value:
     """Crop negative pads (Narrow), then RLX Pad (constant/reflect/replicate/circular); ±inf/nan fills use Concat."""
     x, mode = call.tensor("self"), _pad_mode(call)
-    pairs = _pad_pairs(x.rank, call["pad"])
+    pairs = _pad_pairs(x.rank, _pad_list(call))
     for axis, (lo, hi) in enumerate(pairs):  # negative pads crop (constant mode only)
         if lo < 0 or hi < 0:
             start, length = max(-lo, 0), x.dims[axis] - max(-lo, 0) - max(-hi, 0)

@@ -177,20 +177,39 @@ def _check_index_put(call: Call) -> str | None:
         return reason
     if call.get("accumulate", False) and getattr(call["self"], "dtype", "") in WIDE_INTS:
         return "index_put with accumulate=True on integer tensors is not supported"
-    axes = [a for a, t in enumerate(call["indices"]) if t is not None]
-    if axes != list(range(len(axes))):
-        return "index_put with index tensors after a full slice (x[:, i] = v) is not supported yet"
     return None
 
 
 @lowers("aten.index_put.default", check=_check_index_put)
 def index_put(b: Builder, call: Call) -> Value:
-    """x[i0, i1, ...] = values (or += with accumulate): one ScatterND on the merged leading axes."""
-    x, values = call.tensor("self"), call.tensor("values")
-    slots = [t for t in call["indices"] if t is not None]
+    """x[.., i0, i1, ..] = values (or += with accumulate): indexed axes moved first, one ScatterND, moved back."""
+    x = call.tensor("self")
+    slots = list(call["indices"]) + [None] * (x.rank - len(call["indices"]))
+    axes = [a for a, t in enumerate(slots) if t is not None]
+    perm = axes + [a for a in range(x.rank) if a not in axes]
+    bdims = tuple(np.broadcast_shapes(*(slots[a].dims for a in axes)))
+    values = _values_leading(b, call.tensor("values"), x, axes, bdims)
+    leading = b.transpose(x, perm)
+    y = _scatter_leading(b, leading, [slots[a] for a in axes], values, bool(call.get("accumulate", False)))
+    return b.transpose(y, [perm.index(a) for a in range(x.rank)])
+
+
+def _values_leading(b: Builder, values: Value, x: Value, axes: list[int], bdims: tuple[int, ...]) -> Value:
+    """`values` broadcast to torch's layout (index dims in place of adjacent indexed axes, else
+    first), then transposed to [*index dims, *unindexed axes]."""
+    adjacent = axes == list(range(axes[0], axes[0] + len(axes)))
+    start = axes[0] if adjacent else 0
+    rest = [d for a, d in enumerate(x.dims) if a not in axes]
+    dims = (*rest[:start], *bdims, *rest[start:])
+    v = b.expand(b.cast(values, x.dtype), dims)
+    k = len(bdims)
+    return b.transpose(v, [*range(start, start + k), *range(start), *range(start + k, len(dims))])
+
+
+def _scatter_leading(b: Builder, x: Value, slots: list[Value], values: Value, accumulate: bool) -> Value:
+    """index_put on the leading len(slots) axes: they merge into one, a flat index, one ScatterND."""
     k = len(slots)
     sizes = list(x.dims[:k])
-    bdims = tuple(np.broadcast_shapes(*(t.dims for t in slots)))
     terms = []
     for a, t in enumerate(slots):
         term = _non_negative(b, t, sizes[a])
@@ -199,13 +218,13 @@ def index_put(b: Builder, call: Call) -> Value:
     flat = terms[0]
     for term in terms[1:]:
         flat = b.binary("Add", flat, term)
+    bdims = values.dims[: values.rank - (x.rank - k)]
     count = math.prod(bdims)
     flat = b.reshape(b.expand(flat, bdims), (count, 1))
     rest = x.dims[k:]
     merged = b.reshape(x, (math.prod(sizes), *rest))
-    updates = b.reshape(b.expand(b.cast(values, x.dtype), (*bdims, *rest)), (count, *rest))
-    reduction = "Add" if call.get("accumulate", False) else "None"
-    op = {"ScatterNd": {"reduction": reduction}}
+    updates = b.reshape(values, (count, *rest))
+    op = {"ScatterNd": {"reduction": "Add" if accumulate else "None"}}
     if x.dtype in WIDE_INTS:
         y = b.move_int(op, [merged, flat, updates], [0, 2], merged.dims, x.dtype)
     else:

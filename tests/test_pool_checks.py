@@ -1,0 +1,47 @@
+"""Pooling/fold argument values RLX cannot compute are refused by the capability pass, naming the overload."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import rlx_torch_import as rti
+from sample_utils import of_inputs
+
+A = torch.ops.aten
+
+
+def _max_backward(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    _, idx = A.max_pool2d_with_indices.default(x, [2, 2], [2, 2])
+    return A.max_pool2d_with_indices_backward.default(g, x, [2, 2], [2, 2], [0, 0], [1, 1], False, idx)
+
+
+CASES = [
+    (
+        "aten.col2im.default",
+        lambda c: F.fold(c, (4, 4), 2, stride=2),
+        (torch.randn(1, 8, 4).double(),),
+        "float32-only",
+    ),
+    (
+        "aten.max_pool2d_with_indices_backward.default",
+        _max_backward,
+        (torch.randn(1, 2, 2, 2).double(), torch.randn(1, 2, 4, 4).double()),
+        "float32-only",
+    ),
+    (
+        "aten.avg_pool2d.default",
+        lambda x: F.avg_pool2d(x, 2),
+        (torch.randint(0, 9, (1, 2, 4, 4)),),
+        "float, or integer for max pooling",
+    ),
+]
+
+
+@pytest.mark.parametrize(("target", "fn", "inputs", "reason"), CASES, ids=[c[0] for c in CASES])
+def test_refused(target: str, fn, inputs: tuple[torch.Tensor, ...], reason: str, tmp_path) -> None:
+    with pytest.raises(rti.UnsupportedOpsError) as err:
+        rti.from_torch(of_inputs(fn), inputs, tmp_path / "o", decomposition="aten", auto_decompose=False)
+    assert target in err.value.targets
+    assert reason in str(err.value)
