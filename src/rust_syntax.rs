@@ -258,7 +258,11 @@ impl<'a> ser::Serializer for &'a mut Printer {
         Ok(Seq::open(self, "[", "]"))
     }
 
-    fn serialize_tuple_struct(self, name: &'static str, _len: usize) -> Result<Seq<'a>, PrintError> {
+    fn serialize_tuple_struct(
+        self,
+        name: &'static str,
+        _len: usize,
+    ) -> Result<Seq<'a>, PrintError> {
         self.types.insert(name.to_string());
         self.code.push_str(name);
         Ok(Seq::open(self, "(", ")"))
@@ -406,7 +410,8 @@ mod tests {
 
     #[test]
     fn constants_print_the_given_data_expression() {
-        let c = op_json_to_rust(r#"{"Constant": {"data": [0, 0, 128, 63]}}"#, "data(\"c1\")").unwrap();
+        let c =
+            op_json_to_rust(r#"{"Constant": {"data": [0, 0, 128, 63]}}"#, "data(\"c1\")").unwrap();
         assert_eq!(c.code, "Op::Constant { data: data(\"c1\") }");
     }
 
