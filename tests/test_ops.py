@@ -168,6 +168,24 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
         Fn(lambda m, a, b: torch.stack([a >= b, a <= b, a < b, a != b, a >= 0.5, a != 0.5]).float()),
         (r(3, 4), r(4)),
     ),
+    (
+        # float64 compares through the sign of a - b; NaN, equal and opposite infinities, 1e-300 gaps
+        "compare_float64_nan_inf",
+        Fn(lambda m, a, b: torch.stack([a > b, a == b, a <= b, a != b, a < b, a >= b])),
+        (
+            torch.tensor([1.0, 2.0, 1e-300, float("nan"), float("inf"), float("inf"), -1.0, 5.0], dtype=torch.float64),
+            torch.tensor([1.0, 2.5, 0.0, 1.0, float("inf"), float("-inf"), float("nan"), 5.0 + 1e-12]).double(),
+        ),
+    ),
+    (
+        "compare_int32_int16",
+        Fn(lambda m, a, b, c: torch.stack([a > b, a == b, a <= b, c != 3, c >= c.flip(0)])),
+        (
+            torch.tensor([1, 2, -7, 100000, 5, 0], dtype=torch.int32),
+            torch.tensor([1, 3, -7, 99999, -5, 0], dtype=torch.int32),
+            torch.tensor([3, -2, 7, 3, 0, 300], dtype=torch.int16),
+        ),
+    ),
     ("min_any", Fn(lambda m, a: (a.amin(-1), (a > 1).any(), (a > 1).any(dim=(0, 1)), (a > 1).any(-1))), (r(3, 4, 2),)),
     ("div_scalar_modes", Fn(lambda m, a: a / 4 + torch.div(a, 3, rounding_mode="floor")), (r(3, 4) * 5,)),
     ("pow_tensor_rsub_tensor", Fn(lambda m, a, b: torch.pow(a.abs() + 0.5, b) + torch.rsub(a, b)), (r(3), r(3))),

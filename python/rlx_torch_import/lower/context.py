@@ -121,7 +121,11 @@ class Builder:
 
     # ── constants ────────────────────────────────────────────────────────
     def const(self, array: np.ndarray | float | int | bool, dtype: str) -> Value:
-        """A constant tensor (little-endian bytes of `dtype`); identical constants are shared."""
+        """A constant tensor (little-endian bytes of `dtype`); identical constants are shared.
+        Bool and narrow-integer constants are stored as float32 (exact) and cast, like every
+        narrow value at the boundary: RLX's f32-aliased arena misreads them stored natively."""
+        if dtype in NARROW_DTYPES:
+            return self.cast(self.const(np.asarray(array).astype(np.float32), "float32"), dtype)
         arr = np.asarray(array)
         if dtype in HALF_DTYPES:  # rounded to the half dtype, stored as the float32 it computes in
             arr = round_half(arr, dtype)
@@ -230,10 +234,45 @@ class Builder:
         return self.cast(self.emit({"Activation": activation}, [wide], x.dims, "float64"), x.dtype)
 
     def compare(self, op: str, a: Value, b: Value) -> Value:
+        """Elementwise comparison -> bool. RLX's CPU Compare reads only int64 and float32
+        correctly, so narrower integers compare as int64 and float64 takes `_compare_f64`."""
         dtype = promote(a.dtype, b.dtype)
+        dtype = INT_COMPUTE.get(dtype, dtype)
         a, b = self.cast(a, dtype), self.cast(b, dtype)
+        if dtype == "float64":
+            return self._compare_f64(op, a, b)
         dims = tuple(np.broadcast_shapes(a.dims, b.dims))
         return self.emit({"Compare": op}, [a, b], dims, "bool")
+
+    def _compare_f64(self, op: str, a: Value, b: Value) -> Value:
+        """float64 a <op> b exactly: the sign of a - b (float64 Sub/Sign and the int64 Compare
+        are exact), with NaN handled through float32 casts (NaN stays NaN, x != x finds it).
+        a - b is NaN when an operand is NaN (only `Ne` holds) or for equal infinities (equal)."""
+        diff = self.binary("Sub", a, b)
+        sign = self.cast(self.emit({"Activation": "Sign"}, [diff], diff.dims, "float64"), "int64")
+        ordered = self.cast(self.emit({"Compare": op}, [sign, self.const(0, "int64")], diff.dims, "bool"), "float32")
+
+        def is_nan(x: Value) -> Value:
+            x32 = self.cast(x, "float32")
+            return self.cast(self.emit({"Compare": "Ne"}, [x32, x32], x.dims, "bool"), "float32")
+
+        def both(x: Value, y: Value) -> Value:
+            return self.binary("Mul", x, y)
+
+        def either(x: Value, y: Value) -> Value:
+            return self.binary("Max", x, y)
+
+        def negate(x: Value) -> Value:
+            return self.binary("Sub", self.const(1.0, "float32"), x)
+
+        undefined = is_nan(diff)  # a - b is NaN
+        nan_operand = either(is_nan(a), is_nan(b))
+        result = both(ordered, negate(undefined))
+        if op == "Ne":
+            result = either(result, nan_operand)
+        elif op in ("Eq", "Le", "Ge"):
+            result = either(result, both(undefined, negate(nan_operand)))
+        return self.emit({"Compare": "Ne"}, [result, self.const(0.0, "float32")], result.dims, "bool")
 
     def reduce(self, op: str, x: Value, axes: list[int], keep_dim: bool) -> Value:
         """Reduce over `axes`; RLX's CPU kernel wants a contiguous axis range, so runs are split."""
