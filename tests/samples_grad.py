@@ -20,6 +20,24 @@ def _r(*shape: int) -> torch.Tensor:
     return torch.randn(*shape, generator=_GEN)
 
 
+def _conv_bwd(x: tuple[int, ...], w: tuple[int, ...], mask: list[bool], **kw: object) -> tuple:
+    """A convolution_backward sample: (dy, x, w) inputs; kw = stride/padding/dilation/groups/transposed."""
+    n = len(w) - 2
+    s, p, d = (list(kw.get(k, [v] * n)) for k, v in (("stride", 1), ("padding", 0), ("dilation", 1)))
+    out_pad, groups = list(kw.get("output_padding", [0] * n)), int(kw.get("groups", 1))
+    transposed = bool(kw.get("transposed", False))
+    x_, w_ = _r(*x), _r(*w)
+    forward = A.convolution.default(x_, w_, None, s, p, d, transposed, out_pad, groups)
+
+    def fn(dy_: torch.Tensor, x_: torch.Tensor, w_: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        grads = A.convolution_backward.default(
+            dy_, x_, w_, [forward.shape[1]], s, p, d, transposed, out_pad, groups, mask
+        )
+        return tuple(g for g, wanted in zip(grads, mask, strict=True) if wanted)
+
+    return _Fn(fn), (_r(*forward.shape), x_, w_)
+
+
 SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     # activations: defaults (RLX Elu) and every scalar argument
     ("elu_default", nn.ELU(), (_r(3, 8) * 3,)),
@@ -31,4 +49,47 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     ("leaky_relu_default", nn.LeakyReLU(), (_r(3, 8),)),
     ("leaky_relu_slope", _Fn(lambda x: F.leaky_relu(x, 0.3)), (_r(2, 3, 4),)),
     ("elu_leaky_float64", _Fn(lambda x: F.elu(x, 0.7) + F.leaky_relu(x, 0.1)), (_r(3, 5).double() * 3,)),
+]
+
+SAMPLES += [
+    ("conv_backward_2d", *_conv_bwd((2, 3, 7, 6), (4, 3, 3, 3), [True, True, True])),
+    (
+        "conv_backward_2d_stride_pad_dilation",
+        *_conv_bwd((2, 3, 9, 8), (4, 3, 3, 2), [True, True, True], stride=[2, 3], padding=[1, 1], dilation=[2, 1]),
+    ),
+    (
+        "conv_backward_2d_groups",
+        *_conv_bwd((1, 4, 8, 7), (6, 2, 3, 3), [True, True, False], stride=[2, 2], padding=[1, 0], groups=2),
+    ),
+    ("conv_backward_weight_only", *_conv_bwd((2, 2, 6, 6), (3, 2, 2, 2), [False, True, False], stride=[2, 2])),
+    (
+        "conv_backward_1d",
+        *_conv_bwd((2, 4, 11), (6, 2, 3), [True, True, True], stride=[2], padding=[1], dilation=[2], groups=2),
+    ),
+    (
+        "conv_backward_transposed_2d",
+        *_conv_bwd(
+            (2, 4, 4, 3),
+            (4, 3, 3, 2),
+            [True, True, True],
+            stride=[2, 2],
+            padding=[1, 0],
+            output_padding=[1, 1],
+            groups=2,
+            transposed=True,
+        ),
+    ),
+    (
+        "conv_backward_transposed_1d_dilation",
+        *_conv_bwd(
+            (2, 3, 6),
+            (3, 2, 3),
+            [True, True, True],
+            stride=[3],
+            padding=[2],
+            dilation=[2],
+            output_padding=[1],
+            transposed=True,
+        ),
+    ),
 ]
