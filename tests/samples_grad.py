@@ -38,6 +38,47 @@ def _conv_bwd(x: tuple[int, ...], w: tuple[int, ...], mask: list[bool], **kw: ob
     return _Fn(fn), (_r(*forward.shape), x_, w_)
 
 
+def _ln_bwd(shape: tuple[int, ...], k: int, affine: bool, mask: list[bool]) -> tuple:
+    """native_layer_norm_backward over the last k axes; mean/rstd are inputs computed from x."""
+    x, dy = _r(*shape) * 2 + 1, _r(*shape)
+    axes = list(range(len(shape) - k, len(shape)))
+    mean = x.mean(axes, keepdim=True)
+    rstd = (x.var(axes, unbiased=False, keepdim=True) + 1e-5).rsqrt()
+    params = (_r(*shape[-k:]), _r(*shape[-k:])) if affine else ()
+
+    def fn(dy_: torch.Tensor, x_: torch.Tensor, m: torch.Tensor, r: torch.Tensor, *wb: torch.Tensor) -> tuple:
+        w, b = wb if wb else (None, None)
+        grads = A.native_layer_norm_backward.default(dy_, x_, list(shape[-k:]), m, r, w, b, mask)
+        return tuple(g for g, wanted in zip(grads, mask, strict=True) if wanted)
+
+    return _Fn(fn), (dy, x, mean, rstd, *params)
+
+
+def _gn_bwd(shape: tuple[int, ...], groups: int, affine: bool, mask: list[bool]) -> tuple:
+    """native_group_norm_backward; mean/rstd ([N, G]) are inputs computed from x."""
+    x, dy = _r(*shape) * 2 - 1, _r(*shape)
+    n, c = shape[:2]
+    hw = x.numel() // (n * c)
+    xg = x.reshape(n, groups, -1)
+    mean, rstd = xg.mean(-1), (xg.var(-1, unbiased=False) + 1e-5).rsqrt()
+    params = (_r(c),) if affine else ()
+
+    def fn(dy_: torch.Tensor, x_: torch.Tensor, m: torch.Tensor, r: torch.Tensor, *w: torch.Tensor) -> tuple:
+        grads = A.native_group_norm_backward.default(dy_, x_, m, r, w[0] if w else None, n, c, hw, groups, mask)
+        return tuple(g for g, wanted in zip(grads, mask, strict=True) if wanted)
+
+    return _Fn(fn), (dy, x, mean, rstd, *params)
+
+
+def _emb_bwd(idx: torch.Tensor, num_weights: int, width: int, padding_idx: int, scale: bool) -> tuple:
+    """embedding_dense_backward of a [*idx, width] gradient."""
+
+    def fn(dy: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+        return A.embedding_dense_backward.default(dy, i, num_weights, padding_idx, scale)
+
+    return _Fn(fn), (_r(*idx.shape, width), idx)
+
+
 SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     # activations: defaults (RLX Elu) and every scalar argument
     ("elu_default", nn.ELU(), (_r(3, 8) * 3,)),
@@ -90,6 +131,37 @@ SAMPLES += [
             dilation=[2],
             output_padding=[1],
             transposed=True,
+        ),
+    ),
+    # norm backward from saved statistics
+    ("layer_norm_backward", *_ln_bwd((3, 5, 8), 1, True, [True, True, True])),
+    ("layer_norm_backward_2_axes", *_ln_bwd((4, 3, 6), 2, True, [True, False, True])),
+    ("layer_norm_backward_no_affine", *_ln_bwd((6, 10), 1, False, [True, False, False])),
+    ("group_norm_backward", *_gn_bwd((2, 6, 4, 3), 3, True, [True, True, True])),
+    ("group_norm_backward_no_weight_1d", *_gn_bwd((3, 4, 5), 2, False, [True, True, True])),
+    ("group_norm_backward_weight_only", *_gn_bwd((2, 4, 3, 3), 4, True, [False, True, False])),
+    # embedding backward: repeated indices, padding_idx, scale_grad_by_freq
+    ("embedding_dense_backward", *_emb_bwd(torch.tensor([[1, 2, 4, 1], [9, 1, 0, 4]]), 10, 3, -1, False)),
+    ("embedding_dense_backward_padding", *_emb_bwd(torch.tensor([0, 2, 2, 5, 0, 7]), 8, 4, 0, False)),
+    ("embedding_dense_backward_freq", *_emb_bwd(torch.tensor([[3, 1, 3], [3, 6, 1]]), 7, 5, 6, True)),
+    # integer scatter-add (torch's core decomposition of scale_grad_by_freq counts with it): wide values, int32
+    (
+        "index_put_int_accumulate",
+        _Fn(lambda a, i, v: a.index_put((i,), v, accumulate=True)),
+        (
+            torch.arange(12).reshape(6, 2) * (1 << 40) - 7,
+            torch.tensor([0, 2, 2, 5, 0, -1]),
+            torch.randint(-(1 << 45), 1 << 45, (6, 2), generator=_GEN),
+        ),
+    ),
+    (
+        "index_put_int32_accumulate_2d_index",
+        _Fn(lambda a, i, j, v: a.index_put((i, j), v, accumulate=True)),
+        (
+            torch.zeros(4, 3, dtype=torch.int32),
+            torch.tensor([1, 1, 3]),
+            torch.tensor([2, 2, 0]),
+            torch.tensor([5, -9, 4], dtype=torch.int32),
         ),
     ),
 ]

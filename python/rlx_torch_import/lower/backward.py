@@ -5,6 +5,8 @@ Training graphs carry these explicitly; each output is produced only when its `o
 
 from __future__ import annotations
 
+import math
+
 from .context import Builder, Call, Value
 from .conv import conv2d_node, conv_transpose2d_node
 from .registry import lowers
@@ -89,3 +91,89 @@ def convolution_backward(b: Builder, call: Call) -> list[Value | None]:
     if mask[2]:
         outs[2] = b.reduce("Sum", dy, [0, *range(2, dy.rank)], keep_dim=False)
     return outs
+
+
+# ── normalization ────────────────────────────────────────────────────────
+
+
+def _normalized_grad(b: Builder, g: Value, x_hat: Value, rstd: Value) -> Value:
+    """dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)), means over the last axis ([rows, M] operands)."""
+    mean_g = b.reduce("Mean", g, [1], keep_dim=True)
+    mean_gx = b.reduce("Mean", b.binary("Mul", g, x_hat), [1], keep_dim=True)
+    centered = b.binary("Sub", b.binary("Sub", g, mean_g), b.binary("Mul", x_hat, mean_gx))
+    return b.binary("Mul", centered, rstd)
+
+
+def _check_float_input(call: Call) -> str | None:
+    x = call["grad_output" if call.target == "aten.embedding_dense_backward.default" else "input"]
+    if getattr(x, "dtype", "float32") not in ("float32", "float64", "float16", "bfloat16"):
+        return f"{call.target} on {x.dtype} is not supported (float only)"
+    return None
+
+
+@lowers("aten.native_layer_norm_backward.default", check=_check_float_input)
+def native_layer_norm_backward(b: Builder, call: Call) -> list[Value | None]:
+    """(dx, dgamma, dbeta) of layer norm from the saved mean/rstd, per output_mask (gamma/beta only if given)."""
+    dy, x = call.tensor("grad_out"), call.tensor("input")
+    inner = math.prod(call["normalized_shape"])
+    rows = x.numel // inner if inner else 0
+    dy2, x2 = b.reshape(dy, (rows, inner)), b.reshape(x, (rows, inner))
+    mean, rstd = b.reshape(call.tensor("mean"), (rows, 1)), b.reshape(call.tensor("rstd"), (rows, 1))
+    x_hat = b.binary("Mul", b.binary("Sub", x2, mean), rstd)
+    weight, bias, mask = call.get("weight"), call.get("bias"), list(call["output_mask"])
+    outs: list[Value | None] = [None, None, None]
+    if mask[0]:
+        g = dy2 if weight is None else b.binary("Mul", dy2, b.reshape(weight, (1, inner)))
+        outs[0] = b.reshape(_normalized_grad(b, g, x_hat, rstd), x.dims)
+    if mask[1] and weight is not None:
+        outs[1] = b.reshape(b.reduce("Sum", b.binary("Mul", dy2, x_hat), [0], keep_dim=False), weight.dims)
+    if mask[2] and bias is not None:
+        outs[2] = b.reshape(b.reduce("Sum", dy2, [0], keep_dim=False), bias.dims)
+    return outs
+
+
+@lowers("aten.native_group_norm_backward.default", check=_check_float_input)
+def native_group_norm_backward(b: Builder, call: Call) -> list[Value | None]:
+    """(dx, dgamma, dbeta) of group norm from the saved [N, G] mean/rstd, per output_mask."""
+    dy, x, weight = call.tensor("grad_out"), call.tensor("input"), call.get("weight")
+    n, c, hw, groups = int(call["N"]), int(call["C"]), int(call["HxW"]), int(call["group"])
+    rows, per_group = n * groups, (c // groups) * hw
+    dy3, x3 = b.reshape(dy, (n, c, hw)), b.reshape(x, (n, c, hw))
+    mean, rstd = b.reshape(call.tensor("mean"), (rows, 1)), b.reshape(call.tensor("rstd"), (rows, 1))
+    x_hat = b.binary("Mul", b.binary("Sub", b.reshape(x3, (rows, per_group)), mean), rstd)
+    mask = list(call["output_mask"])
+    outs: list[Value | None] = [None, None, None]
+    if mask[0]:
+        g = dy3 if weight is None else b.binary("Mul", dy3, b.reshape(weight, (1, c, 1)))
+        outs[0] = b.reshape(_normalized_grad(b, b.reshape(g, (rows, per_group)), x_hat, rstd), x.dims)
+    if mask[1]:  # torch gives dgamma/dbeta even without a weight
+        prod = b.binary("Mul", dy3, b.reshape(x_hat, (n, c, hw)))
+        outs[1] = b.reduce("Sum", prod, [0, 2], keep_dim=False)
+    if mask[2]:
+        outs[2] = b.reduce("Sum", dy3, [0, 2], keep_dim=False)
+    return outs
+
+
+# ── embedding ────────────────────────────────────────────────────────────
+
+
+@lowers("aten.embedding_dense_backward.default", check=_check_float_input)
+def embedding_dense_backward(b: Builder, call: Call) -> Value:
+    """grad_weight[w] = sum of grad_output rows whose index is w (none for padding_idx), / count if
+    scale_grad_by_freq: a ScatterND add into zeros."""
+    dy, idx = call.tensor("grad_output"), call.tensor("indices")
+    num_weights, padding_idx = int(call["num_weights"]), int(call["padding_idx"])
+    count, width = idx.numel, math.prod(dy.dims[idx.rank :])
+    flat = b.reshape(b.cast(idx, "int64"), (count, 1))
+    rows = b.reshape(dy, (count, width))
+    if padding_idx >= 0:
+        keep = b.cast(b.compare("Ne", flat, b.const(padding_idx, "int64")), dy.dtype)
+        rows = b.binary("Mul", rows, keep)
+    op = {"ScatterNd": {"reduction": "Add"}}
+    zeros = b.expand(b.const(0.0, dy.dtype), (num_weights, width))
+    grad = b.emit(op, [zeros, flat, rows], (num_weights, width), dy.dtype)
+    if call["scale_grad_by_freq"]:
+        ones, empty = b.expand(b.const(1.0, dy.dtype), (count, 1)), b.expand(b.const(0.0, dy.dtype), (num_weights, 1))
+        counts = b.emit(op, [empty, flat, ones], (num_weights, 1), dy.dtype)
+        grad = b.binary("Div", grad, b.binary("Max", counts, b.const(1.0, dy.dtype)))
+    return b.reshape(grad, call.out_dims)
