@@ -164,4 +164,9 @@ SAMPLES += [
             torch.tensor([5, -9, 4], dtype=torch.int32),
         ),
     ),
+    # deterministic dropout: eval (train=False), p = 0 in training, p = 1 in training (train=None means training)
+    ("native_dropout_eval", _Fn(lambda x: A.native_dropout.default(x, 0.5, False)), (_r(3, 4),)),
+    ("native_dropout_p0_train", _Fn(lambda x: A.native_dropout.default(x * 2, 0.0, True)), (_r(2, 3, 4),)),
+    ("native_dropout_p1_train", _Fn(lambda x: A.native_dropout.default(x, 1.0, None)), (_r(5, 2),)),
+    ("dropout_p0_train", _Fn(lambda x: F.dropout(x, 0.0, training=True) + 1), (_r(4, 3),)),
 ]
