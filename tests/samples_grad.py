@@ -79,6 +79,32 @@ def _emb_bwd(idx: torch.Tensor, num_weights: int, width: int, padding_idx: int, 
     return _Fn(fn), (_r(*idx.shape, width), idx)
 
 
+def _bn_train(x: torch.Tensor, affine: bool, momentum: float) -> tuple:
+    """_native_batch_norm_legit in training mode on clones of the running stats, which it updates in place
+    (clones, so the example inputs stay as they are); returns out, save_mean, save_rstd and the new stats."""
+    c = x.shape[1]
+
+    def fn(x_: torch.Tensor, rm: torch.Tensor, rv: torch.Tensor, *wb: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        rm, rv = rm.clone(), rv.clone()
+        w, b = wb if wb else (None, None)
+        out = A._native_batch_norm_legit.default(x_, w, b, rm, rv, True, momentum, 1e-5)
+        return (*out, rm, rv * 2)  # a later read of the updated variance
+
+    return _Fn(fn), (x, _r(c), _r(c).abs() + 0.5, *((_r(c), _r(c)) if affine else ()))
+
+
+class _BnBuffers(nn.Module):
+    """F.batch_norm in training mode on registered running-stat buffers (updated in place by the op)."""
+
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.register_buffer("rm", torch.zeros(c))
+        self.register_buffer("rv", torch.ones(c))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.batch_norm(x, self.rm, self.rv, training=True, momentum=0.2) * 2
+
+
 SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     # activations: defaults (RLX Elu) and every scalar argument
     ("elu_default", nn.ELU(), (_r(3, 8) * 3,)),
@@ -169,4 +195,25 @@ SAMPLES += [
     ("native_dropout_p0_train", _Fn(lambda x: A.native_dropout.default(x * 2, 0.0, True)), (_r(2, 3, 4),)),
     ("native_dropout_p1_train", _Fn(lambda x: A.native_dropout.default(x, 1.0, None)), (_r(5, 2),)),
     ("dropout_p0_train", _Fn(lambda x: F.dropout(x, 0.0, training=True) + 1), (_r(4, 3),)),
+    # training-mode batch norm: batch statistics, saved mean/rstd, running statistics updated in place
+    ("batch_norm_legit_train", *_bn_train(_r(3, 4, 5, 2) * 2 + 1, True, 0.1)),
+    ("batch_norm_legit_train_1d_no_affine", *_bn_train(_r(4, 3, 6), False, 0.3)),
+    (
+        "batch_norm_legit_eval",
+        _Fn(lambda x, rm, rv: A._native_batch_norm_legit.default(x, None, None, rm, rv, False, 0.1, 1e-3)[0]),
+        (_r(2, 3, 4), _r(3), _r(3).abs() + 0.5),
+    ),
+    (
+        "batch_norm_legit_no_stats",
+        _Fn(lambda x, w, b: A._native_batch_norm_legit.no_stats(x, w, b, True, 0.1, 1e-5)),
+        (_r(6, 4) * 3 - 1, _r(4), _r(4)),
+    ),
+    (
+        "batch_norm_functional_train",
+        _Fn(
+            lambda x, rm, rv: (F.batch_norm(x, rm := rm.clone(), rv := rv.clone(), training=True, momentum=0.4), rm, rv)
+        ),
+        (_r(2, 3, 4, 4), _r(3), _r(3).abs() + 0.5),
+    ),
+    ("batch_norm_train_buffers", _BnBuffers(3), (_r(4, 3, 5),)),
 ]

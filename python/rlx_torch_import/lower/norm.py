@@ -51,6 +51,18 @@ def _check_bn_eval(call: Call) -> str | None:
     return None
 
 
+def _check_bn(call: Call) -> str | None:
+    """Training mode (batch statistics) and eval mode (running statistics) are both lowered."""
+    if not call.get("training", False):
+        return _check_bn_eval(call)
+    x = call["input"]
+    if x.rank < 2:
+        return f"training-mode batch_norm of rank-{x.rank} input is not supported (expects [N, C, ...])"
+    if x.numel // x.dims[1] <= 1 and call.get("running_var") is not None:
+        return "training-mode batch_norm with one value per channel (the unbiased running variance divides by 0)"
+    return None
+
+
 def _batch_norm(b: Builder, call: Call) -> Value:
     """RLX's BatchNormInference normalizes the last axis: move channels there and back."""
     x = call.tensor("input")
@@ -67,12 +79,6 @@ def _batch_norm(b: Builder, call: Call) -> Value:
         x.dtype,
     )
     return b.transpose(y, back)
-
-
-@lowers("aten.batch_norm.default", check=_check_bn_eval)
-def batch_norm(b: Builder, call: Call) -> Value:
-    """Eval-mode batch norm with running statistics."""
-    return _batch_norm(b, call)
 
 
 @lowers("aten._native_batch_norm_legit_no_training.default", check=_check_bn_eval)
@@ -111,3 +117,86 @@ def _check_rms(call: Call) -> str | None:
 def rms_norm(b: Builder, call: Call) -> Value:
     """x / sqrt(mean(x^2) + eps) * weight over the trailing `normalized_shape` axes."""
     return _last_axis_norm(b, call, "RmsNorm", None)
+
+
+# ── training-mode batch norm ─────────────────────────────────────────────
+
+
+def _batch_stats(b: Builder, call: Call) -> tuple[Value, Value, Value]:
+    """Normalize by the batch mean and biased variance over all axes but channels: (out, mean[C], var[C])."""
+    x = call.tensor("input")
+    c = x.dims[1] if x.rank > 1 else x.dims[0]
+    axes = [a for a in range(x.rank) if a != 1] if x.rank > 1 else [0]
+    shape = tuple(c if a == 1 else 1 for a in range(x.rank)) if x.rank > 1 else (c,)
+    mean = b.reduce("Mean", x, axes, keep_dim=True)
+    centered = b.binary("Sub", x, mean)
+    var = b.reduce("Mean", b.binary("Mul", centered, centered), axes, keep_dim=True)
+    out = b.binary("Mul", centered, b.unary("Rsqrt", b.binary("Add", var, b.const(float(call["eps"]), x.dtype))))
+    if call.get("weight") is not None:
+        out = b.binary("Mul", out, b.reshape(call.tensor("weight"), shape))
+    if call.get("bias") is not None:
+        out = b.binary("Add", out, b.reshape(call.tensor("bias"), shape))
+    return b.cast(out, call.out_dtype), b.reshape(mean, (c,)), b.reshape(var, (c,))
+
+
+def _saved(b: Builder, call: Call, mean: Value, var: Value) -> list[Value]:
+    """save_mean and save_rstd = 1 / sqrt(var + eps), in the dtypes torch records for outputs 1 and 2."""
+    rstd = b.unary("Rsqrt", b.binary("Add", var, b.const(float(call["eps"]), var.dtype)))
+    return [b.cast(mean, call.node.outputs[1].dtype), b.cast(rstd, call.node.outputs[2].dtype)]
+
+
+def _running_stats(b: Builder, call: Call, mean: Value, var: Value) -> list[Value]:
+    """(1 - m) * running + m * batch statistic, for the mean and the unbiased (n / (n - 1)) variance."""
+    m = float(call["momentum"])
+    n = call.tensor("input").numel // mean.dims[0]
+    new = []
+    for name, stat in (("running_mean", mean), ("running_var", b.binary("Mul", var, b.const(n / (n - 1), var.dtype)))):
+        running = call.tensor(name)
+        step = b.cast(b.binary("Mul", stat, b.const(m, stat.dtype)), running.dtype)
+        new.append(b.binary("Add", b.binary("Mul", running, b.const(1.0 - m, running.dtype)), step))
+    return new
+
+
+def _train_in_place(b: Builder, call: Call) -> tuple[Value, Value, Value]:
+    """Training-mode batch norm that writes the updated running statistics back in place (when given)."""
+    out, mean, var = _batch_stats(b, call)
+    if call.get("running_mean") is not None and call.get("running_var") is not None:
+        for name, value in zip(("running_mean", "running_var"), _running_stats(b, call, mean, var), strict=True):
+            call.mutate(name, value)
+    return out, mean, var
+
+
+@lowers("aten.batch_norm.default", check=_check_bn)
+def batch_norm(b: Builder, call: Call) -> Value:
+    """Eval mode: running statistics. Training mode: batch statistics; given running statistics are updated
+    in place."""
+    return _train_in_place(b, call)[0] if call.get("training", False) else _batch_norm(b, call)
+
+
+@lowers("aten._native_batch_norm_legit.default", check=_check_bn)
+def native_batch_norm_legit(b: Builder, call: Call) -> list[Value | None]:
+    """(out, save_mean, save_rstd); training mode updates running_mean/var in place, eval mode uses them."""
+    if not call["training"]:
+        return [_batch_norm(b, call), None, None]
+    out, mean, var = _train_in_place(b, call)
+    return [out, *_saved(b, call, mean, var)]
+
+
+def _check_no_stats(call: Call) -> str | None:
+    return None if call["training"] else "batch_norm without running statistics in eval mode (torch raises too)"
+
+
+@lowers("aten._native_batch_norm_legit.no_stats", check=_check_no_stats)
+def native_batch_norm_legit_no_stats(b: Builder, call: Call) -> list[Value | None]:
+    """(out, save_mean, save_rstd) of training-mode batch norm without running statistics."""
+    out, mean, var = _batch_stats(b, call)
+    return [out, *_saved(b, call, mean, var)]
+
+
+@lowers("aten._native_batch_norm_legit_functional.default", check=_check_bn)
+def native_batch_norm_legit_functional(b: Builder, call: Call) -> list[Value | None]:
+    """Functional form (core ATen export of the above): the updated running_mean/var are outputs 3 and 4."""
+    if not call["training"]:
+        return [_batch_norm(b, call), None, None, call.tensor("running_mean"), call.tensor("running_var")]
+    out, mean, var = _batch_stats(b, call)
+    return [out, *_saved(b, call, mean, var), *_running_stats(b, call, mean, var)]
