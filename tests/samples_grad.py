@@ -105,6 +105,21 @@ class _BnBuffers(nn.Module):
         return F.batch_norm(x, self.rm, self.rv, training=True, momentum=0.2) * 2
 
 
+def _bag(mode: int, offsets: list[int], n: int, **kw: object) -> tuple:
+    """_embedding_bag over a [10, 3] table with `n` indices; offsets is a graph input (runtime bag bounds)."""
+    last, pad, weighted = bool(kw.get("last", False)), int(kw.get("pad", -1)), bool(kw.get("weighted", False))
+    dtype = kw.get("dtype", torch.float32)
+
+    def fn(w: torch.Tensor, i: torch.Tensor, o: torch.Tensor, *psw: torch.Tensor) -> torch.Tensor:
+        return A._embedding_bag.default(w, i, o, False, mode, False, psw[0] if psw else None, last, pad)[0]
+
+    idx = torch.randint(0, 10, (n,), generator=_GEN)
+    if pad >= 0:
+        idx[::3] = pad
+    extra = (_r(n).to(dtype),) if weighted else ()
+    return _Fn(fn), (_r(10, 3).to(dtype), idx, torch.tensor(offsets), *extra)
+
+
 SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     # activations: defaults (RLX Elu) and every scalar argument
     ("elu_default", nn.ELU(), (_r(3, 8) * 3,)),
@@ -216,4 +231,18 @@ SAMPLES += [
         (_r(2, 3, 4, 4), _r(3), _r(3).abs() + 0.5),
     ),
     ("batch_norm_train_buffers", _BnBuffers(3), (_r(4, 3, 5),)),
+    # embedding bags: sum/mean/max, empty bags, include_last_offset, per-sample weights, padding_idx
+    ("embedding_bag_sum_empty_bag", *_bag(0, [0, 3, 3, 5], 8)),
+    ("embedding_bag_sum_weighted_last", *_bag(0, [0, 2, 6, 7], 9, last=True, weighted=True)),
+    ("embedding_bag_mean_padding", *_bag(1, [0, 1, 4, 4], 7, pad=2)),
+    ("embedding_bag_max_padding_last", *_bag(2, [0, 3, 3, 6], 6, last=True, pad=5)),
+    ("embedding_bag_max_empty_first", *_bag(2, [0, 0, 4], 7)),
+    ("embedding_bag_mean_empty_float64", *_bag(1, [0, 0, 4], 7, dtype=torch.float64)),
+    ("embedding_bag_sum_weighted_float64", *_bag(0, [0, 5], 7, weighted=True, dtype=torch.float64)),
+    ("embedding_bag_module_2d", nn.EmbeddingBag(10, 4, mode="mean"), (torch.randint(0, 10, (3, 4), generator=_GEN),)),
+    (
+        "embedding_bag_functional_max_pad",
+        _Fn(lambda w, i, o: F.embedding_bag(i, w, o, mode="max", padding_idx=1)),
+        (_r(6, 5), torch.tensor([1, 0, 1, 3, 5, 1]), torch.tensor([0, 2, 3])),
+    ),
 ]
