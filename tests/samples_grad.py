@@ -213,6 +213,7 @@ SAMPLES += [
     # training-mode batch norm: batch statistics, saved mean/rstd, running statistics updated in place
     ("batch_norm_legit_train", *_bn_train(_r(3, 4, 5, 2) * 2 + 1, True, 0.1)),
     ("batch_norm_legit_train_1d_no_affine", *_bn_train(_r(4, 3, 6), False, 0.3)),
+    ("batch_norm_legit_train_half_input", *_bn_train(_r(4, 2, 3, 3).half(), True, 0.1)),
     (
         "batch_norm_legit_eval",
         _Fn(lambda x, rm, rv: A._native_batch_norm_legit.default(x, None, None, rm, rv, False, 0.1, 1e-3)[0]),
@@ -244,5 +245,31 @@ SAMPLES += [
         "embedding_bag_functional_max_pad",
         _Fn(lambda w, i, o: F.embedding_bag(i, w, o, mode="max", padding_idx=1)),
         (_r(6, 5), torch.tensor([1, 0, 1, 3, 5, 1]), torch.tensor([0, 2, 3])),
+    ),
+    # forward -> backward chains: the backward reads the forward's saved mean/rstd
+    (
+        "layer_norm_forward_backward_chain",
+        _Fn(
+            lambda x, dy, w, b: (
+                (f := A.native_layer_norm.default(x, [6], w, b, 1e-5)),
+                A.native_layer_norm_backward.default(dy, x, [6], f[1], f[2], w, b, [True, True, True]),
+            )
+        ),
+        (_r(4, 3, 6) * 2 + 1, _r(4, 3, 6), _r(6), _r(6)),
+    ),
+    (
+        "layer_norm_stats_bfloat16",
+        _Fn(lambda x: A.native_layer_norm.default(x, [3, 5], None, None, 1e-5)),
+        (_r(4, 3, 5).bfloat16(),),
+    ),
+    (
+        "group_norm_forward_backward_chain",
+        _Fn(
+            lambda x, dy, w, b: (
+                (f := A.native_group_norm.default(x, w, b, 2, 4, 6, 2, 1e-5)),
+                A.native_group_norm_backward.default(dy, x, f[1], f[2], w, 2, 4, 6, 2, [True, True, True]),
+            )
+        ),
+        (_r(2, 4, 2, 3) - 1, _r(2, 4, 2, 3), _r(4), _r(4)),
     ),
 ]

@@ -37,10 +37,29 @@ def layer_norm(b: Builder, call: Call) -> Value:
     return _layer_norm(b, call)
 
 
+def _widened(b: Builder, x: Value) -> Value:
+    """Half-precision statistics accumulate in float32 (as torch's CPU kernels do); eps stays unrounded."""
+    return b.cast(x, "float32") if x.dtype in ("float16", "bfloat16") else x
+
+
+def _mean_rstd(b: Builder, call: Call, x: Value, rows: int) -> list[Value]:
+    """Saved statistics over x viewed as [rows, -1]: mean and 1 / sqrt(biased var + eps), shaped and typed as
+    torch records outputs 1 and 2 (only a backward reads them; RLX's dead-code pass drops them otherwise)."""
+    flat = b.reshape(_widened(b, x), (rows, x.numel // rows))
+    mean = b.reduce("Mean", flat, [1], keep_dim=True)
+    centered = b.binary("Sub", flat, mean)
+    var = b.reduce("Mean", b.binary("Mul", centered, centered), [1], keep_dim=True)
+    rstd = b.unary("Rsqrt", b.binary("Add", var, b.const(float(call["eps"]), var.dtype)))
+    specs = call.node.outputs[1:3]
+    return [b.cast(b.reshape(v, tuple(o.shape)), o.dtype) for v, o in zip((mean, rstd), specs, strict=True)]
+
+
 @lowers("aten.native_layer_norm.default")
 def native_layer_norm(b: Builder, call: Call) -> list[Value | None]:
-    """Core ATen layer norm; only the normalized output is produced (mean/rstd are training state)."""
-    return [_layer_norm(b, call), None, None]
+    """Core ATen layer norm: (out, mean, rstd), the statistics over the normalized axes."""
+    x = call.tensor("input")
+    rows = x.numel // math.prod(call["normalized_shape"])
+    return [_layer_norm(b, call), *_mean_rstd(b, call, x, rows)]
 
 
 def _check_bn_eval(call: Call) -> str | None:
@@ -105,8 +124,9 @@ def group_norm(b: Builder, call: Call) -> Value:
 
 @lowers("aten.native_group_norm.default")
 def native_group_norm(b: Builder, call: Call) -> list[Value | None]:
-    """Core ATen group norm; only the normalized output is produced (mean/rstd are training state)."""
-    return [_group_norm(b, call, int(call["group"])), None, None]
+    """Core ATen group norm: (out, mean, rstd), the [N, G] statistics of each group."""
+    x, groups = call.tensor("input"), int(call["group"])
+    return [_group_norm(b, call, groups), *_mean_rstd(b, call, x, x.dims[0] * groups)]
 
 
 def _check_rms(call: Call) -> str | None:
@@ -124,7 +144,7 @@ def rms_norm(b: Builder, call: Call) -> Value:
 
 def _batch_stats(b: Builder, call: Call) -> tuple[Value, Value, Value]:
     """Normalize by the batch mean and biased variance over all axes but channels: (out, mean[C], var[C])."""
-    x = call.tensor("input")
+    x = _widened(b, call.tensor("input"))
     c = x.dims[1] if x.rank > 1 else x.dims[0]
     axes = [a for a in range(x.rank) if a != 1] if x.rank > 1 else [0]
     shape = tuple(c if a == 1 else 1 for a in range(x.rank)) if x.rank > 1 else (c,)
