@@ -159,8 +159,9 @@ def native_group_norm_backward(b: Builder, call: Call) -> list[Value | None]:
 
 @lowers("aten.embedding_dense_backward.default", check=_check_float_input)
 def embedding_dense_backward(b: Builder, call: Call) -> Value:
-    """grad_weight[w] = sum of grad_output rows whose index is w (none for padding_idx), / count if
-    scale_grad_by_freq: a ScatterND add into zeros."""
+    """grad_weight[w] = sum of the grad_output rows indexed w (not padding_idx), / count if scale_grad_by_freq.
+
+    One ScatterND add into zeros."""
     dy, idx = call.tensor("grad_output"), call.tensor("indices")
     num_weights, padding_idx = int(call["num_weights"]), int(call["padding_idx"])
     count, width = idx.numel, math.prod(dy.dims[idx.rank :])

@@ -76,8 +76,9 @@ def _bag_max(b: Builder, weights: Value, rows: Value, count: Value) -> Value:
     check=_check_bag,
 )
 def embedding_bag(b: Builder, call: Call) -> list[Value | None]:
-    """Per bag: sum (optionally weighted per sample), mean or max of weight[indices], skipping padding_idx;
-    empty bags give 0. Only the first output is produced (offset2bag/bag_size/max_indices are for backward)."""
+    """Sum (optionally per-sample weighted), mean or max of each bag's weight[indices], padding_idx skipped.
+
+    Empty bags give 0. Only the first output is produced (offset2bag/bag_size/max_indices serve the backward)."""
     w, idx = call.tensor("weight"), call.tensor("indices")
     n, mode = idx.dims[0], _MODES[call.get("mode", 0)]
     rows = b.emit({"Gather": {"axis": 0}}, [w, idx], (n, w.dims[1]), w.dtype)

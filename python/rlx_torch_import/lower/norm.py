@@ -188,8 +188,7 @@ def _train_in_place(b: Builder, call: Call) -> tuple[Value, Value, Value]:
 
 @lowers("aten.batch_norm.default", check=_check_bn)
 def batch_norm(b: Builder, call: Call) -> Value:
-    """Eval mode: running statistics. Training mode: batch statistics; given running statistics are updated
-    in place."""
+    """Eval mode: running statistics; training mode: batch statistics (given running stats updated in place)."""
     return _train_in_place(b, call)[0] if call.get("training", False) else _batch_norm(b, call)
 
 

@@ -24,8 +24,6 @@ def reshape(b: Builder, call: Call) -> Value:
 
 def _check_dropout(call: Call) -> str | None:
     """Training-mode dropout with 0 < p < 1 draws a random mask from torch's RNG; RLX cannot reproduce it."""
-    if call.target not in ("aten.dropout.default", "aten.native_dropout.default"):
-        return None
     p, train = float(call["p"]), call["train"] is not False  # native_dropout's train=None means training
     if train and 0.0 < p < 1.0:
         return f"training-mode dropout (p={p}) is random (a Bernoulli mask from torch's RNG); export in eval mode"
@@ -41,13 +39,16 @@ def _check_dropout(call: Call) -> str | None:
     "aten.detach.default",
     "aten.detach_.default",
     "aten.lift_fresh_copy.default",
-    "aten.dropout.default",
-    check=_check_dropout,
 )
 def identity(b: Builder, call: Call) -> Value:
-    """Same values (memory format and eval-mode dropout do not change numbers)."""
-    x = call.tensor("input") if call.target == "aten.dropout.default" else call.tensor("self")
-    return x
+    """Same values (memory format does not change numbers)."""
+    return call.tensor("self")
+
+
+@lowers("aten.dropout.default", check=_check_dropout)
+def dropout(b: Builder, call: Call) -> Value:
+    """The input unchanged (eval mode, or p = 0 in training)."""
+    return call.tensor("input")
 
 
 @lowers("aten.native_dropout.default", check=_check_dropout)
