@@ -11,6 +11,7 @@ from torch import nn
 
 import rlx_torch_import as rti
 from rlx_torch_import.errors import ExitCode
+from sample_utils import of_inputs
 
 
 class Gaps(nn.Module):
@@ -123,13 +124,22 @@ def test_internal_lowering_failure_names_the_node(tmp_path, monkeypatch) -> None
 
 
 class NeedsFallback(nn.Module):
-    """leaky_relu and elu have no lowering; torch decomposes both into ops that have one."""
+    """With their lowerings taken out (`_without`), torch decomposes leaky_relu and elu into ops that have one."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.elu(F.leaky_relu(x, 0.1), alpha=0.5)
 
 
-def test_auto_decomposition_fallback(tmp_path) -> None:
+def _without(monkeypatch: pytest.MonkeyPatch, *targets: str) -> None:
+    """Unregister lowerings for one test, so the fallback tests do not depend on what is registered."""
+    from rlx_torch_import.lower import REGISTRY
+
+    for target in targets:
+        monkeypatch.delitem(REGISTRY, target)
+
+
+def test_auto_decomposition_fallback(tmp_path, monkeypatch) -> None:
+    _without(monkeypatch, "aten.elu.default", "aten.leaky_relu.default")
     x = (torch.randn(4, 8),)
     report = rti.from_torch(NeedsFallback(), x, tmp_path / "o")
     assert report.ok, report.summary()
@@ -146,7 +156,9 @@ def test_auto_decomposition_fallback(tmp_path) -> None:
     assert info.value.targets == ["aten.elu.default", "aten.leaky_relu.default"]
 
 
-def test_undecomposable_op_is_a_reported_gap(tmp_path) -> None:
+def test_undecomposable_op_is_a_reported_gap(tmp_path, monkeypatch) -> None:
+    _without(monkeypatch, "aten.leaky_relu.default")
+
     class LgammaRelu(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.lgamma(F.leaky_relu(x) + 2)
@@ -155,3 +167,33 @@ def test_undecomposable_op_is_a_reported_gap(tmp_path) -> None:
         rti.from_torch(LgammaRelu(), (torch.randn(3, 5),), tmp_path / "o")
     assert info.value.targets == ["aten.lgamma.default"]  # leaky_relu was decomposed; lgamma could not be
     assert "auto-decomposition: decomposition emits prims." in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("fn", "target", "needle"),
+    [
+        (lambda x: F.dropout(x, 0.5, training=True), "aten.dropout.default", "random"),
+        (lambda x: torch.ops.aten.native_dropout.default(x, 0.3, True)[0], "aten.native_dropout.default", "random"),
+        (
+            lambda x: torch.ops.aten.convolution_backward.default(
+                x[:, :1], x, x[:1, :, :1, :1, :1], [1], [1] * 3, [0] * 3, [1] * 3, False, [0] * 3, 1, [True, True, True]
+            )[1],
+            "aten.convolution_backward.default",
+            "3-D",
+        ),
+        (
+            lambda x: torch.ops.aten._embedding_bag.default(
+                x.double().reshape(-1, 3), torch.tensor([0, 3]), torch.tensor([0]), False, 2
+            )[0],
+            "aten._embedding_bag.default",
+            "float64",
+        ),
+    ],
+)
+def test_training_time_checks_refuse(fn, target: str, needle: str, tmp_path) -> None:
+    """Random dropout, 3-D convolution_backward, float64 max bags are refused with a reason, not computed wrongly."""
+    x = torch.randn(2, 2, 3, 3, 3)
+    with pytest.raises(rti.UnsupportedOpsError) as info:
+        rti.from_torch(of_inputs(fn), (x,), tmp_path / "o", decomposition="aten", auto_decompose=False)
+    assert info.value.targets == [target]
+    assert needle in info.value.explain()

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import rlx_torch_import as rti
+import samples_grad
 import samples_image
 import samples_pool
 import samples_vision
@@ -400,7 +401,7 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
 
 
 SAMPLES += samples_vision.SAMPLES + samples_image.SAMPLES
-SAMPLES += samples_pool.SAMPLES
+SAMPLES += samples_pool.SAMPLES + samples_grad.SAMPLES
 
 try:  # Hugging Face's grouped-mm experts op exists once transformers' MoE integration is imported
     import transformers.integrations.moe  # noqa: F401

@@ -50,6 +50,9 @@ class Call:
             bound[name] = _decode(arg, values)
         self._args = bound
         self.positional = [_decode(a, values) for a in node.args]
+        self._names = {n: a["tensor"] for n, a in zip(schema_names, node.args, strict=False) if "tensor" in a}
+        self._names.update({n: a["tensor"] for n, a in node.kwargs.items() if "tensor" in a})
+        self.mutated: dict[str, Value] = {}
 
     def __getitem__(self, name: str) -> Any:
         return self._args[name]
@@ -63,6 +66,15 @@ class Call:
         if not isinstance(value, Value):
             raise TypeError(f"argument {name!r} of {self.target} is not a tensor")
         return value
+
+    def mutate(self, name: str, value: Value) -> None:
+        """The op writes `value` into tensor argument `name` in place (e.g. batch norm's running stats);
+        later nodes reading that tensor see `value` (the driver rebinds it)."""
+        self.mutated[name] = value
+
+    def tensor_name(self, name: str) -> str:
+        """The torch-ir value name passed as tensor argument `name`."""
+        return self._names[name]
 
     @property
     def out_dims(self) -> tuple[int, ...]:

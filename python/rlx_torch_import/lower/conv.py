@@ -1,6 +1,10 @@
-"""Convolution and transposed convolution (2-D NCHW; 1-D runs as 2-D with a unit height)."""
+"""Convolution, transposed convolution and pooling (2-D NCHW; 1-D runs as 2-D with a unit height)."""
 
 from __future__ import annotations
+
+import math
+
+import numpy as np
 
 from .context import Builder, Call, Value
 from .registry import lowers
@@ -58,17 +62,44 @@ def conv(b: Builder, call: Call) -> Value:
     if one_d:
         stride, dilation, padding = [1, *stride], [1, *dilation], [0, *padding]
     out_dims = call.out_dims if not one_d else (call.out_dims[0], call.out_dims[1], 1, call.out_dims[2])
+    y = conv2d_node(b, x, w, out_dims, (stride, padding, dilation), int(call.get("groups", 1)))
+    return b.reshape(_add_bias(b, y, call.get("bias")), call.out_dims)
+
+
+def conv2d_node(
+    b: Builder, x: Value, w: Value, out_dims: tuple[int, ...], geometry: tuple[list[int], ...], groups: int
+) -> Value:
+    """One RLX Conv on NCHW `x` with weight [C_out, C_in/groups, kH, kW]; geometry = (stride, padding, dilation)."""
+    stride, padding, dilation = geometry
     op = {
         "Conv": {
-            "kernel_size": kernel,
-            "stride": stride,
-            "padding": padding,
-            "dilation": dilation,
-            "groups": int(call.get("groups", 1)),
+            "kernel_size": list(w.dims[2:]),
+            "stride": list(stride),
+            "padding": list(padding),
+            "dilation": list(dilation),
+            "groups": groups,
         }
     }
-    y = _add_bias(b, b.emit(op, [x, w], out_dims, x.dtype), call.get("bias"))
-    return b.reshape(y, call.out_dims)
+    return b.emit(op, [x, w], out_dims, x.dtype)
+
+
+def conv_transpose2d_node(
+    b: Builder, x: Value, w: Value, out_dims: tuple[int, ...], geometry: tuple[list[int], ...], groups: int
+) -> Value:
+    """One RLX ConvTranspose2d (weight [C_in, C_out/groups, kH, kW]); geometry = (stride, padding, dilation,
+    output_padding)."""
+    stride, padding, dilation, output_padding = geometry
+    op = {
+        "ConvTranspose2d": {
+            "kernel_size": list(w.dims[2:]),
+            "stride": list(stride),
+            "padding": list(padding),
+            "dilation": list(dilation),
+            "output_padding": list(output_padding),
+            "groups": groups,
+        }
+    }
+    return b.emit(op, [x, w], out_dims, x.dtype)
 
 
 def _check_conv_transpose(call: Call) -> str | None:
@@ -94,15 +125,8 @@ def _conv_transpose(b: Builder, call: Call) -> Value:
         return [default, *v] if one_d else v
 
     out_dims = call.out_dims if not one_d else (call.out_dims[0], call.out_dims[1], 1, call.out_dims[2])
-    op = {
-        "ConvTranspose2d": {
-            "kernel_size": list(w.dims[2:]),
-            "stride": arg("stride", 1),
-            "padding": arg("padding", 0),
-            "dilation": arg("dilation", 1),
-            "output_padding": arg("output_padding", 0),
-            "groups": int(call.get("groups", 1)),
-        }
-    }
-    y = _add_bias(b, b.emit(op, [x, w], out_dims, x.dtype), call.get("bias"))
-    return b.reshape(y, call.out_dims)
+    geometry = (arg("stride", 1), arg("padding", 0), arg("dilation", 1), arg("output_padding", 0))
+    y = conv_transpose2d_node(b, x, w, out_dims, geometry, int(call.get("groups", 1)))
+    return b.reshape(_add_bias(b, y, call.get("bias")), call.out_dims)
+
+

@@ -430,3 +430,36 @@ def atanh(b: Builder, call: Call) -> Value:
     one = b.const(1.0, x.dtype)
     ratio = b.binary("Div", b.binary("Add", one, x), b.binary("Sub", one, x))
     return b.binary("Mul", b.unary("Log", ratio), b.const(0.5, x.dtype))
+
+
+def _pos_neg(b: Builder, x: Value) -> tuple[Value, Value]:
+    """(max(x, 0), min(x, 0)): one of them is exactly 0, so no compare/select is needed."""
+    zero = b.const(0.0, x.dtype)
+    return b.binary("Max", x, zero), b.binary("Min", x, zero)
+
+
+@lowers("aten.leaky_relu.default")
+def leaky_relu(b: Builder, call: Call) -> Value:
+    """max(x, 0) + negative_slope * min(x, 0)."""
+    pos, neg = _pos_neg(b, _float_in(b, call))
+    return b.binary("Add", pos, b.binary("Mul", neg, b.const(call.get("negative_slope", 0.01), neg.dtype)))
+
+
+@lowers("aten.hardtanh.default")
+def hardtanh(b: Builder, call: Call) -> Value:
+    """min(max(x, min_val), max_val)."""
+    x = _float_in(b, call)
+    x = b.binary("Max", x, b.const(call.get("min_val", -1.0), x.dtype))
+    return b.binary("Min", x, b.const(call.get("max_val", 1.0), x.dtype))
+
+
+@lowers("aten.elu.default")
+def elu(b: Builder, call: Call) -> Value:
+    """scale * (x if x > 0 else alpha * (exp(input_scale * x) - 1)); RLX Elu when all three are 1."""
+    x = _float_in(b, call)
+    alpha, scale, input_scale = (float(call.get(k, 1)) for k in ("alpha", "scale", "input_scale"))
+    if alpha == scale == input_scale == 1.0:
+        return b.unary("Elu", x)
+    pos, neg = _pos_neg(b, x)
+    neg = b.binary("Sub", b.unary("Exp", _scaled(b, neg, input_scale)), b.const(1.0, x.dtype))
+    return _scaled(b, b.binary("Add", pos, _scaled(b, neg, alpha)), scale)

@@ -5,6 +5,7 @@ from types import ModuleType
 
 NAMES = (
     "attention",
+    "backward",
     "conv",
     "convert",
     "creation",

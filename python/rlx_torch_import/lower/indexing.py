@@ -169,14 +169,32 @@ lowers("aten.argmin.default", check=_check_float)(_arg("ArgMin"))
 
 
 WIDE_INTS = ("int32", "int64")
+MAX_ONE_HOT = 1 << 22  # integer scatter-add runs as a [rows, count] one-hot matmul
+
+
+def _accumulate_ints(b: Builder, data: Value, flat: Value, updates: Value) -> Value:
+    """data[flat[i]] += updates[i] for int32/int64, exactly: RLX's scatters corrupt wide integers and its
+    float64 ScatterND add is wrong, so the sums are float64 one-hot matmuls of the two float32-exact
+    halves of the updates (Builder.split24), recombined in int64 (exact while |values| < 2**48)."""
+    rows, count = data.dims[0], flat.dims[0]
+    width = math.prod(data.dims[1:])
+    positions = b.expand(b.const(np.arange(rows).reshape(rows, 1), "int64"), (rows, count))
+    one_hot = b.cast(b.compare("Eq", positions, b.expand(b.reshape(flat, (1, count)), (rows, count))), "float64")
+    halves = b.split24(b.reshape(updates, (count, width)))
+    hi, lo = (b.cast(b.matmul(one_hot, b.cast(h, "float64")), "int64") for h in halves)
+    total = b.binary("Add", b.binary("Mul", hi, b.const(1 << 24, "int64")), lo)
+    return b.cast(b.binary("Add", b.reshape(b.cast(data, "int64"), (rows, width)), total), data.dtype)
 
 
 def _check_index_put(call: Call) -> str | None:
     reason = _check_index(call)
     if reason:
         return reason
-    if call.get("accumulate", False) and getattr(call["self"], "dtype", "") in WIDE_INTS:
-        return "index_put with accumulate=True on integer tensors is not supported"
+    x = call["self"]
+    if call.get("accumulate", False) and getattr(x, "dtype", "") in WIDE_INTS:
+        count = math.prod(np.broadcast_shapes(*(t.dims for t in call["indices"] if t is not None)))
+        if count * math.prod(t for t, i in zip(x.dims, call["indices"], strict=False) if i is not None) > MAX_ONE_HOT:
+            return f"integer index_put with accumulate=True is exact only up to {MAX_ONE_HOT} index x row pairs"
     return None
 
 
@@ -225,7 +243,9 @@ def _scatter_leading(b: Builder, x: Value, slots: list[Value], values: Value, ac
     merged = b.reshape(x, (math.prod(sizes), *rest))
     updates = b.reshape(values, (count, *rest))
     op = {"ScatterNd": {"reduction": "Add" if accumulate else "None"}}
-    if x.dtype in WIDE_INTS:
+    if x.dtype in WIDE_INTS and accumulate:
+        y = b.reshape(_accumulate_ints(b, merged, flat, updates), merged.dims)
+    elif x.dtype in WIDE_INTS:
         y = b.move_int(op, [merged, flat, updates], [0, 2], merged.dims, x.dtype)
     else:
         y = b.move(op, [merged, flat, updates], merged.dims, x.dtype)

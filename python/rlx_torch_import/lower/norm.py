@@ -37,10 +37,29 @@ def layer_norm(b: Builder, call: Call) -> Value:
     return _layer_norm(b, call)
 
 
+def _widened(b: Builder, x: Value) -> Value:
+    """Half-precision statistics accumulate in float32 (as torch's CPU kernels do); eps stays unrounded."""
+    return b.cast(x, "float32") if x.dtype in ("float16", "bfloat16") else x
+
+
+def _mean_rstd(b: Builder, call: Call, x: Value, rows: int) -> list[Value]:
+    """Saved statistics over x viewed as [rows, -1]: mean and 1 / sqrt(biased var + eps), shaped and typed as
+    torch records outputs 1 and 2 (only a backward reads them; RLX's dead-code pass drops them otherwise)."""
+    flat = b.reshape(_widened(b, x), (rows, x.numel // rows))
+    mean = b.reduce("Mean", flat, [1], keep_dim=True)
+    centered = b.binary("Sub", flat, mean)
+    var = b.reduce("Mean", b.binary("Mul", centered, centered), [1], keep_dim=True)
+    rstd = b.unary("Rsqrt", b.binary("Add", var, b.const(float(call["eps"]), var.dtype)))
+    specs = call.node.outputs[1:3]
+    return [b.cast(b.reshape(v, tuple(o.shape)), o.dtype) for v, o in zip((mean, rstd), specs, strict=True)]
+
+
 @lowers("aten.native_layer_norm.default")
 def native_layer_norm(b: Builder, call: Call) -> list[Value | None]:
-    """Core ATen layer norm; only the normalized output is produced (mean/rstd are training state)."""
-    return [_layer_norm(b, call), None, None]
+    """Core ATen layer norm: (out, mean, rstd), the statistics over the normalized axes."""
+    x = call.tensor("input")
+    rows = x.numel // math.prod(call["normalized_shape"])
+    return [_layer_norm(b, call), *_mean_rstd(b, call, x, rows)]
 
 
 def _check_bn_eval(call: Call) -> str | None:
@@ -48,6 +67,18 @@ def _check_bn_eval(call: Call) -> str | None:
         return "training-mode batch_norm is not supported (put the model in eval mode)"
     if call.get("running_mean") is None or call.get("running_var") is None:
         return "batch_norm without running statistics is not supported"
+    return None
+
+
+def _check_bn(call: Call) -> str | None:
+    """Training mode (batch statistics) and eval mode (running statistics) are both lowered."""
+    if not call.get("training", False):
+        return _check_bn_eval(call)
+    x = call["input"]
+    if x.rank < 2:
+        return f"training-mode batch_norm of rank-{x.rank} input is not supported (expects [N, C, ...])"
+    if x.numel // x.dims[1] <= 1 and call.get("running_var") is not None:
+        return "training-mode batch_norm with one value per channel (the unbiased running variance divides by 0)"
     return None
 
 
@@ -67,12 +98,6 @@ def _batch_norm(b: Builder, call: Call) -> Value:
         x.dtype,
     )
     return b.transpose(y, back)
-
-
-@lowers("aten.batch_norm.default", check=_check_bn_eval)
-def batch_norm(b: Builder, call: Call) -> Value:
-    """Eval-mode batch norm with running statistics."""
-    return _batch_norm(b, call)
 
 
 @lowers("aten._native_batch_norm_legit_no_training.default", check=_check_bn_eval)
@@ -99,8 +124,9 @@ def group_norm(b: Builder, call: Call) -> Value:
 
 @lowers("aten.native_group_norm.default")
 def native_group_norm(b: Builder, call: Call) -> list[Value | None]:
-    """Core ATen group norm; only the normalized output is produced (mean/rstd are training state)."""
-    return [_group_norm(b, call, int(call["group"])), None, None]
+    """Core ATen group norm: (out, mean, rstd), the [N, G] statistics of each group."""
+    x, groups = call.tensor("input"), int(call["group"])
+    return [_group_norm(b, call, groups), *_mean_rstd(b, call, x, x.dims[0] * groups)]
 
 
 def _check_rms(call: Call) -> str | None:
@@ -111,3 +137,85 @@ def _check_rms(call: Call) -> str | None:
 def rms_norm(b: Builder, call: Call) -> Value:
     """x / sqrt(mean(x^2) + eps) * weight over the trailing `normalized_shape` axes."""
     return _last_axis_norm(b, call, "RmsNorm", None)
+
+
+# ── training-mode batch norm ─────────────────────────────────────────────
+
+
+def _batch_stats(b: Builder, call: Call) -> tuple[Value, Value, Value]:
+    """Normalize by the batch mean and biased variance over all axes but channels: (out, mean[C], var[C])."""
+    x = _widened(b, call.tensor("input"))
+    c = x.dims[1] if x.rank > 1 else x.dims[0]
+    axes = [a for a in range(x.rank) if a != 1] if x.rank > 1 else [0]
+    shape = tuple(c if a == 1 else 1 for a in range(x.rank)) if x.rank > 1 else (c,)
+    mean = b.reduce("Mean", x, axes, keep_dim=True)
+    centered = b.binary("Sub", x, mean)
+    var = b.reduce("Mean", b.binary("Mul", centered, centered), axes, keep_dim=True)
+    out = b.binary("Mul", centered, b.unary("Rsqrt", b.binary("Add", var, b.const(float(call["eps"]), x.dtype))))
+    if call.get("weight") is not None:
+        out = b.binary("Mul", out, b.reshape(call.tensor("weight"), shape))
+    if call.get("bias") is not None:
+        out = b.binary("Add", out, b.reshape(call.tensor("bias"), shape))
+    return b.cast(out, call.out_dtype), b.reshape(mean, (c,)), b.reshape(var, (c,))
+
+
+def _saved(b: Builder, call: Call, mean: Value, var: Value) -> list[Value]:
+    """save_mean and save_rstd = 1 / sqrt(var + eps), in the dtypes torch records for outputs 1 and 2."""
+    rstd = b.unary("Rsqrt", b.binary("Add", var, b.const(float(call["eps"]), var.dtype)))
+    return [b.cast(mean, call.node.outputs[1].dtype), b.cast(rstd, call.node.outputs[2].dtype)]
+
+
+def _running_stats(b: Builder, call: Call, mean: Value, var: Value) -> list[Value]:
+    """(1 - m) * running + m * batch statistic, for the mean and the unbiased (n / (n - 1)) variance."""
+    m = float(call["momentum"])
+    n = call.tensor("input").numel // mean.dims[0]
+    new = []
+    for name, stat in (("running_mean", mean), ("running_var", b.binary("Mul", var, b.const(n / (n - 1), var.dtype)))):
+        running = call.tensor(name)
+        step = b.cast(b.binary("Mul", stat, b.const(m, stat.dtype)), running.dtype)
+        new.append(b.binary("Add", b.binary("Mul", running, b.const(1.0 - m, running.dtype)), step))
+    return new
+
+
+def _train_in_place(b: Builder, call: Call) -> tuple[Value, Value, Value]:
+    """Training-mode batch norm that writes the updated running statistics back in place (when given)."""
+    out, mean, var = _batch_stats(b, call)
+    if call.get("running_mean") is not None and call.get("running_var") is not None:
+        for name, value in zip(("running_mean", "running_var"), _running_stats(b, call, mean, var), strict=True):
+            call.mutate(name, value)
+    return out, mean, var
+
+
+@lowers("aten.batch_norm.default", check=_check_bn)
+def batch_norm(b: Builder, call: Call) -> Value:
+    """Eval mode: running statistics; training mode: batch statistics (given running stats updated in place)."""
+    return _train_in_place(b, call)[0] if call.get("training", False) else _batch_norm(b, call)
+
+
+@lowers("aten._native_batch_norm_legit.default", check=_check_bn)
+def native_batch_norm_legit(b: Builder, call: Call) -> list[Value | None]:
+    """(out, save_mean, save_rstd); training mode updates running_mean/var in place, eval mode uses them."""
+    if not call["training"]:
+        return [_batch_norm(b, call), None, None]
+    out, mean, var = _train_in_place(b, call)
+    return [out, *_saved(b, call, mean, var)]
+
+
+def _check_no_stats(call: Call) -> str | None:
+    return None if call["training"] else "batch_norm without running statistics in eval mode (torch raises too)"
+
+
+@lowers("aten._native_batch_norm_legit.no_stats", check=_check_no_stats)
+def native_batch_norm_legit_no_stats(b: Builder, call: Call) -> list[Value | None]:
+    """(out, save_mean, save_rstd) of training-mode batch norm without running statistics."""
+    out, mean, var = _batch_stats(b, call)
+    return [out, *_saved(b, call, mean, var)]
+
+
+@lowers("aten._native_batch_norm_legit_functional.default", check=_check_bn)
+def native_batch_norm_legit_functional(b: Builder, call: Call) -> list[Value | None]:
+    """Functional form (core ATen export of the above): the updated running_mean/var are outputs 3 and 4."""
+    if not call["training"]:
+        return [_batch_norm(b, call), None, None, call.tensor("running_mean"), call.tensor("running_var")]
+    out, mean, var = _batch_stats(b, call)
+    return [out, *_saved(b, call, mean, var), *_running_stats(b, call, mean, var)]

@@ -169,6 +169,7 @@ def lower(ir: TorchIR) -> Program:
                     f"{node.name} produced {value.dtype}{list(value.dims)}, torch says {spec.dtype}{spec.shape}"
                 )
             values[spec.name] = value
+        _rebind_mutated(node, call, values)
     for out in ir.outputs:
         value = values[out.value]
         if value.dtype in NARROW_DTYPES:
@@ -179,6 +180,19 @@ def lower(ir: TorchIR) -> Program:
             program.carried_outputs[out.name] = out.dtype
         program.outputs.append(value.id)
     return program
+
+
+def _rebind_mutated(node: Any, call: Call, values: dict[str, Value]) -> None:
+    """In-place writes (`Call.mutate`): later reads of the written tensor get the new value."""
+    for arg, value in call.mutated.items():
+        name = call.tensor_name(arg)
+        old = values[name]
+        if (old.dims, old.dtype) != (value.dims, value.dtype):
+            raise LoweringError(
+                f"internal error: {REGISTRY[node.target].fn.__name__} at node {node.name} writes "
+                f"{value.dtype}{list(value.dims)} into {arg!r}, which is {old.dtype}{list(old.dims)}"
+            )
+        values[name] = value
 
 
 def _require_lowered_inputs(node: Any, call: Call) -> None:
