@@ -175,7 +175,9 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
         Fn(lambda m, a, b: torch.stack([a > b, a == b, a <= b, a != b, a < b, a >= b])),
         (
             torch.tensor([1.0, 2.0, 1e-300, float("nan"), float("inf"), float("inf"), -1.0, 5.0], dtype=torch.float64),
-            torch.tensor([1.0, 2.5, 0.0, 1.0, float("inf"), float("-inf"), float("nan"), 5.0 + 1e-12]).double(),
+            torch.tensor(
+                [1.0, 2.5, 0.0, 1.0, float("inf"), float("-inf"), float("nan"), 5.0 + 1e-12], dtype=torch.float64
+            ),
         ),
     ),
     (
@@ -186,6 +188,35 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
             torch.tensor([1, 3, -7, 99999, -5, 0], dtype=torch.int32),
             torch.tensor([3, -2, 7, 3, 0, 300], dtype=torch.int16),
         ),
+    ),
+    (
+        # integers above 2**24 and float64 values 1e-12 apart: exact extreme/arg paths
+        "extremes_int64_float64",
+        Fn(
+            lambda m, i, f: (
+                i.amax(1),
+                i.amin((0, 2)),
+                *i.max(1),
+                i.argmin(-1),
+                i.argmax(),
+                f.amax(0),
+                *f.min(-1, keepdim=True),
+                f.argmax(1),
+                f.max(),
+            )
+        ),
+        (
+            torch.tensor([[[2**40 + 3, -5], [2**40 + 1, 7]], [[-(2**33), 9], [-(2**33) + 1, 9]]]),
+            torch.tensor(
+                [[1.0 + 1e-12, -3.0, 1e30], [1.0, -3.0 - 1e-12, -1e30 - 1e16], [float("-inf"), 2.5, 1e30 + 1e15]],
+                dtype=torch.float64,
+            ),
+        ),
+    ),
+    (
+        "prod_int_float64",
+        Fn(lambda m, i, f: (i.prod(1), i.int().prod(), f.prod(-1), (i > 0).prod(0))),
+        (torch.tensor([[3, -2, 5, 7, 1], [2**20, 2**20, 3, 1, -1]]), torch.randn(3, 7).double()),
     ),
     ("min_any", Fn(lambda m, a: (a.amin(-1), (a > 1).any(), (a > 1).any(dim=(0, 1)), (a > 1).any(-1))), (r(3, 4, 2),)),
     ("div_scalar_modes", Fn(lambda m, a: a / 4 + torch.div(a, 3, rounding_mode="floor")), (r(3, 4) * 5,)),

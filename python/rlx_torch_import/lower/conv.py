@@ -1,10 +1,6 @@
-"""Convolution, transposed convolution and pooling (2-D NCHW; 1-D runs as 2-D with a unit height)."""
+"""Convolution and transposed convolution (2-D NCHW; 1-D runs as 2-D with a unit height)."""
 
 from __future__ import annotations
-
-import math
-
-import numpy as np
 
 from .context import Builder, Call, Value
 from .registry import lowers
@@ -128,5 +124,3 @@ def _conv_transpose(b: Builder, call: Call) -> Value:
     geometry = (arg("stride", 1), arg("padding", 0), arg("dilation", 1), arg("output_padding", 0))
     y = conv_transpose2d_node(b, x, w, out_dims, geometry, int(call.get("groups", 1)))
     return b.reshape(_add_bias(b, y, call.get("bias")), call.out_dims)
-
-

@@ -64,7 +64,13 @@ def _check_float(call: Call) -> str | None:
     return None
 
 
-@lowers("aten.topk.default", check=_check_float)
+def _check_topk(call: Call) -> str | None:
+    if getattr(call["self"], "dtype", "") == "float64":
+        return "topk on float64 is not supported (RLX 0.2.17's TopK corrupts memory on float64 input)"
+    return _check_float(call)
+
+
+@lowers("aten.topk.default", check=_check_topk)
 def topk(b: Builder, call: Call) -> list[Value | None]:
     """k largest (or smallest) along `dim`: RLX TopK gives indices, a gather gives values."""
     x = call.tensor("self")
@@ -147,7 +153,7 @@ def sort(b: Builder, call: Call) -> list[Value | None]:
     return [values, b.cast(idx, "int64")]
 
 
-def _arg(kind: str):  # noqa: ANN202 - factory returning a lowering
+def _arg(op: str):  # noqa: ANN202 - factory returning a lowering
     def lower_arg(b: Builder, call: Call) -> Value:
         x = call.tensor("self")
         dim = call.get("dim")
@@ -155,17 +161,16 @@ def _arg(kind: str):  # noqa: ANN202 - factory returning a lowering
             x, axis, keep = b.reshape(x, (x.numel,)), 0, False
         else:
             axis, keep = norm_axis(dim, x.rank), bool(call.get("keepdim", False))
-        dims = tuple((1 if i == axis else d) for i, d in enumerate(x.dims) if keep or i != axis)
-        idx = b.emit({kind: {"axis": axis, "keep_dim": keep}}, [b.as_float(x)], dims, "float32")
-        return b.reshape(b.cast(idx, "int64"), call.out_dims)
+        _, idx = b.arg_extreme(op, x, axis, keep)
+        return b.reshape(idx, call.out_dims)
 
-    lower_arg.__name__ = kind.lower()
-    lower_arg.__doc__ = f"Index of the {'largest' if kind == 'ArgMax' else 'smallest'} element along `dim`."
+    lower_arg.__name__ = f"arg{op.lower()}"
+    lower_arg.__doc__ = f"Index of the first {'largest' if op == 'Max' else 'smallest'} element along `dim`."
     return lower_arg
 
 
-lowers("aten.argmax.default", check=_check_float)(_arg("ArgMax"))
-lowers("aten.argmin.default", check=_check_float)(_arg("ArgMin"))
+lowers("aten.argmax.default")(_arg("Max"))
+lowers("aten.argmin.default")(_arg("Min"))
 
 
 WIDE_INTS = ("int32", "int64")

@@ -128,10 +128,8 @@ def max_min_dim(b: Builder, call: Call) -> list[Value | None]:
     x = call.tensor("self")
     axis, keep = norm_axis(call["dim"], x.rank), bool(call.get("keepdim", False))
     is_max = call.target == "aten.max.dim"
-    values = b.reduce("Max" if is_max else "Min", x, [axis], keep)
-    dims = values.dims
-    idx = b.emit({"ArgMax" if is_max else "ArgMin": {"axis": axis, "keep_dim": keep}}, [b.as_float(x)], dims, "float32")
-    return [values, b.cast(idx, "int64")]
+    values, indices = b.arg_extreme("Max" if is_max else "Min", x, axis, keep)
+    return [values, indices]
 
 
 @lowers("aten.var.correction", "aten.var.dim")
