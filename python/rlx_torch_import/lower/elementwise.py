@@ -430,3 +430,29 @@ def atanh(b: Builder, call: Call) -> Value:
     one = b.const(1.0, x.dtype)
     ratio = b.binary("Div", b.binary("Add", one, x), b.binary("Sub", one, x))
     return b.binary("Mul", b.unary("Log", ratio), b.const(0.5, x.dtype))
+
+
+# ── bitwise and/or/xor with a scalar (integers and bool) ─────────────────
+
+_BITWISE = {"bitwise_and": "BitAnd", "bitwise_or": "BitOr", "bitwise_xor": "BitXor"}
+_UNSIGNED_BITS = {"uint8": 8}
+
+
+def _check_bitwise_scalar(call: Call) -> str | None:
+    if call.out_dtype in FLOAT_DTYPES or isinstance(call["other"], float):
+        return f"{call.target} on floating point is not defined (torch rejects it too)"
+    return None
+
+
+@lowers("aten.bitwise_and.Scalar", "aten.bitwise_or.Scalar", "aten.bitwise_xor.Scalar", check=_check_bitwise_scalar)
+def bitwise_scalar(b: Builder, call: Call) -> Value:
+    """Bitwise and/or/xor of self with an integer or bool scalar (RLX's int64 BitAnd/BitOr/BitXor, exact)."""
+    dtype = call.out_dtype
+    other = int(call["other"])
+    if dtype in _UNSIGNED_BITS:  # torch wraps the scalar to the unsigned dtype first
+        other %= 1 << _UNSIGNED_BITS[dtype]
+    x = b.cast(call.tensor("self"), "int64")
+    y = b.binary(_BITWISE[call.target.split(".")[1]], x, b.const(other, "int64"))
+    if dtype == "bool":
+        return b.compare("Ne", y, b.const(0, "int64"))
+    return b.cast(y, dtype)
