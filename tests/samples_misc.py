@@ -188,6 +188,11 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
         ),
         (r(3, 4, 5),),
     ),
+    (  # out= variant: at `aten` level only the decomposition fallback (which functionalizes) lowers it
+        "atan2_out",
+        Fn(lambda a, b: torch.atan2(a, b, out=torch.empty(3, 4)) * 2),
+        (r(3, 4), r(3, 4)),
+    ),
     (
         "empty_strided_then_filled",
         Fn(lambda a: A.fill.Scalar(A.empty_strided.default([2, 3], [1, 2]), 1.5) + a),

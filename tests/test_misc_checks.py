@@ -41,3 +41,12 @@ def test_bad_layout_record_is_rejected() -> None:
     doc |= {"inputs": [], "weights": [], "outputs": [], "nodes": [node | {"layouts": {"x": {"strides": "4"}}}]}
     with pytest.raises(rti.TorchIRError, match="strides"):
         torchir.parse(doc)
+
+
+def test_complex_output_is_reported_not_crashed(tmp_path) -> None:
+    """A complex result is an unsupported dtype, reported before reference.safetensors is written."""
+    model = of_inputs(lambda a: torch.fft.rfft(a))
+    with pytest.raises(rti.UnsupportedOpsError) as info:
+        rti.from_torch(model, (torch.randn(8),), tmp_path / "o", decomposition="core")
+    assert "aten._fft_r2c.default" in info.value.targets
+    assert not (tmp_path / "o").exists()
