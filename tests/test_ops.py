@@ -15,6 +15,7 @@ from torch import nn
 import rlx_torch_import as rti
 import samples_grad
 import samples_image
+import samples_misc
 import samples_pool
 import samples_vision
 from sample_utils import Fn
@@ -432,7 +433,7 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
 
 
 SAMPLES += samples_vision.SAMPLES + samples_image.SAMPLES
-SAMPLES += samples_pool.SAMPLES + samples_grad.SAMPLES
+SAMPLES += samples_pool.SAMPLES + samples_grad.SAMPLES + samples_misc.SAMPLES
 
 try:  # Hugging Face's grouped-mm experts op exists once transformers' MoE integration is imported
     import transformers.integrations.moe  # noqa: F401
@@ -458,7 +459,6 @@ NOT_REACHED_BY_EXPORT = {
     "aten.detach.default": "removed under no_grad export",
     "aten.lift_fresh_copy.default": "only from torch.tensor(...) literals in older torch",
     "aten.div.Scalar": "export records tensor/scalar division as div.Tensor",
-    "aten.div.Scalar_mode": "export records it as div.Tensor_mode",
     "aten.sub.Scalar": "export records tensor - scalar as sub.Tensor",
     "aten._unsafe_view.default": "torch 2.15 export emits view.default",
 }

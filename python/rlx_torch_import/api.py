@@ -102,6 +102,9 @@ def from_torch(
                     cap = capture(ep, inputs, eager, name=name, decomposition=decomposition, auto_decomposed=auto)
             if not rnd.decomposed:
                 break
+        missing = find_unsupported(cap.ir)
+        if missing:  # reported before any file is written (safetensors has no complex dtype to write)
+            raise _with_fallback_reasons(UnsupportedOpsError(items=missing), skipped)
         with prog.phase("write torch-ir"):
             cap.ir.save(stage)
             safetensors_io.write(stage / torchir.WEIGHTS, dict(safetensors_io.iter_torch(cap.weights)))

@@ -57,6 +57,13 @@ class Node:
     module_type: str = ""
     source: str = ""
     decomposed_from: str = ""
+    # Memory layout of tensor arguments, by value name, for ops whose result depends on it
+    # (`LAYOUT_SENSITIVE`): {"strides": [...], "storage_offset": n}. Omitted from the file when empty.
+    layouts: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+# Ops that read their input's storage rather than its logical elements; capture records their layouts.
+LAYOUT_SENSITIVE = ("aten.as_strided.default",)
 
 
 @dataclass
@@ -85,6 +92,9 @@ class TorchIR:
     def to_json(self) -> str:
         """Strict JSON text (no NaN/Infinity tokens)."""
         doc = {"format": FORMAT, "version": VERSION, **asdict(self)}
+        for node in doc["nodes"]:
+            if not node["layouts"]:
+                del node["layouts"]
         return json.dumps(doc, indent=1, allow_nan=False) + "\n"
 
     def save(self, directory: Path) -> Path:
@@ -125,6 +135,21 @@ def _spec(doc: Any, where: str) -> TensorSpec:
     if not all(isinstance(d, int) and d >= 0 for d in shape):
         raise TorchIRError(f"{where}: field 'shape' must be a list of non-negative ints")
     return TensorSpec(_need(doc, "name", str, where), shape, _need(doc, "dtype", str, where))
+
+
+def _layouts(doc: Any, where: str) -> dict[str, dict[str, Any]]:
+    """The optional `layouts` of a node: value name -> {"strides": [int], "storage_offset": int}."""
+    if not isinstance(doc, dict):
+        raise TorchIRError(f"{where}: field 'layouts' must be an object")
+    for name, layout in doc.items():
+        at = f"{where}.layouts[{name!r}]"
+        if not isinstance(layout, dict):
+            raise TorchIRError(f"{at}: expected an object")
+        strides = _need(layout, "strides", list, at)
+        if not all(isinstance(s, int) for s in strides):
+            raise TorchIRError(f"{at}: field 'strides' must be a list of ints")
+        _need(layout, "storage_offset", int, at)
+    return doc
 
 
 def _check_arg(arg: Any, where: str) -> None:
@@ -181,6 +206,7 @@ def parse(doc: Any, source: str = FILENAME) -> TorchIR:
                 module_type=d.get("module_type", ""),
                 source=d.get("source", ""),
                 decomposed_from=d.get("decomposed_from", ""),
+                layouts=_layouts(d.get("layouts", {}), where),
             )
         )
     outputs = []

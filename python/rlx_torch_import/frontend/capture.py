@@ -13,7 +13,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from .. import __version__
 from ..dtypes import torch_name
 from ..errors import InputError
-from ..torchir import Node, OutputSpec, TensorSpec, TorchIR, WeightSpec, encode_float
+from ..torchir import LAYOUT_SENSITIVE, Node, OutputSpec, TensorSpec, TorchIR, WeightSpec, encode_float
 
 
 @dataclass
@@ -54,6 +54,19 @@ def _spec_of(name: str, val: Any) -> TensorSpec:
             )
         shape.append(d)
     return TensorSpec(name, shape, torch_name(val.dtype))
+
+
+def _layouts(node: torch.fx.Node, aliases: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Strides and storage offset of the tensor arguments of a layout-sensitive op (as torch traced them)."""
+    if str(node.target) not in LAYOUT_SENSITIVE:
+        return {}
+    found = {}
+    for arg in node.all_input_nodes:
+        val = arg.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            strides = [int(s) for s in val.stride()]
+            found[aliases.get(arg.name, arg.name)] = {"strides": strides, "storage_offset": int(val.storage_offset())}
+    return found
 
 
 class _ArgEncoder:
@@ -183,6 +196,7 @@ def capture(
                 module_type=mtype,
                 source=_source_line(node),
                 decomposed_from=original if original and original != str(node.target) else "",
+                layouts=_layouts(node, aliases),
             )
         )
 

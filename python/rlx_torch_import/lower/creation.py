@@ -49,3 +49,18 @@ def arange(b: Builder, call: Call) -> Value:
 def empty_like(b: Builder, call: Call) -> Value:
     """Uninitialized in torch (its values are never read before being written); zeros here."""
     return b.expand(b.const(0, call.out_dtype), call.out_dims)
+
+
+@lowers("aten.fill.Scalar")
+def fill(b: Builder, call: Call) -> Value:
+    """A tensor of self's shape and dtype, every element `value` (functional fill_)."""
+    return b.expand(b.const(call["value"], call.out_dtype), call.out_dims)
+
+
+@lowers("aten.empty_strided.default")
+def empty_strided(b: Builder, call: Call) -> Value:
+    """Uninitialized memory in torch (a result that reads it has no defined value); zeros here.
+
+    The strides only say how torch lays the memory out; RLX values are logical tensors.
+    """
+    return b.expand(b.const(0, call.out_dtype), call.out_dims)

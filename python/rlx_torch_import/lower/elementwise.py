@@ -463,3 +463,29 @@ def elu(b: Builder, call: Call) -> Value:
     pos, neg = _pos_neg(b, x)
     neg = b.binary("Sub", b.unary("Exp", _scaled(b, neg, input_scale)), b.const(1.0, x.dtype))
     return _scaled(b, b.binary("Add", pos, _scaled(b, neg, alpha)), scale)
+
+
+# ── bitwise and/or/xor with a scalar (integers and bool) ─────────────────
+
+_BITWISE = {"bitwise_and": "BitAnd", "bitwise_or": "BitOr", "bitwise_xor": "BitXor"}
+_UNSIGNED_BITS = {"uint8": 8}
+
+
+def _check_bitwise_scalar(call: Call) -> str | None:
+    if call.out_dtype in FLOAT_DTYPES or isinstance(call["other"], float):
+        return f"{call.target} on floating point is not defined (torch rejects it too)"
+    return None
+
+
+@lowers("aten.bitwise_and.Scalar", "aten.bitwise_or.Scalar", "aten.bitwise_xor.Scalar", check=_check_bitwise_scalar)
+def bitwise_scalar(b: Builder, call: Call) -> Value:
+    """Bitwise and/or/xor of self with an integer or bool scalar (RLX's int64 BitAnd/BitOr/BitXor, exact)."""
+    dtype = call.out_dtype
+    other = int(call["other"])
+    if dtype in _UNSIGNED_BITS:  # torch wraps the scalar to the unsigned dtype first
+        other %= 1 << _UNSIGNED_BITS[dtype]
+    x = b.cast(call.tensor("self"), "int64")
+    y = b.binary(_BITWISE[call.target.split(".")[1]], x, b.const(other, "int64"))
+    if dtype == "bool":
+        return b.compare("Ne", y, b.const(0, "int64"))
+    return b.cast(y, dtype)

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..dtypes import NARROW_DTYPES
 from .context import Builder, Call, Value, norm_axis
 from .registry import lowers
 
@@ -300,3 +301,38 @@ def scatter(b: Builder, call: Call) -> Value:
     if x.dtype in WIDE_INTS:
         return b.move_int(op, [x, index, src], [0, 2], x.dims, x.dtype)
     return b.move(op, [x, index, src], x.dims, x.dtype)
+
+
+# ── masked_scatter ───────────────────────────────────────────────────────
+
+F32_EXACT = 1 << 24
+
+
+def _check_masked_scatter(call: Call) -> str | None:
+    n = math.prod(call.out_dims)
+    if n > F32_EXACT:
+        return f"masked_scatter over {n} > 2**24 elements is not supported (float32 running count)"
+    return None
+
+
+@lowers("aten.masked_scatter.default", check=_check_masked_scatter)
+def masked_scatter(b: Builder, call: Call) -> Value:
+    """out = self, with the True positions of mask (broadcast) filled by source in row-major order.
+
+    The k-th True position takes source.flat[k]: k is the running count of the flattened
+    mask minus one (a float32 Cumsum, exact below 2**24), read by one Gather.
+    """
+    x, source = call.tensor("self"), call.tensor("source")
+    dims, dtype = call.out_dims, call.out_dtype
+    n = math.prod(dims)
+    if source.numel == 0:  # then the mask has no True position
+        return b.expand(b.cast(x, dtype), dims)
+    mask = b.reshape(b.expand(call.tensor("mask"), dims), (n,))
+    count = b.emit({"Cumsum": {"axis": -1, "exclusive": False}}, [b.cast(mask, "float32")], (n,), "float32")
+    k = b.binary("Max", b.binary("Sub", count, b.const(1.0, "float32")), b.const(0.0, "float32"))
+    flat_src = b.reshape(b.cast(source, dtype), (source.numel,))
+    taken = b.move({"Gather": {"axis": 0}}, [flat_src, b.cast(k, "int64")], (n,), dtype)
+    compute = "float32" if dtype in NARROW_DTYPES else dtype  # Where moves bool/narrow values wrongly
+    flat_x = b.reshape(b.expand(b.cast(x, compute), dims), (n,))
+    out = b.emit("Where", [mask, b.cast(taken, compute), flat_x], (n,), compute)
+    return b.reshape(b.cast(out, dtype), dims)

@@ -1,7 +1,10 @@
-"""Shape and layout ops: view/reshape, permute/transpose, expand, slicing, concat, identities."""
+"""Shape and layout ops: view/reshape, permute/transpose, expand, slicing, concat, identities, strided views."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from ..dtypes import NARROW_DTYPES
 from .context import Builder, Call, Value, norm_axis
 from .registry import lowers
 
@@ -208,3 +211,82 @@ def tril_triu(b: Builder, call: Call) -> Value:
     x = call.tensor("self")
     op = {"Trilu": {"upper": call.target == "aten.triu.default", "diagonal": int(call.get("diagonal", 0))}}
     return b.move(op, [x], x.dims, x.dtype)
+
+
+# ── strided views read as gathers: as_strided, diagonal; select_scatter ──
+
+
+def _row_major(dims: tuple[int, ...]) -> list[int]:
+    strides, step = [], 1
+    for d in reversed(dims):
+        strides.append(step)
+        step *= max(d, 1)
+    return strides[::-1]
+
+
+def _strided_positions(call: Call) -> np.ndarray:
+    """Storage position of every output element: storage_offset + sum(index_k * stride_k)."""
+    pos = np.full(tuple(call["size"]), int(call.get("storage_offset", 0)), dtype=np.int64)
+    for axis, (n, stride) in enumerate(zip(call["size"], call["stride"], strict=True)):
+        shape = [1] * len(call["size"])
+        shape[axis] = n
+        pos = pos + (np.arange(n, dtype=np.int64) * int(stride)).reshape(shape)
+    return pos
+
+
+def _check_as_strided(call: Call) -> str | None:
+    x = call["self"]
+    arg = call.node.args[0].get("tensor", "") if call.node.args else ""
+    layout = call.node.layouts.get(arg, {"strides": _row_major(x.dims), "storage_offset": 0})
+    live = [(d, s) for d, s in zip(x.dims, layout["strides"], strict=True) if d != 1]
+    contiguous = live == [(d, s) for d, s in zip(x.dims, _row_major(x.dims), strict=True) if d != 1]
+    if not contiguous or layout["storage_offset"] != 0:
+        return (
+            f"as_strided of a view (strides {layout['strides']}, storage offset {layout['storage_offset']}) "
+            "is not supported: it reads torch's storage, which RLX values do not have (only contiguous inputs)"
+        )
+    pos = _strided_positions(call)
+    if pos.size and (pos.min() < 0 or pos.max() >= x.numel):
+        return f"as_strided reads storage positions up to {pos.max()} outside the input's {x.numel} elements"
+    return None
+
+
+@lowers("aten.as_strided.default", check=_check_as_strided)
+def as_strided(b: Builder, call: Call) -> Value:
+    """out[i...] = flat(self)[storage_offset + sum(i_k * stride_k)] on a contiguous input (one Gather)."""
+    x = call.tensor("self")
+    flat = b.reshape(x, (x.numel,))
+    index = b.const(_strided_positions(call), "int64")
+    return b.move({"Gather": {"axis": 0}}, [flat, index], call.out_dims, x.dtype)
+
+
+@lowers("aten.diagonal.default")
+def diagonal(b: Builder, call: Call) -> Value:
+    """Elements (i, i + offset) of the (dim1, dim2) planes, as a new last axis (one Gather)."""
+    x = call.tensor("self")
+    d1, d2 = norm_axis(call.get("dim1", 0), x.rank), norm_axis(call.get("dim2", 1), x.rank)
+    offset = int(call.get("offset", 0))
+    rest = [a for a in range(x.rank) if a not in (d1, d2)]
+    xt = b.transpose(x, [*rest, d1, d2])
+    n1, n2 = x.dims[d1], x.dims[d2]
+    length = call.out_dims[-1]
+    rows = np.arange(length, dtype=np.int64) + max(-offset, 0)
+    index = rows * n2 + rows + offset
+    flat = b.reshape(xt, (*xt.dims[:-2], n1 * n2))
+    axis = flat.rank - 1
+    return b.move({"Gather": {"axis": axis}}, [flat, b.const(index, "int64")], call.out_dims, x.dtype)
+
+
+@lowers("aten.select_scatter.default")
+def select_scatter(b: Builder, call: Call) -> Value:
+    """self with self.select(dim, index) = src: a Where on a constant one-hot of the axis."""
+    x, dtype, dims = call.tensor("self"), call.out_dtype, call.out_dims
+    axis = norm_axis(call["dim"], x.rank)
+    index = int(call["index"])
+    index = index + x.dims[axis] if index < 0 else index
+    src = b.reshape(b.cast(call.tensor("src"), dtype), (*dims[:axis], 1, *dims[axis + 1 :]))
+    hot = np.zeros([dims[a] if a == axis else 1 for a in range(len(dims))], dtype=bool)
+    hot[(0,) * axis + (index,)] = True
+    compute = "float32" if dtype in NARROW_DTYPES else dtype  # Where moves bool/narrow values wrongly
+    pick = [b.expand(b.const(hot, "bool"), dims), b.expand(b.cast(src, compute), dims), b.cast(x, compute)]
+    return b.cast(b.emit("Where", pick, dims, compute), dtype)
