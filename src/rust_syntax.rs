@@ -301,79 +301,48 @@ impl<'a> ser::Serializer for &'a mut Printer {
     }
 }
 
-impl ser::SerializeSeq for Seq<'_> {
-    type Ok = ();
-    type Error = PrintError;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), PrintError> {
-        self.item(v)
-    }
-    fn end(self) -> Result<(), PrintError> {
-        self.done()
-    }
+/// The serde compound traits all print comma-separated items into a `Seq`.
+macro_rules! items {
+    ($($trait:ident :: $method:ident),*) => {$(
+        impl ser::$trait for Seq<'_> {
+            type Ok = ();
+            type Error = PrintError;
+            fn $method<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), PrintError> {
+                self.item(v)
+            }
+            fn end(self) -> Result<(), PrintError> {
+                self.done()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Seq<'_> {
-    type Ok = ();
-    type Error = PrintError;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), PrintError> {
-        self.item(v)
-    }
-    fn end(self) -> Result<(), PrintError> {
-        self.done()
-    }
+macro_rules! fields {
+    ($($trait:ident),*) => {$(
+        impl ser::$trait for Seq<'_> {
+            type Ok = ();
+            type Error = PrintError;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                v: &T,
+            ) -> Result<(), PrintError> {
+                self.field(key, v)
+            }
+            fn end(self) -> Result<(), PrintError> {
+                self.done()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTupleStruct for Seq<'_> {
-    type Ok = ();
-    type Error = PrintError;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), PrintError> {
-        self.item(v)
-    }
-    fn end(self) -> Result<(), PrintError> {
-        self.done()
-    }
-}
-
-impl ser::SerializeTupleVariant for Seq<'_> {
-    type Ok = ();
-    type Error = PrintError;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), PrintError> {
-        self.item(v)
-    }
-    fn end(self) -> Result<(), PrintError> {
-        self.done()
-    }
-}
-
-impl ser::SerializeStruct for Seq<'_> {
-    type Ok = ();
-    type Error = PrintError;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        v: &T,
-    ) -> Result<(), PrintError> {
-        self.field(key, v)
-    }
-    fn end(self) -> Result<(), PrintError> {
-        self.done()
-    }
-}
-
-impl ser::SerializeStructVariant for Seq<'_> {
-    type Ok = ();
-    type Error = PrintError;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        v: &T,
-    ) -> Result<(), PrintError> {
-        self.field(key, v)
-    }
-    fn end(self) -> Result<(), PrintError> {
-        self.done()
-    }
-}
+items!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
+fields!(SerializeStruct, SerializeStructVariant);
 
 #[cfg(test)]
 mod tests {

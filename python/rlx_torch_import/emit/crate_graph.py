@@ -9,6 +9,7 @@ here. Large constant payloads go to `constants.bin` instead of the source.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import _core
@@ -70,13 +71,32 @@ def _constant_expr(data: list[int], out: Statements) -> str:
     return f"constant({offset}, {len(data)})"
 
 
-def graph_statements(program: Program, names: RustNames) -> Statements:
-    """`let` statements for every node, reading inputs/params from the `inputs`/`params` slices."""
-    out = Statements(types={"Shape", "DType"})
-    shapes = value_shapes(program)
+def declarations(program: Program, names: RustNames) -> tuple[dict[str, str], set[str]]:
+    """Identifiers of the graph inputs and parameters (`w_` prefix), and the values nodes read."""
     ident = {v.name: names(v.name) for v in program.inputs}
     ident.update({p.name: names(p.name, "w_") for p in program.params})
     used = {i for n in program.nodes for i in n.inputs} | set(program.outputs)
+    return ident, used
+
+
+def node_statements(
+    program: Program, names: RustNames, ident: dict[str, str], out: Statements, rhs: Callable[[RlxNode, list[str]], str]
+) -> None:
+    """One provenance-commented `let` per node; `rhs` prints the expression from the input identifiers."""
+    shapes = value_shapes(program)
+    for node in program.nodes:
+        expr = rhs(node, [ident[i] for i in node.inputs])
+        ident[node.id] = names(node.id)
+        out.lines.append("")
+        out.lines.extend(provenance_comment(node, shapes))
+        out.lines.append(f"let {ident[node.id]} = {expr};")
+    out.outputs = [ident[o] for o in program.outputs]
+
+
+def graph_statements(program: Program, names: RustNames) -> Statements:
+    """`let` statements for every node, reading inputs/params from the `inputs`/`params` slices."""
+    out = Statements(types={"Shape", "DType"})
+    ident, used = declarations(program, names)
     for slice_name, values in (("inputs", program.inputs), ("params", program.params)):
         for i, v in enumerate(values):
             if v.name not in used:  # declared (it is bound by name) but read by no node
@@ -84,20 +104,16 @@ def graph_statements(program: Program, names: RustNames) -> Statements:
             out.reads.add(slice_name)
             note = f"{comment(v.name)}: {shape_text(v.dims, v.dtype)}"
             out.lines.append(f"let {ident[v.name]} = {slice_name}[{i}]; // {note}")
-    for node in program.nodes:
+
+    def add_node(node: RlxNode, args: list[str]) -> str:
         data_expr = ""
         if isinstance(node.op, dict) and "Constant" in node.op:
             data_expr = _constant_expr(node.op["Constant"]["data"], out)
         code, types = _core.op_to_rust(json.dumps(node.op), data_expr)
         out.types.update(types)
-        args = ", ".join(ident[i] for i in node.inputs)
-        ident[node.id] = names(node.id)
-        out.lines.append("")
-        out.lines.extend(provenance_comment(node, shapes))
-        out.lines.append(
-            f"let {ident[node.id]} = g.add_node({code}, vec![{args}], {shape_expr(node.dims, node.dtype)});"
-        )
-    out.outputs = [ident[o] for o in program.outputs]
+        return f"g.add_node({code}, vec![{', '.join(args)}], {shape_expr(node.dims, node.dtype)})"
+
+    node_statements(program, names, ident, out, add_node)
     return out
 
 

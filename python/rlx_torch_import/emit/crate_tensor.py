@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..program import Program, RlxNode, op_name
-from .crate_graph import Statements, provenance_comment, value_shapes
+from .crate_graph import Statements, declarations, node_statements
 from .rust_names import RustNames, rust_str
 
 # Activation variant -> Tensor method (rlx-tensor's `unary_ops!` table).
@@ -182,21 +182,17 @@ def unsupported_ops(program: Program) -> dict[str, str]:
 def tensor_statements(program: Program, names: RustNames) -> Statements:
     """`let` statements building the graph through a `GraphScope` named `s`."""
     out = Statements(types={"Shape", "DType"})
-    shapes = value_shapes(program)
-    ident = {v.name: names(v.name) for v in program.inputs}
-    ident.update({p.name: names(p.name, "w_") for p in program.params})
-    used = {i for n in program.nodes for i in n.inputs} | set(program.outputs)
+    ident, used = declarations(program, names)
     for method, values in (("input", program.inputs), ("param", program.params)):
         for v in values:
             call = f"s.{method}({rust_str(v.name)}, Shape::new(&{_arr(list(v.dims))}, DType::{v.dtype}))"
             # Declared even when no node reads it: RLX binds inputs and weights by name.
             out.lines.append(f"let {ident[v.name]} = {call};" if v.name in used else f"{call};")
-    for node in program.nodes:
-        expr = tensor_expr(node, [ident[i] for i in node.inputs])
+
+    def dsl(node: RlxNode, args: list[str]) -> str:
+        expr = tensor_expr(node, args)
         assert expr is not None, f"{op_name(node.op)} has no tensor-DSL form (unsupported_ops checks this first)"
-        ident[node.id] = names(node.id)
-        out.lines.append("")
-        out.lines.extend(provenance_comment(node, shapes))
-        out.lines.append(f"let {ident[node.id]} = {expr};")
-    out.outputs = [ident[o] for o in program.outputs]
+        return expr
+
+    node_statements(program, names, ident, out, dsl)
     return out
