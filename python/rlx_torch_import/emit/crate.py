@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import warnings
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -27,7 +28,6 @@ from .crate_tensor import tensor_statements, unsupported_ops
 from .rust_names import RustNames, comment, rust_str
 
 STYLES = ("graph", "tensor", "flow")
-RLX_CRATES = ("rlx-ir", "rlx-runtime", "rlx-flow", "rlx-tensor")
 
 
 class CrateStyleError(RtiError):
@@ -45,6 +45,7 @@ class CrateNames:
 
 
 def crate_names(model_name: str) -> CrateNames:
+    """Cargo-valid names from any model name (lowercase, `[a-z0-9_-]`)."""
     slug = re.sub(r"[^a-z0-9]+", "_", model_name.lower()).strip("_") or "model"
     return CrateNames(package="rlx-" + slug.replace("_", "-"), library="rlx_" + slug)
 
@@ -367,7 +368,8 @@ def write_crate(program: Program, ir: TorchIR, reference: Path, root: Path, styl
         path.write_text(text)
     (root / "testdata").mkdir(exist_ok=True)
     shutil.copyfile(reference, root / "testdata" / "reference.safetensors")
-    rustfmt(root)
+    if not rustfmt(root):
+        warnings.warn("rustfmt is not installed: the generated crate is valid but not formatted", stacklevel=2)
     return root
 
 
