@@ -35,6 +35,10 @@ def compute_rlx(dtype: str) -> str:
     return "F32" if dtype in HALF_DTYPES else to_rlx(dtype)
 
 
+# RLX's CPU kernels compute integer arithmetic correctly in int64 only (int32 Binary
+# reads its slots as f32); narrower integers are widened for the op and cast back.
+INT_COMPUTE = {"int32": "int64", "int16": "int64", "int8": "int64", "uint8": "int64"}
+
 FLOAT_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64"})
 INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8"})
 

@@ -11,13 +11,19 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import FLOAT_DTYPES, HALF_DTYPES, NARROW_DTYPES, compute_rlx, numpy_dtype, promote, round_half
+from ..dtypes import (
+    FLOAT_DTYPES,
+    HALF_DTYPES,
+    INT_COMPUTE,
+    NARROW_DTYPES,
+    compute_rlx,
+    numpy_dtype,
+    promote,
+    round_half,
+)
 from ..program import Program, Provenance, RlxNode
 from ..torchir import Node, decode_float
-
-# RLX's CPU kernels compute integer arithmetic correctly in int64 only (int32 Binary
-# reads its slots as f32); narrower integers are widened for the op and cast back.
-INT_COMPUTE = {"int32": "int64", "int16": "int64", "int8": "int64", "uint8": "int64"}
+from . import exact
 
 
 @dataclass(frozen=True)
@@ -252,47 +258,17 @@ class Builder:
         dtype = INT_COMPUTE.get(dtype, dtype)
         a, b = self.cast(a, dtype), self.cast(b, dtype)
         if dtype == "float64":
-            return self._compare_f64(op, a, b)
+            return exact.compare_f64(self, op, a, b)
         dims = tuple(np.broadcast_shapes(a.dims, b.dims))
         return self.emit({"Compare": op}, [a, b], dims, "bool")
-
-    def _compare_f64(self, op: str, a: Value, b: Value) -> Value:
-        """float64 a <op> b exactly: the sign of a - b (float64 Sub/Sign and the int64 Compare
-        are exact), with NaN handled through float32 casts (NaN stays NaN, x != x finds it).
-        a - b is NaN when an operand is NaN (only `Ne` holds) or for equal infinities (equal)."""
-        diff = self.binary("Sub", a, b)
-        sign = self.cast(self.emit({"Activation": "Sign"}, [diff], diff.dims, "float64"), "int64")
-        ordered = self.cast(self.emit({"Compare": op}, [sign, self.const(0, "int64")], diff.dims, "bool"), "float32")
-
-        def is_nan(x: Value) -> Value:
-            x32 = self.cast(x, "float32")
-            return self.cast(self.emit({"Compare": "Ne"}, [x32, x32], x.dims, "bool"), "float32")
-
-        def both(x: Value, y: Value) -> Value:
-            return self.binary("Mul", x, y)
-
-        def either(x: Value, y: Value) -> Value:
-            return self.binary("Max", x, y)
-
-        def negate(x: Value) -> Value:
-            return self.binary("Sub", self.const(1.0, "float32"), x)
-
-        undefined = is_nan(diff)  # a - b is NaN
-        nan_operand = either(is_nan(a), is_nan(b))
-        result = both(ordered, negate(undefined))
-        if op == "Ne":
-            result = either(result, nan_operand)
-        elif op in ("Eq", "Le", "Ge"):
-            result = either(result, both(undefined, negate(nan_operand)))
-        return self.emit({"Compare": "Ne"}, [result, self.const(0.0, "float32")], result.dims, "bool")
 
     def reduce(self, op: str, x: Value, axes: list[int], keep_dim: bool) -> Value:
         """Reduce over `axes`; RLX's CPU kernel wants a contiguous axis range, so runs are split."""
         axes = sorted({norm_axis(a, x.rank) for a in axes})
         if op in ("Max", "Min") and axes and compute_rlx(x.dtype) not in ("F32", "Bool"):
-            return self._exact_extreme(op, x, axes, keep_dim)
+            return exact.extreme(self, op, x, axes, keep_dim)
         if op == "Prod" and axes and compute_rlx(x.dtype) not in ("F32", "Bool"):
-            return self._tree_product(x, axes, keep_dim)
+            return exact.product(self, x, axes, keep_dim)
         runs: list[list[int]] = []
         for a in axes:
             if runs and runs[-1][-1] == a - 1:
@@ -307,107 +283,6 @@ class Builder:
             x = self.emit({"Reduce": {"op": op, "axes": run, "keep_dim": keep_dim}}, [x], dims, x.dtype)
         return self.cast(x, dtype)
 
-    def _exact_extreme(self, op: str, x: Value, axes: list[int], keep_dim: bool) -> Value:
-        """Max/Min of integer or float64 data, exactly: RLX's Reduce Max/Min is wrong in float64
-        (and integers reduce through float64), so the reduced axes go last and `_max_last` finds
-        the maximum in float32-exact pieces. Min is -max(-x) (negation is exact)."""
-        rest = [a for a in range(x.rank) if a not in axes]
-        moved = self.transpose(x, rest + axes)
-        flat = self.reshape(moved, (*(x.dims[a] for a in rest), math.prod(x.dims[a] for a in axes)))
-        if x.dtype in NARROW_DTYPES:  # float32 holds them exactly
-            small = self.cast(flat, "float32")
-            y = self.emit(
-                {"Reduce": {"op": op, "axes": [small.rank - 1], "keep_dim": True}},
-                [small],
-                (*small.dims[:-1], 1),
-                "float32",
-            )
-        elif op == "Max":
-            y = self._max_last(flat)
-        else:
-            minus = self.const(-1, INT_COMPUTE.get(x.dtype, x.dtype))
-            y = self.binary("Mul", self._max_last(self.binary("Mul", flat, minus)), minus)
-        dims = tuple((1 if a in axes else d) for a, d in enumerate(x.dims) if keep_dim or a not in axes)
-        return self.cast(self.reshape(y, dims), x.dtype)
-
-    def _tree_product(self, x: Value, axes: list[int], keep_dim: bool) -> Value:
-        """Product over `axes` of integer or float64 data by halving multiplications: RLX's
-        float64 Reduce Prod is wrong and integers reduce through float64 (inexact above 2**53);
-        int64 `Mul` is exact (wrapping like torch) and float64 `Mul` is correctly rounded."""
-        rest = [a for a in range(x.rank) if a not in axes]
-        dtype = INT_COMPUTE.get(x.dtype, x.dtype)
-        if x.dtype in NARROW_DTYPES:
-            dtype = "int64"
-        y = self.cast(self.transpose(x, rest + axes), dtype)
-        y = self.reshape(y, (*(x.dims[a] for a in rest), math.prod(x.dims[a] for a in axes)))
-        while y.dims[-1] > 1:
-            half, odd = divmod(y.dims[-1], 2)
-            prod = self.binary("Mul", self.narrow(y, y.rank - 1, 0, half), self.narrow(y, y.rank - 1, half, half))
-            y = (
-                self.emit(
-                    {"Concat": {"axis": y.rank - 1}},
-                    [prod, self.narrow(y, y.rank - 1, 2 * half, 1)],
-                    (*y.dims[:-1], half + 1),
-                    dtype,
-                )
-                if odd
-                else prod
-            )
-        dims = tuple((1 if a in axes else d) for a, d in enumerate(x.dims) if keep_dim or a not in axes)
-        return self.reshape(y, dims)
-
-    def _reduce_last(self, op: str, x: Value) -> Value:
-        return self.emit(
-            {"Reduce": {"op": op, "axes": [x.rank - 1], "keep_dim": True}}, [x], (*x.dims[:-1], 1), x.dtype
-        )
-
-    def _max_last(self, x: Value) -> Value:
-        """Max over the last axis (kept) of int32/int64 or float64 `x`, exactly.
-
-        Integers split as hi * 2**24 + lo (`split24`, float32-exact while |x| < 2**48): the max hi,
-        then the max lo among the elements holding it. float64 peels float32 levels: the max of
-        the float32-rounded values (rounding is monotonic, so it is the rounded maximum), then the
-        max residual among the elements that rounded to it, three times (3 x 24 >= 53 bits).
-        Exact for float64 magnitudes in float32's normal range; ±inf maxima pass through."""
-        if x.dtype != "float64":
-            hi, lo = self.split24(x)
-            top = self._reduce_last("Max", hi)
-            holds = self.cast(self.compare("Eq", hi, top), "float32")
-            # Others drop below every candidate (lo >= 0); their rounding cannot matter.
-            lo = self.binary(
-                "Sub",
-                lo,
-                self.binary(
-                    "Mul", self.binary("Sub", self.const(1.0, "float32"), holds), self.const(float(1 << 25), "float32")
-                ),
-            )
-            low = self._reduce_last("Max", lo)
-            wide = self.binary("Mul", self.cast(top, "int64"), self.const(1 << 24, "int64"))
-            return self.binary("Add", wide, self.cast(low, "int64"))
-        residual, total, first, alive = x, None, None, None
-        lowest = self.const(-math.inf, "float32")
-        for _ in range(3):
-            level = self.cast(residual, "float32")
-            if alive is not None:
-                level = self.emit("Where", [alive, level, self.expand(lowest, level.dims)], level.dims, "float32")
-            top = self._reduce_last("Max", level)
-            holds = self.compare("Eq", level, top)
-            alive = (
-                holds
-                if alive is None
-                else self.compare(
-                    "Ne",
-                    self.binary("Mul", self.cast(alive, "float32"), self.cast(holds, "float32")),
-                    self.const(0.0, "float32"),
-                )
-            )
-            step = self.cast(top, "float64")
-            first = top if first is None else first
-            total = step if total is None else self.binary("Add", total, step)
-            residual = self.binary("Sub", residual, step)
-        infinite = self.compare("Eq", self.unary("Abs", first), self.const(math.inf, "float32"))
-        return self.emit("Where", [infinite, self.cast(first, "float64"), total], total.dims, "float64")
-
     def arg_extreme(self, op: str, x: Value, axis: int, keep_dim: bool) -> tuple[Value, Value]:
         """(values, int64 indices) of Max/Min along `axis`; the first index on ties, like torch.
         float32-computed data uses RLX's ArgMax/ArgMin; integers and float64 compare against
@@ -418,16 +293,7 @@ class Builder:
             kind = "ArgMax" if op == "Max" else "ArgMin"
             idx = self.emit({kind: {"axis": axis, "keep_dim": True}}, [self.as_float(x)], values.dims, "float32")
         else:
-            n = x.dims[axis]
-            shape = [1] * x.rank
-            shape[axis] = n
-            positions = self.expand(self.const(np.arange(n, dtype=np.float32).reshape(shape), "float32"), x.dims)
-            beyond = self.expand(self.const(float(n), "float32"), x.dims)
-            hits = self.compare("Eq", x, values)
-            picked = self.emit("Where", [hits, positions, beyond], x.dims, "float32")
-            idx = self.emit(
-                {"Reduce": {"op": "Min", "axes": [axis], "keep_dim": True}}, [picked], values.dims, "float32"
-            )
+            idx = exact.first_index(self, x, values, axis)
         return self.reshape(values, dims), self.reshape(self.cast(idx, "int64"), dims)
 
     def matmul(self, a: Value, b: Value) -> Value:
