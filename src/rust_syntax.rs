@@ -75,9 +75,14 @@ struct Printer {
 }
 
 impl Printer {
+    /// A type name, remembered for the `use` list.
+    fn ty(&mut self, name: &str) {
+        self.types.insert(name.to_string());
+        self.code.push_str(name);
+    }
+
     fn path(&mut self, ty: &str, variant: &str) {
-        self.types.insert(ty.to_string());
-        self.code.push_str(ty);
+        self.ty(ty);
         self.code.push_str("::");
         self.code.push_str(variant);
     }
@@ -208,8 +213,7 @@ impl<'a> ser::Serializer for &'a mut Printer {
     }
 
     fn serialize_unit_struct(self, name: &'static str) -> Result<(), PrintError> {
-        self.types.insert(name.to_string());
-        self.code.push_str(name);
+        self.ty(name);
         Ok(())
     }
 
@@ -228,8 +232,7 @@ impl<'a> ser::Serializer for &'a mut Printer {
         name: &'static str,
         v: &T,
     ) -> Result<(), PrintError> {
-        self.types.insert(name.to_string());
-        self.code.push_str(name);
+        self.ty(name);
         self.code.push('(');
         v.serialize(&mut *self)?;
         self.code.push(')');
@@ -263,8 +266,7 @@ impl<'a> ser::Serializer for &'a mut Printer {
         name: &'static str,
         _len: usize,
     ) -> Result<Seq<'a>, PrintError> {
-        self.types.insert(name.to_string());
-        self.code.push_str(name);
+        self.ty(name);
         Ok(Seq::open(self, "(", ")"))
     }
 
@@ -284,8 +286,7 @@ impl<'a> ser::Serializer for &'a mut Printer {
     }
 
     fn serialize_struct(self, name: &'static str, _len: usize) -> Result<Seq<'a>, PrintError> {
-        self.types.insert(name.to_string());
-        self.code.push_str(name);
+        self.ty(name);
         Ok(Seq::open(self, " { ", " }"))
     }
 
