@@ -143,6 +143,9 @@ for _target, _act in {
     "aten.floor.default": "Floor",
     "aten.ceil.default": "Ceil",
     "aten.sign.default": "Sign",
+    "aten.hardswish.default": "HardSwish",
+    "aten.hardsigmoid.default": "HardSigmoid",
+    "aten.mish.default": "Mish",
 }.items():
     lowers(_target)(_unary(_act))
 
@@ -217,14 +220,6 @@ def where(b: Builder, call: Call) -> Value:
         x, y = b.cast(x, "float32"), b.cast(y, "float32")
         return b.cast(b.emit("Where", [b.expand(cond, dims), x, y], dims, "float32"), dtype)
     return b.emit("Where", [b.expand(cond, dims), x, y], dims, dtype)
-
-
-for _target, _act in {
-    "aten.hardswish.default": "HardSwish",
-    "aten.hardsigmoid.default": "HardSigmoid",
-    "aten.mish.default": "Mish",
-}.items():
-    lowers(_target)(_unary(_act))
 
 
 def _check_softplus(call: Call) -> str | None:
