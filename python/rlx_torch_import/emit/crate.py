@@ -194,11 +194,8 @@ def _graph_rs(program: Program, ir: TorchIR, style: str) -> tuple[str, bytes]:
 def _tensor_graph_rs(program: Program, ir: TorchIR) -> str:
     """graph.rs for the `tensor` style: a `GraphScope` traced with the Tensor DSL."""
     body = tensor_statements(program, RustNames())
-    dsl = ["GraphScope"]
-    text = "\n".join(body.lines)
-    if "cat(&[" in text:
-        dsl.insert(0, "cat")
-    op_types = sorted(t for t in ("MaskKind", "ReduceOp") if f"{t}::" in text)
+    dsl = ["cat", "GraphScope"] if "cat" in body.types else ["GraphScope"]
+    op_types = sorted(body.types - {"cat", "DType", "Shape"})
     lines = [
         _doc(_header(program, ir, "tensor"), "//!"),
         "//!",

@@ -32,6 +32,7 @@ _COMPARE = {"Eq": "eq", "Ne": "ne", "Lt": "lt", "Le": "le", "Gt": "gt", "Ge": "g
 _REDUCE = {"Sum": "sum", "Mean": "mean", "Max": "max", "Min": "min", "Prod": "prod"}
 _CONSTANT_DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64, "U8": np.uint8}
 _ATTENTION_MASKS = ("None", "Causal")
+_PRINTED_NAMES = ("MaskKind", "ReduceOp")  # rlx_ir::op types the printers below may name
 
 Printer = Callable[[Any, list[str], RlxNode], str | None]
 
@@ -192,6 +193,10 @@ def tensor_statements(program: Program, names: RustNames) -> Statements:
     def dsl(node: RlxNode, args: list[str]) -> str:
         expr = tensor_expr(node, args)
         assert expr is not None, f"{op_name(node.op)} has no tensor-DSL form (unsupported_ops checks this first)"
+        # Expressions hold only sanitized identifiers, so these names can only come from the printers.
+        out.types.update(t for t in _PRINTED_NAMES if f"{t}::" in expr)
+        if expr.startswith("cat("):
+            out.types.add("cat")
         return expr
 
     node_statements(program, names, ident, out, dsl)
