@@ -78,8 +78,9 @@ impl Model {
 }
 
 /// Run `model` on the reference inputs in `path` and compare every output with
-/// PyTorch's, using the same budgets as the Python verifier.
-pub fn check_reference(model: &mut Model, path: &Path) -> Result<Vec<Parity>, String> {
+/// PyTorch's, using the same budgets as the Python verifier. Returns the outputs
+/// and their parity, both in [`OUTPUTS`] order.
+pub fn check_reference(model: &mut Model, path: &Path) -> Result<(Vec<HostTensor>, Vec<Parity>), String> {
     let reference: BTreeMap<String, HostTensor> = weights::read(path)?;
     let take = |key: String| {
         reference
@@ -92,9 +93,10 @@ pub fn check_reference(model: &mut Model, path: &Path) -> Result<Vec<Parity>, St
         .map(|s| take(format!("input.{}", s.name)))
         .collect::<Result<Vec<_>, _>>()?;
     let outputs = model.run(&inputs)?;
-    OUTPUTS
+    let parity = OUTPUTS
         .iter()
         .zip(&outputs)
         .map(|(spec, got)| Ok(compare(spec.name, got, &take(format!("output.{}", spec.name))?)))
-        .collect()
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok((outputs, parity))
 }

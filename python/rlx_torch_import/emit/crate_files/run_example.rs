@@ -37,17 +37,11 @@ fn main() -> ExitCode {
 
 fn run(weights_path: &std::path::Path, reference: &std::path::Path, save: Option<PathBuf>) -> Result<bool, String> {
     let mut model = Model::load(weights_path)?;
-    let report = check_reference(&mut model, reference)?;
+    let (outputs, report) = check_reference(&mut model, reference)?;
     for parity in &report {
         println!("{parity}");
     }
     if let Some(path) = save {
-        let inputs = weights::read(reference)?;
-        let feed = @@LIB@@::INPUTS
-            .iter()
-            .map(|s| inputs[&format!("input.{}", s.name)].clone())
-            .collect::<Vec<_>>();
-        let outputs = model.run(&feed)?;
         let named: BTreeMap<_, _> = OUTPUTS
             .iter()
             .zip(outputs)
