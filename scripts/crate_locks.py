@@ -18,7 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from rlx_torch_import.emit.crate import STYLES, CrateNames, _cargo_toml
-from rlx_torch_import.emit.crate_lock import ROOT_PLACEHOLDER, make_template
+from rlx_torch_import.emit.crate_lock import make_template
 from rlx_torch_import.program import Program
 
 REPO = Path(__file__).resolve().parent.parent
@@ -26,7 +26,7 @@ LOCKS = REPO / "python/rlx_torch_import/emit/crate_files/locks"
 
 
 def main() -> int:
-    names = CrateNames(package=ROOT_PLACEHOLDER, library=ROOT_PLACEHOLDER.replace("-", "_"))
+    names = CrateNames(package="rlx-probe", library="rlx_probe")
     for style in STYLES:
         with tempfile.TemporaryDirectory() as tmp:
             probe = Path(tmp)
@@ -37,7 +37,7 @@ def main() -> int:
             shutil.copyfile(REPO / "Cargo.lock", probe / "Cargo.lock")
             subprocess.run(["cargo", "fetch", "--quiet"], cwd=probe, check=True)
             lock = (probe / "Cargo.lock").read_text()
-        (LOCKS / f"{style}.lock").write_text(make_template(lock, ROOT_PLACEHOLDER))
+        (LOCKS / f"{style}.lock").write_text(make_template(lock, names.package))
         print(f"{style}: {lock.count('[[package]]')} packages")
     return 0
 

@@ -26,18 +26,21 @@ def _sort_key(block: str) -> tuple[str, str]:
     return fields.get("name", "").strip('"'), fields.get("version", "").strip('"')
 
 
+def _renamed(lock_text: str, old: str, new: str) -> str:
+    """The lock with its root package renamed, blocks in cargo's order (name, then version)."""
+    head, blocks = _blocks(lock_text)
+    blocks = sorted((b.replace(f'name = "{old}"', f'name = "{new}"') for b in blocks), key=_sort_key)
+    return head.rstrip("\n") + "\n" + "".join(f"\n[[package]]\n{b}\n" for b in blocks)
+
+
 def lock_for(style: str, crate_name: str) -> str:
     """The Cargo.lock text for a generated crate of `style` named `crate_name`."""
     template = resources.files(__package__).joinpath(f"crate_files/locks/{style}.lock").read_text()
-    head, blocks = _blocks(template)
-    blocks = [b.replace(f'name = "{ROOT_PLACEHOLDER}"', f'name = "{crate_name}"') for b in blocks]
-    blocks.sort(key=_sort_key)
-    body = "".join(f"\n[[package]]\n{b}\n" for b in blocks)
-    return head.rstrip("\n") + "\n" + body
+    return _renamed(template, ROOT_PLACEHOLDER, crate_name)
 
 
 def make_template(lock_text: str, crate_name: str) -> str:
     """Turn a lock cargo wrote for a probe crate named `crate_name` into a template."""
     if not lock_text.startswith(_HEAD):
         raise ValueError("not a Cargo.lock written by cargo")
-    return lock_text.replace(f'name = "{crate_name}"', f'name = "{ROOT_PLACEHOLDER}"')
+    return _renamed(lock_text, crate_name, ROOT_PLACEHOLDER)
