@@ -14,7 +14,7 @@ pub mod rust_syntax;
 mod python;
 
 /// Version of the RLX crates this core is built against (the `=` pin in Cargo.toml).
-pub const RLX_VERSION: &str = "0.2.17";
+pub const RLX_VERSION: &str = "0.2.19";
 
 /// Parse a dtype name in rlx-ir's serde spelling (`"F32"`, `"I64"`, ...).
 pub fn parse_dtype(name: &str) -> Result<rlx_ir::DType, String> {
