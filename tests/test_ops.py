@@ -16,6 +16,7 @@ import rlx_torch_import as rti
 import samples_grad
 import samples_image
 import samples_misc
+import samples_dtypes
 import samples_pool
 import samples_vision
 from sample_utils import Fn
@@ -433,7 +434,7 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
 
 
 SAMPLES += samples_vision.SAMPLES + samples_image.SAMPLES
-SAMPLES += samples_pool.SAMPLES + samples_grad.SAMPLES + samples_misc.SAMPLES
+SAMPLES += samples_pool.SAMPLES + samples_grad.SAMPLES + samples_misc.SAMPLES + samples_dtypes.SAMPLES
 
 try:  # Hugging Face's grouped-mm experts op exists once transformers' MoE integration is imported
     import transformers.integrations.moe  # noqa: F401
@@ -474,6 +475,16 @@ def test_op_sample(name: str, module: nn.Module, inputs: tuple[torch.Tensor, ...
     n_out = len(torch.utils._pytree.tree_leaves(eager))
     assert len(report.outputs) == n_out
     LOWERED[(name, level)] = set(report.aten_histogram)
+
+
+HIGH_TOO = [s for s in SAMPLES if s[0] in samples_dtypes.ALL_LEVELS]
+
+
+@pytest.mark.parametrize(("name", "module", "inputs"), HIGH_TOO, ids=[s[0] for s in HIGH_TOO])
+def test_op_sample_at_high(name: str, module: nn.Module, inputs: tuple[torch.Tensor, ...], tmp_path) -> None:
+    """Samples whose lowering differs at the default `high` level run there too."""
+    report = rti.from_torch(module, inputs, tmp_path / name, decomposition="high")
+    assert report.verified and report.ok, report.summary()
 
 
 def test_every_registered_op_has_a_sample() -> None:

@@ -94,14 +94,17 @@ class UnsupportedOpsError(RtiError):
     """Every unsupported op overload and argument value in a graph, all at once."""
 
     items: list[Unsupported] = field(default_factory=list)
+    decomposition: str = ""
 
     def __post_init__(self) -> None:
         targets = sorted({i.target for i in self.items})
         lines = "\n".join(f"  - {i.line()}" for i in self.items)
+        hint = "see docs/adding-an-op.md to add a lowering"
+        if self.decomposition != "core":
+            hint = f"try --decomposition core to decompose high-level ops into Core ATen, or {hint}"
         super().__init__(
             f"{len(self.items)} unsupported op use(s) across {len(targets)} op(s) ({', '.join(targets)}):\n{lines}",
-            hint="try --decomposition core to decompose high-level ops into Core ATen, "
-            "or see docs/adding-an-op.md to add a lowering",
+            hint=hint,
         )
 
     exit_code = ExitCode.UNSUPPORTED

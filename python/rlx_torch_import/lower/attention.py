@@ -47,7 +47,7 @@ def _repeat_heads(b: Builder, x: Value, heads: int) -> Value:
 
 @lowers("aten.scaled_dot_product_attention.default", check=_check_sdpa)
 def sdpa(b: Builder, call: Call) -> Value:
-    """softmax(Q K^T * scale + mask) V."""
+    """softmax(Q K^T * scale + mask) V; a fully masked query row gives zeros (torch >= 2.5's safe softmax)."""
     q, k, v = call.tensor("query"), call.tensor("key"), call.tensor("value")
     if q.rank > 3:
         k, v = _repeat_heads(b, k, q.dims[-3]), _repeat_heads(b, v, q.dims[-3])
@@ -91,5 +91,9 @@ def _explicit(b: Builder, q: Value, k: Value, v: Value, scale: float, mask: Valu
             scores = b.emit("Where", [b.expand(mask, dims), scores, b.expand(neg, dims)], dims, scores.dtype)
         else:
             scores = b.binary("Add", scores, mask)
-    probs = b.emit({"Softmax": {"axis": -1}}, [scores], scores.dims, scores.dtype)
+    probs = b.emit({"Softmax": {"axis": scores.rank - 1}}, [scores], scores.dims, scores.dtype)
+    if mask is not None:  # torch's safe softmax: a query row whose every key is masked (-inf) attends to nothing
+        dead = b.compare("Eq", b.reduce("Max", scores, [scores.rank - 1], keep_dim=True), b.const(-math.inf, "float32"))
+        zeros = b.expand(b.const(0.0, probs.dtype), probs.dims)
+        probs = b.emit("Where", [b.expand(dead, probs.dims), zeros, probs], probs.dims, probs.dtype)
     return b.matmul(probs, v)

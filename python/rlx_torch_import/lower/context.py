@@ -11,19 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import (
-    FLOAT_DTYPES,
-    HALF_DTYPES,
-    INT_COMPUTE,
-    NARROW_DTYPES,
-    compute_rlx,
-    numpy_dtype,
-    promote,
-    round_half,
-)
+from ..dtypes import FLOAT_DTYPES, HALF_DTYPES, compute_rlx, promote
 from ..program import Program, Provenance, RlxNode
 from ..torchir import Node, decode_float
-from . import exact
+from . import workarounds
 
 
 @dataclass(frozen=True)
@@ -62,6 +53,11 @@ class Call:
 
     def __getitem__(self, name: str) -> Any:
         return self._args[name]
+
+    @property
+    def arguments(self) -> list[Any]:
+        """Every bound argument value (positional and keyword)."""
+        return list(self._args.values())
 
     def get(self, name: str, default: Any = None) -> Any:
         value = self._args.get(name, default)
@@ -117,75 +113,78 @@ def norm_axis(axis: int, rank: int) -> int:
 
 
 class Builder:
-    """Appends RLX nodes to a program under the provenance of the node being lowered."""
+    """Appends RLX nodes to a program under the provenance of the node being lowered.
+
+    `emit` is what lowerings call: it passes every op through `workarounds.route`, the one
+    layer that knows RLX's defects. The helpers below add torch's semantics (promotion,
+    broadcasting, axis handling) on top of `emit`.
+    """
 
     def __init__(self, program: Program) -> None:
         self.program = program
         self.provenance = Provenance(aten="", node="")
         self._counter = 0
         self._consts: dict[tuple[bytes, str, tuple[int, ...]], Value] = {}
+        self._const_values: dict[str, np.ndarray] = {}
+        self._memo: dict[tuple[Any, ...], Any] = {}
+        self.nan_free_ids: set[str] = set()
+        self.compensated: dict[str, str] = {}  # raw node id -> the defect the layer corrects downstream
 
     def _fresh(self) -> str:
         self._counter += 1
         return f"{self.provenance.node or 'v'}#{self._counter}"
 
     def emit(self, op: Any, inputs: list[Value], dims: tuple[int, ...] | list[int], dtype: str) -> Value:
-        """Add one RLX node; `dtype` is the torch-ir dtype name of its result."""
+        """Add RLX op `op` (rlx-ir serde form) with result `dims` and torch-ir `dtype`, routed around
+        every known RLX defect (lower/workarounds.py)."""
+        return workarounds.route(self, op, list(inputs), tuple(int(d) for d in dims), dtype)
+
+    def raw(
+        self, op: Any, inputs: list[Value], dims: tuple[int, ...] | list[int], dtype: str, *, compensated: str = ""
+    ) -> Value:
+        """Append one RLX node as it is. Only the workaround layer calls this: `workarounds.audit` rejects
+        any raw node on a known-defect path unless the layer names the defect it `compensated` around it."""
         value = Value(self._fresh(), tuple(int(d) for d in dims), dtype)
         self.program.nodes.append(
             RlxNode(value.id, op, tuple(v.id for v in inputs), value.dims, compute_rlx(dtype), self.provenance)
         )
+        if compensated:
+            self.compensated[value.id] = compensated
         return value
+
+    def memo(self, key: tuple[Any, ...], build: Any) -> Any:
+        """`build()` once per key (e.g. one exact sort serving both Sort and ArgSort)."""
+        if key not in self._memo:
+            self._memo[key] = build()
+        return self._memo[key]
 
     # ── constants ────────────────────────────────────────────────────────
     def const(self, array: np.ndarray | float | int | bool, dtype: str) -> Value:
-        """A constant tensor (little-endian bytes of `dtype`); identical constants are shared.
-        Bool and narrow-integer constants are stored as float32 (exact) and cast, like every
-        narrow value at the boundary: RLX's f32-aliased arena misreads them stored natively."""
-        if dtype in NARROW_DTYPES:
-            return self.cast(self.const(np.asarray(array).astype(np.float32), "float32"), dtype)
+        """A constant tensor of `dtype`; identical constants are shared."""
         arr = np.asarray(array)
-        if dtype in HALF_DTYPES:  # rounded to the half dtype, stored as the float32 it computes in
-            arr = round_half(arr, dtype)
-        else:
-            arr = arr.astype(numpy_dtype(dtype))
-        data = arr.astype(arr.dtype.newbyteorder("<")).tobytes()
-        key = (data, dtype, tuple(arr.shape))
+        key = (arr.astype(np.float64 if arr.dtype.kind == "f" else arr.dtype).tobytes(), dtype, tuple(arr.shape))
         if key not in self._consts:
-            self._consts[key] = self.emit({"Constant": {"data": list(data)}}, [], arr.shape, dtype)
+            value = workarounds.constant(self, arr, dtype)
+            self._consts[key] = value
+            self._const_values[value.id] = arr
+            if arr.dtype.kind != "f" or not np.isnan(arr).any():
+                self.nan_free_ids.add(value.id)
         return self._consts[key]
+
+    def constant_value(self, v: Value) -> np.ndarray | None:
+        """The numbers of a constant made by `const` (None for computed values)."""
+        return self._const_values.get(v.id)
+
+    def nan_free(self, v: Value) -> bool:
+        """Whether `v` cannot hold NaN: not a float, a NaN-free constant, or a float made from integers/bool."""
+        if v.dtype not in FLOAT_DTYPES or v.id in self.nan_free_ids:
+            return True
+        known = self.constant_value(v)
+        return known is not None and not np.isnan(np.asarray(known, dtype=np.float64)).any()
 
     def scalar_like(self, value: float | int | bool, like: Value) -> Value:
         """A rank-0 constant of `like`'s dtype."""
         return self.const(value, like.dtype)
-
-    def move(self, op: Any, inputs: list[Value], dims: tuple[int, ...] | list[int], dtype: str) -> Value:
-        """A data-movement op; bool/narrow-int data moves as float32 (see dtypes.NARROW_DTYPES).
-
-        Inputs whose dtype is the result's are data; others (index tensors) pass unchanged.
-        """
-        if dtype not in NARROW_DTYPES:
-            return self.emit(op, inputs, dims, dtype)
-        data = [self.cast(v, "float32") if v.dtype == dtype else v for v in inputs]
-        return self.cast(self.emit(op, data, dims, "float32"), dtype)
-
-    def split24(self, x: Value) -> tuple[Value, Value]:
-        """Integer x == hi * 2**24 + lo with 0 <= lo < 2**24; both float32-exact while |x| < 2**48."""
-        hi = self.unary("Floor", self.binary("Div", self.cast(x, "float64"), self.const(float(1 << 24), "float64")))
-        wide = self.cast(x, "int64")
-        lo = self.binary("Sub", wide, self.binary("Mul", self.cast(hi, "int64"), self.const(1 << 24, "int64")))
-        return self.cast(hi, "float32"), self.cast(lo, "float32")
-
-    def move_int(self, op: Any, inputs: list[Value], data: list[int], dims: tuple[int, ...], dtype: str) -> Value:
-        """A data-movement op on int32/int64 data, which RLX's scatter kernels corrupt: the data
-        inputs (positions `data`) move as two float32-exact halves, recombined in int64."""
-        halves = {i: self.split24(inputs[i]) for i in data}
-        parts = []
-        for k in (0, 1):
-            args = [halves[i][k] if i in halves else v for i, v in enumerate(inputs)]
-            parts.append(self.cast(self.emit(op, args, dims, "float32"), "int64"))
-        hi, lo = parts
-        return self.cast(self.binary("Add", self.binary("Mul", hi, self.const(1 << 24, "int64")), lo), dtype)
 
     # ── shape helpers ────────────────────────────────────────────────────
     def reshape(self, x: Value, dims: tuple[int, ...] | list[int]) -> Value:
@@ -228,73 +227,61 @@ class Builder:
         return self.emit({"Expand": {"target_shape": list(dims)}}, [x], dims, x.dtype)
 
     def cast(self, x: Value, dtype: str) -> Value:
-        """Explicit Cast node; between float32 and a half dtype (both computed as F32) it only relabels."""
+        """Explicit Cast node. Half dtypes compute as F32: a cast to one rounds to its grid (as torch's cast
+        does), a cast from one only relabels."""
         if x.dtype == dtype:
             return x
+        if (dtype in HALF_DTYPES and x.dtype in ("float32", "float64")) or (dtype, x.dtype) == ("bfloat16", "float16"):
+            return self.round_to(x, dtype)
         if compute_rlx(x.dtype) == compute_rlx(dtype):
             return Value(x.id, x.dims, dtype)
-        return self.emit({"Cast": {"to": compute_rlx(dtype)}}, [x], x.dims, dtype)
+        y = self.emit({"Cast": {"to": compute_rlx(dtype)}}, [x], x.dims, dtype)
+        if x.dtype not in FLOAT_DTYPES:
+            self.nan_free_ids.add(y.id)
+        return y
 
-    # ── arithmetic helpers ───────────────────────────────────────────────
+    def round_to(self, x: Value, dtype: str) -> Value:
+        """float32 values rounded to half dtype `dtype`'s grid (nearest even, overflow to ±inf), labelled `dtype`."""
+        return workarounds.round_to(self, x, dtype)
+
+    # ── arithmetic helpers (torch semantics; the layer handles RLX's dtypes) ──
     def binary(self, op: str, a: Value, b: Value, out_dtype: str | None = None) -> Value:
         """Broadcasting binary op; both operands are first cast to the promoted dtype."""
         dtype = out_dtype or promote(a.dtype, b.dtype)
-        compute = INT_COMPUTE.get(dtype, dtype)
-        a, b = self.cast(a, compute), self.cast(b, compute)
+        a, b = self.cast(a, dtype), self.cast(b, dtype)
         dims = tuple(np.broadcast_shapes(a.dims, b.dims))
-        return self.cast(self.emit({"Binary": op}, [a, b], dims, compute), dtype)
+        return self.emit({"Binary": op}, [a, b], dims, dtype)
 
     def unary(self, activation: str, x: Value) -> Value:
-        """Elementwise RLX Activation; integer inputs go through float64 (RLX's kernels are float-only)."""
-        if x.dtype in FLOAT_DTYPES:
-            return self.emit({"Activation": activation}, [x], x.dims, x.dtype)
-        wide = self.cast(x, "float64")
-        return self.cast(self.emit({"Activation": activation}, [wide], x.dims, "float64"), x.dtype)
+        """Elementwise RLX Activation in x's dtype."""
+        return self.emit({"Activation": activation}, [x], x.dims, x.dtype)
 
     def compare(self, op: str, a: Value, b: Value) -> Value:
-        """Elementwise comparison -> bool. RLX's CPU Compare reads only int64 and float32
-        correctly, so narrower integers compare as int64 and float64 takes `_compare_f64`."""
+        """Elementwise comparison -> bool, operands promoted to a common dtype."""
         dtype = promote(a.dtype, b.dtype)
-        dtype = INT_COMPUTE.get(dtype, dtype)
         a, b = self.cast(a, dtype), self.cast(b, dtype)
-        if dtype == "float64":
-            return exact.compare_f64(self, op, a, b)
         dims = tuple(np.broadcast_shapes(a.dims, b.dims))
         return self.emit({"Compare": op}, [a, b], dims, "bool")
 
     def reduce(self, op: str, x: Value, axes: list[int], keep_dim: bool) -> Value:
-        """Reduce over `axes`; RLX's CPU kernel wants a contiguous axis range, so runs are split."""
+        """Reduce Sum/Mean/Max/Min/Prod over `axes` (Max/Min propagate NaN, as torch's do)."""
         axes = sorted({norm_axis(a, x.rank) for a in axes})
-        if op in ("Max", "Min") and axes and compute_rlx(x.dtype) not in ("F32", "Bool"):
-            return exact.extreme(self, op, x, axes, keep_dim)
-        if op == "Prod" and axes and compute_rlx(x.dtype) not in ("F32", "Bool"):
-            return exact.product(self, x, axes, keep_dim)
-        runs: list[list[int]] = []
-        for a in axes:
-            if runs and runs[-1][-1] == a - 1:
-                runs[-1].append(a)
-            else:
-                runs.append([a])
-        dtype = x.dtype
-        if dtype not in FLOAT_DTYPES:  # RLX's CPU Reduce is float-only; float64 is exact below 2**53
-            x = self.cast(x, "float64")
-        for run in reversed(runs):  # highest axes first, so lower indices stay valid
-            dims = tuple((1 if i in run else d) for i, d in enumerate(x.dims) if keep_dim or i not in run)
-            x = self.emit({"Reduce": {"op": op, "axes": run, "keep_dim": keep_dim}}, [x], dims, x.dtype)
-        return self.cast(x, dtype)
+        dims = tuple((1 if i in axes else d) for i, d in enumerate(x.dims) if keep_dim or i not in axes)
+        if not axes:
+            return self.reshape(x, dims)
+        spec = {"Reduce": {"op": op, "axes": axes, "keep_dim": keep_dim}}
+        return self.memo(
+            ("reduce", x.id, x.dtype, op, tuple(axes), keep_dim), lambda: self.emit(spec, [x], dims, x.dtype)
+        )
 
     def arg_extreme(self, op: str, x: Value, axis: int, keep_dim: bool) -> tuple[Value, Value]:
-        """(values, int64 indices) of Max/Min along `axis`; the first index on ties, like torch.
-        float32-computed data uses RLX's ArgMax/ArgMin; integers and float64 compare against
-        the exact extreme and take the smallest matching index."""
+        """(values, int64 indices) of Max/Min along `axis`; the first index on ties (NaN counts as the
+        extreme), like torch."""
         values = self.reduce(op, x, [axis], keep_dim=True)
         dims = tuple((1 if a == axis else d) for a, d in enumerate(x.dims) if keep_dim or a != axis)
-        if compute_rlx(x.dtype) in ("F32", "Bool") or x.dtype in NARROW_DTYPES:
-            kind = "ArgMax" if op == "Max" else "ArgMin"
-            idx = self.emit({kind: {"axis": axis, "keep_dim": True}}, [self.as_float(x)], values.dims, "float32")
-        else:
-            idx = exact.first_index(self, x, values, axis)
-        return self.reshape(values, dims), self.reshape(self.cast(idx, "int64"), dims)
+        kind = "ArgMax" if op == "Max" else "ArgMin"
+        idx = self.emit({kind: {"axis": axis, "keep_dim": keep_dim}}, [x], dims, "float32")
+        return self.reshape(values, dims), self.cast(idx, "int64")
 
     def matmul(self, a: Value, b: Value) -> Value:
         dtype = promote(a.dtype, b.dtype)

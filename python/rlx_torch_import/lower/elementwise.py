@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 
-from ..dtypes import FLOAT_DTYPES, NARROW_DTYPES
+import numpy as np
+
+from ..dtypes import FLOAT_DTYPES, HALF_DTYPES, promote
 from .context import Builder, Call, Value
 from .registry import lowers
 
@@ -60,11 +62,62 @@ def mul(b: Builder, call: Call) -> Value:
     return _arith("Mul", b, call)
 
 
-def _floor_or_trunc(b: Builder, q: Value, trunc: bool) -> Value:
-    """floor(q), or trunc(q) == sign(q) * floor(|q|)."""
-    if not trunc:
-        return b.unary("Floor", q)
+def _trunc(b: Builder, q: Value) -> Value:
+    """trunc(q) == sign(q) * floor(|q|)."""
     return b.binary("Mul", b.unary("Sign", q), b.unary("Floor", b.unary("Abs", q)))
+
+
+def _signs_differ(b: Builder, x: Value, y: Value) -> Value:
+    """(x < 0) != (y < 0), as float32 0/1."""
+    zero = b.const(0, x.dtype)
+    return b.cast(b.compare("Ne", b.compare("Lt", x, zero), b.compare("Lt", y, zero)), "float32")
+
+
+def _when(b: Builder, cond: Value, x: Value, y: Value) -> Value:
+    """cond (float32 0/1) ? x : y, broadcast."""
+    dims = tuple(np.broadcast_shapes(cond.dims, x.dims, y.dims))
+    flag = b.expand(b.compare("Ne", cond, b.const(0.0, "float32")), dims)
+    return b.emit("Where", [flag, b.expand(x, dims), b.expand(y, dims)], dims, x.dtype)
+
+
+def _fix_sign(b: Builder, x: Value, y: Value, mod: Value) -> Value:
+    """1 where the C remainder `mod` is nonzero and its sign differs from the divisor's (floor moves by one)."""
+    nonzero = b.cast(b.compare("Ne", mod, b.const(0, mod.dtype)), "float32")
+    return b.binary("Mul", nonzero, _signs_differ(b, y, mod))
+
+
+def floor_divide(b: Builder, x: Value, y: Value) -> Value:
+    """torch's floor division (c10 div_floor_*), exact: integers through int64 Div/Sub (truncating,
+    exact over the whole range); floats from fmod, so rounding boundaries match torch
+    (floor_divide(1.0, 0.1) == 9), with a / b for a zero divisor."""
+    dtype = promote(x.dtype, y.dtype)
+    if dtype not in FLOAT_DTYPES:
+        a, c = b.cast(x, "int64"), b.cast(y, "int64")
+        quot = b.binary("Div", a, c)
+        rem = b.binary("Sub", a, b.binary("Mul", quot, c))
+        return b.cast(b.binary("Sub", quot, b.cast(_fix_sign(b, a, c, rem), "int64")), dtype)
+    a, c = b.cast(x, dtype), b.cast(y, dtype)
+    mod = b.binary("Mod", a, c)
+    div = b.binary("Div", b.binary("Sub", a, mod), c)
+    div = b.binary("Sub", div, b.cast(_fix_sign(b, a, c, mod), dtype))
+    floor = b.unary("Floor", div)
+    bump = b.cast(b.compare("Gt", b.binary("Sub", div, floor), b.const(0.5, dtype)), dtype)
+    result = b.binary("Add", floor, bump)
+    zero_divisor = b.cast(b.compare("Eq", c, b.const(0.0, dtype)), "float32")
+    return _when(b, zero_divisor, b.binary("Div", a, c), result)
+
+
+def _remainder(b: Builder, x: Value, y: Value, dtype: str, floor: bool) -> Value:
+    """C fmod (sign of x), or Python's % (sign of y: fmod + y where the signs differ), exact in every dtype."""
+    wide = "int64" if dtype not in FLOAT_DTYPES else dtype
+    a, c = b.cast(x, wide), b.cast(y, wide)
+    if wide == "int64":  # a - trunc(a / b) * b with int64 Div (exact; the Mod kernel panics on b == 0)
+        mod = b.binary("Sub", a, b.binary("Mul", b.binary("Div", a, c), c))
+    else:
+        mod = b.binary("Mod", a, c)
+    if floor:
+        mod = b.binary("Add", mod, b.binary("Mul", b.cast(_fix_sign(b, a, c, mod), wide), c))
+    return b.cast(mod, dtype)
 
 
 def _check_div(call: Call) -> str | None:
@@ -83,14 +136,17 @@ def _check_div(call: Call) -> str | None:
     check=_check_div,
 )
 def div(b: Builder, call: Call) -> Value:
-    """self / other, rounded down for rounding_mode='floor' / floor_divide, toward zero for 'trunc'."""
+    """self / other; rounding_mode='floor' (and floor_divide) and 'trunc' follow torch's c10 kernels exactly."""
     x, y, dtype = _operand(b, call, "self"), _operand(b, call, "other"), call.out_dtype
     mode = "floor" if call.target == "aten.floor_divide.default" else call.get("rounding_mode")
-    work = dtype if dtype in FLOAT_DTYPES or mode is None else "float64"  # integer division exact via float64
-    q = b.binary("Div", b.cast(x, work), b.cast(y, work), work)
-    if mode is not None:
-        q = _floor_or_trunc(b, q, trunc=mode == "trunc")
-    return b.cast(q, dtype)
+    if mode == "floor":
+        return b.cast(floor_divide(b, x, y), dtype)
+    if mode == "trunc" and dtype not in FLOAT_DTYPES:  # integer division truncates: int64 Div is exact
+        return b.cast(b.binary("Div", b.cast(x, "int64"), b.cast(y, "int64")), dtype)
+    q = b.binary("Div", b.cast(x, dtype), b.cast(y, dtype), dtype)
+    if mode == "trunc" and dtype in HALF_DTYPES:  # torch truncates the quotient after rounding it to the dtype
+        q = b.round_to(q, dtype)
+    return _trunc(b, q) if mode == "trunc" else q
 
 
 def _check_pow(call: Call) -> str | None:
@@ -216,9 +272,6 @@ def where(b: Builder, call: Call) -> Value:
     cond, x, y = call.tensor("condition"), _operand(b, call, "self"), _operand(b, call, "other")
     dtype, dims = call.out_dtype, call.out_dims
     x, y = b.expand(b.cast(x, dtype), dims), b.expand(b.cast(y, dtype), dims)
-    if dtype in NARROW_DTYPES:  # Where moves bool/narrow values wrongly; select in float32
-        x, y = b.cast(x, "float32"), b.cast(y, "float32")
-        return b.cast(b.emit("Where", [b.expand(cond, dims), x, y], dims, "float32"), dtype)
     return b.emit("Where", [b.expand(cond, dims), x, y], dims, dtype)
 
 
@@ -277,16 +330,14 @@ def exp2(b: Builder, call: Call) -> Value:
 
 def _mod(trunc: bool):  # noqa: ANN202 - factory returning a lowering
     def lower_mod(b: Builder, call: Call) -> Value:
-        dtype = call.out_dtype
-        work = dtype if dtype in FLOAT_DTYPES else "float64"  # integer modulo, exact through float64
-        x = b.cast(_operand(b, call, "self"), work)
-        y = b.cast(_operand(b, call, "other"), work)
-        q = _floor_or_trunc(b, b.binary("Div", x, y), trunc)
-        return b.cast(b.binary("Sub", x, b.binary("Mul", q, y)), dtype)
+        x, y = _operand(b, call, "self"), _operand(b, call, "other")
+        return _remainder(b, x, y, call.out_dtype, floor=not trunc)
 
     lower_mod.__name__ = "fmod" if trunc else "remainder"
     lower_mod.__doc__ = (
-        "x - trunc(x / y) * y (sign of x, C fmod)." if trunc else "x - floor(x / y) * y (sign of y, Python %)."
+        "C fmod: x - trunc(x / y) * y, computed exactly (sign of x)."
+        if trunc
+        else "Python %: fmod(x, y) + y where the signs differ, computed exactly (sign of y)."
     )
     return lower_mod
 
@@ -363,7 +414,7 @@ def log_base(b: Builder, call: Call) -> Value:
 @lowers("aten.trunc.default")
 def trunc(b: Builder, call: Call) -> Value:
     """Round toward zero: sign(x) * floor(|x|)."""
-    return _floor_or_trunc(b, _float_in(b, call), trunc=True)
+    return _trunc(b, _float_in(b, call))
 
 
 def _check_round(call: Call) -> str | None:
@@ -372,14 +423,8 @@ def _check_round(call: Call) -> str | None:
 
 @lowers("aten.round.default", check=_check_round)
 def round_(b: Builder, call: Call) -> Value:
-    """Round half to even (torch's rule; RLX Round rounds ties away from zero): floor(x + 0.5), minus 1 on odd ties."""
-    x = _float_in(b, call)
-    half = b.const(0.5, x.dtype)
-    up = b.unary("Floor", b.binary("Add", x, half))
-    tie = b.cast(b.compare("Eq", b.binary("Sub", up, x), half), x.dtype)
-    two = b.const(2.0, x.dtype)
-    odd = b.binary("Sub", up, b.binary("Mul", b.unary("Floor", b.binary("Div", up, two)), two))
-    return b.binary("Sub", up, b.binary("Mul", tie, odd))
+    """Round half to even (torch's rule)."""
+    return b.unary("Round", _float_in(b, call))
 
 
 @lowers("aten.isnan.default")

@@ -28,8 +28,6 @@ def _check_bag(call: Call) -> str | None:
         return f"embedding_bag mode={mode} is not supported"
     if getattr(idx, "rank", 1) != 1 or getattr(offsets, "rank", 1) != 1:
         return "embedding_bag with non-1-D indices/offsets is not supported (torch flattens 2-D input first)"
-    if mode == 2 and getattr(call["weight"], "dtype", "") == "float64":
-        return "embedding_bag mode=max on float64 is not supported (RLX's float64 Max reduction is wrong)"
     if getattr(idx, "numel", 1) >= 1 << 24:
         return "embedding_bag with 2**24 or more indices is not supported (positions are compared in float32)"
     return None

@@ -1,148 +1,281 @@
-"""Exact comparisons and reductions for dtypes RLX 0.2.17's CPU kernels get wrong.
+"""Exact building blocks for the RLX workaround layer (`workarounds.py` is their only caller).
 
-Its Compare reads only int64 and float32 correctly, and its Reduce Max/Min/Prod
-are wrong in float64 (integers reduce through float64 too). These builders get
-the exact answer from the kernels that are right: float32 compares and
-reductions on float32-exact pieces, int64 compares, float64 elementwise math.
-`Builder.compare`/`Builder.reduce` route here; lowerings never call this module.
-See docs/design.md (m).
+Each computes an op RLX gets wrong from kernels that are right (see `defects.py`):
+F32 compares and reductions, I64 integer arithmetic, F64 elementwise math and Sum,
+Gather with I64 indices, F64 MatMul. Every function emits through `b.emit`, so the
+pieces it uses are themselves routed through the layer.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..dtypes import INT_COMPUTE, NARROW_DTYPES
+from ..dtypes import compute_rlx
 
 if TYPE_CHECKING:
     from .context import Builder, Value
 
+# Above this many elements on the sorted axis the O(n^2) counting sort is refused.
+MAX_EXACT_SORT = 4096
+# One-hot accumulation (integer / float64 scatter-add) is refused beyond this many (row, update) pairs.
+MAX_ONE_HOT = 1 << 22
 
-def _reduce_last(b: Builder, op: str, x: Value) -> Value:
-    """RLX Reduce over the last axis, kept."""
-    return b.emit({"Reduce": {"op": op, "axes": [x.rank - 1], "keep_dim": True}}, [x], (*x.dims[:-1], 1), x.dtype)
 
-
-def _flag(b: Builder, cond: Value) -> Value:
-    """bool -> float32 0/1, for and/or/not as Mul/Max/1-x."""
+def flag(b: Builder, cond: Value) -> Value:
+    """bool -> float32 0/1 (and/or/not become Mul/Max/1 - x)."""
     return b.cast(cond, "float32")
 
 
-def compare_f64(b: Builder, op: str, x: Value, y: Value) -> Value:
-    """float64 x <op> y: the sign of x - y (float64 Sub/Sign and the int64 Compare are exact).
+def any_true(b: Builder, conds: list[Value]) -> Value:
+    """Elementwise OR of bool tensors."""
+    acc = flag(b, conds[0])
+    for c in conds[1:]:
+        acc = b.binary("Max", acc, flag(b, c))
+    return b.compare("Ne", acc, b.const(0.0, "float32"))
 
-    x - y is NaN when an operand is NaN (then only `Ne` holds) or for equal infinities
-    (then they are equal); NaN survives a float32 cast, where x != x finds it."""
+
+def is_nan(b: Builder, x: Value) -> Value:
+    """x != x (bool). float64 is tested after a cast to float32 (NaN stays NaN; RLX's F64 Compare is wrong)."""
+    if compute_rlx(x.dtype) == "F64":
+        x = b.cast(x, "float32")
+    return b.emit({"Compare": "Ne"}, [x, x], x.dims, "bool")
+
+
+def compare_f64(b: Builder, op: str, x: Value, y: Value) -> Value:
+    """float64 x <op> y without RLX's F64 Compare: from s = sign(x - y) as int64 (F64 Sub/Sign and I64
+    Compare are exact). x - y is NaN when an operand is NaN (nothing holds but Ne) or for equal
+    infinities, told apart by x + y, which is NaN for opposite infinities only (those give a finite
+    nonzero sign already) and for NaN operands."""
     diff = b.binary("Sub", x, y)
     sign = b.cast(b.emit({"Activation": "Sign"}, [diff], diff.dims, "float64"), "int64")
-    ordered = _flag(b, b.emit({"Compare": op}, [sign, b.const(0, "int64")], diff.dims, "bool"))
+    defined = flag(b, _not(b, is_nan(b, diff)))  # RLX's Sign gives 0 for NaN, like torch
 
-    def is_nan(v: Value) -> Value:
-        v32 = b.cast(v, "float32")
-        return _flag(b, b.emit({"Compare": "Ne"}, [v32, v32], v.dims, "bool"))
+    def signed(cmp: str) -> Value:
+        return b.binary(
+            "Mul", flag(b, b.emit({"Compare": cmp}, [sign, b.const(0, "int64")], diff.dims, "bool")), defined
+        )
 
-    def negate(v: Value) -> Value:
-        return b.binary("Sub", b.const(1.0, "float32"), v)
+    both_inf = b.binary(
+        "Mul", b.binary("Sub", b.const(1.0, "float32"), defined), flag(b, _not(b, is_nan(b, b.binary("Add", x, y))))
+    )
+    equal = b.binary("Max", signed("Eq"), both_inf)
+    if op == "Eq":
+        result = equal
+    elif op == "Ne":
+        result = b.binary("Sub", b.const(1.0, "float32"), equal)
+    else:
+        result = signed(op)
+        if op in ("Le", "Ge"):
+            result = b.binary("Max", signed("Lt" if op == "Le" else "Gt"), equal)
+    return b.compare("Ne", result, b.const(0.0, "float32"))
 
-    undefined = is_nan(diff)
-    nan_operand = b.binary("Max", is_nan(x), is_nan(y))
-    result = b.binary("Mul", ordered, negate(undefined))
-    if op == "Ne":
-        result = b.binary("Max", result, nan_operand)
-    elif op in ("Eq", "Le", "Ge"):
-        result = b.binary("Max", result, b.binary("Mul", undefined, negate(nan_operand)))
-    return b.emit({"Compare": "Ne"}, [result, b.const(0.0, "float32")], result.dims, "bool")
 
-
-def _last_axes(b: Builder, x: Value, axes: list[int], dtype: str) -> Value:
-    """`x` in `dtype` with the reduced axes moved last and merged into one."""
+def last_axes(b: Builder, x: Value, axes: list[int]) -> Value:
+    """`x` with the `axes` moved last and merged into one."""
     rest = [a for a in range(x.rank) if a not in axes]
-    y = b.cast(b.transpose(x, rest + axes), dtype)
+    y = b.transpose(x, rest + axes)
     return b.reshape(y, (*(x.dims[a] for a in rest), math.prod(x.dims[a] for a in axes)))
 
 
-def _reduced_dims(x: Value, axes: list[int], keep_dim: bool) -> tuple[int, ...]:
+def reduced_dims(x: Value, axes: list[int], keep_dim: bool) -> tuple[int, ...]:
     return tuple((1 if a in axes else d) for a, d in enumerate(x.dims) if keep_dim or a not in axes)
 
 
-def extreme(b: Builder, op: str, x: Value, axes: list[int], keep_dim: bool) -> Value:
-    """Max/Min over `axes` of integer or float64 `x`. Min is -max(-x) (negation is exact)."""
-    if x.dtype in NARROW_DTYPES:  # float32 holds them exactly
-        y = _reduce_last(b, op, _last_axes(b, x, axes, "float32"))
-    else:
-        wide = INT_COMPUTE.get(x.dtype, x.dtype)
-        flat = _last_axes(b, x, axes, wide)
-        largest = _max_last_f64 if wide == "float64" else _max_last_int
-        if op == "Max":
-            y = largest(b, flat)
-        else:
-            minus = b.const(-1, wide)
-            y = b.binary("Mul", largest(b, b.binary("Mul", flat, minus)), minus)
-    return b.cast(b.reshape(y, _reduced_dims(x, axes, keep_dim)), x.dtype)
-
-
-def _max_last_int(b: Builder, x: Value) -> Value:
-    """Max over the last axis of int64 `x` as hi * 2**24 + lo (`split24`, exact while |x| < 2**48):
-    the max hi, then the max lo among the elements holding it."""
-    hi, lo = b.split24(x)
-    top = _reduce_last(b, "Max", hi)
-    others = b.binary("Sub", b.const(1.0, "float32"), _flag(b, b.compare("Eq", hi, top)))
-    # Elements without the top hi drop below every candidate's lo (>= 0); their rounding cannot matter.
-    low = _reduce_last(b, "Max", b.binary("Sub", lo, b.binary("Mul", others, b.const(float(1 << 25), "float32"))))
-    wide = b.binary("Mul", b.cast(top, "int64"), b.const(1 << 24, "int64"))
-    return b.binary("Add", wide, b.cast(low, "int64"))
-
-
-def _max_last_f64(b: Builder, x: Value) -> Value:
-    """Max over the last axis of float64 `x` by peeling float32 levels: the max of the
-    float32-rounded values is the rounded maximum (rounding is monotonic); then the max residual
-    among the elements that rounded to it; three levels cover 53 bits. Exact for magnitudes in
-    float32's normal range; a ±inf maximum passes through."""
-    residual, total, first, alive = x, None, None, None
-    lowest = b.const(-math.inf, "float32")
-    for _ in range(3):
-        level = b.cast(residual, "float32")
-        if alive is not None:
-            level = b.emit("Where", [alive, level, b.expand(lowest, level.dims)], level.dims, "float32")
-        top = _reduce_last(b, "Max", level)
-        holds = b.compare("Eq", level, top)
-        if alive is not None:
-            both = b.binary("Mul", _flag(b, alive), _flag(b, holds))
-            holds = b.compare("Ne", both, b.const(0.0, "float32"))
-        alive = holds
-        step = b.cast(top, "float64")
-        first = top if first is None else first
-        total = step if total is None else b.binary("Add", total, step)
-        residual = b.binary("Sub", residual, step)
-    infinite = b.compare("Eq", b.unary("Abs", first), b.const(math.inf, "float32"))
-    return b.emit("Where", [infinite, b.cast(first, "float64"), total], total.dims, "float64")
-
-
-def product(b: Builder, x: Value, axes: list[int], keep_dim: bool) -> Value:
-    """Product over `axes` of integer or float64 `x` by pairwise halving: int64 `Mul` is exact
-    (wrapping like torch) and float64 `Mul` correctly rounded."""
-    dtype = "int64" if x.dtype in NARROW_DTYPES else INT_COMPUTE.get(x.dtype, x.dtype)
-    y = _last_axes(b, x, axes, dtype)
+def pairwise(b: Builder, op: str, x: Value, axes: list[int], keep_dim: bool) -> Value:
+    """Reduce `axes` of x by halving with an elementwise Binary `op` (exact when the op is: integer
+    Add/Mul/Max/Min wrap like torch; float64 Max/Min; float64 Mul is correctly rounded per step)."""
+    y = last_axes(b, x, axes)
     while y.dims[-1] > 1:
         half, odd = divmod(y.dims[-1], 2)
         last = y.rank - 1
-        paired = b.binary("Mul", b.narrow(y, last, 0, half), b.narrow(y, last, half, half))
+        paired = b.binary(op, b.narrow(y, last, 0, half), b.narrow(y, last, half, half))
         if odd:
             leftover = b.narrow(y, last, 2 * half, 1)
-            paired = b.emit({"Concat": {"axis": last}}, [paired, leftover], (*y.dims[:-1], half + 1), dtype)
+            paired = b.emit({"Concat": {"axis": last}}, [paired, leftover], (*y.dims[:-1], half + 1), y.dtype)
         y = paired
-    return b.reshape(y, _reduced_dims(x, axes, keep_dim))
+    if y.dims[-1] == 0:  # an empty reduction: the op's identity
+        identity = {"Add": 0, "Mul": 1, "Max": -math.inf, "Min": math.inf}[op]
+        y = b.expand(b.const(identity, y.dtype), (*y.dims[:-1], 1))
+    return b.reshape(y, reduced_dims(x, axes, keep_dim))
+
+
+def scan(b: Builder, op: str, x: Value) -> Value:
+    """Inclusive scan of the last axis with Binary `op` (Add/Mul) in log2(n) steps (Hillis-Steele):
+    y_k = y_{k-1} op shift(y_{k-1}, 2**(k-1)), the shift filled with op's identity."""
+    n, last = x.dims[-1], x.rank - 1
+    identity = 0 if op == "Add" else 1
+    y, step = x, 1
+    while step < n:
+        fill = b.expand(b.const(identity, x.dtype), (*x.dims[:-1], step))
+        shifted = b.emit({"Concat": {"axis": last}}, [fill, b.narrow(y, last, 0, n - step)], x.dims, x.dtype)
+        y = b.binary(op, y, shifted)
+        step *= 2
+    return y
+
+
+def split24(b: Builder, x: Value) -> tuple[Value, Value]:
+    """Integer x == hi * 2**24 + lo with 0 <= lo < 2**24; both float32-exact while |x| < 2**48."""
+    wide = b.cast(x, "int64")
+    hi = b.binary("Div", wide, b.const(1 << 24, "int64"))  # truncates toward zero
+    lo = b.binary("Sub", wide, b.binary("Mul", hi, b.const(1 << 24, "int64")))
+    negative = b.cast(b.compare("Lt", lo, b.const(0, "int64")), "int64")  # floor: lo in [0, 2**24)
+    hi = b.binary("Sub", hi, negative)
+    lo = b.binary("Add", lo, b.binary("Mul", negative, b.const(1 << 24, "int64")))
+    return b.cast(hi, "float32"), b.cast(lo, "float32")
+
+
+def join24(b: Builder, hi: Value, lo: Value, dtype: str) -> Value:
+    """hi * 2**24 + lo in int64, cast to `dtype`."""
+    wide = b.binary("Add", b.binary("Mul", b.cast(hi, "int64"), b.const(1 << 24, "int64")), b.cast(lo, "int64"))
+    return b.cast(wide, dtype)
+
+
+def split3(b: Builder, x: Value) -> list[Value]:
+    """float64 x as three float32 pieces summing to x exactly (magnitudes in float32's normal range)."""
+    pieces, rest = [], x
+    for _ in range(3):
+        piece = b.cast(rest, "float32")
+        pieces.append(piece)
+        rest = b.binary("Sub", rest, b.cast(piece, "float64"))
+    return pieces
+
+
+def join3(b: Builder, pieces: list[Value]) -> Value:
+    """The float64 sum of float32 pieces, largest first."""
+    total = b.cast(pieces[0], "float64")
+    for p in pieces[1:]:
+        total = b.binary("Add", total, b.cast(p, "float64"))
+    return total
 
 
 def first_index(b: Builder, x: Value, values: Value, axis: int) -> Value:
-    """The smallest index along `axis` where x equals `values` (kept axis), as float32."""
+    """The smallest index along `axis` where x equals `values` (kept axis) or both are NaN, as float32."""
     n = x.dims[axis]
     shape = [1] * x.rank
     shape[axis] = n
     positions = b.expand(b.const(np.arange(n, dtype=np.float32).reshape(shape), "float32"), x.dims)
     beyond = b.expand(b.const(float(n), "float32"), x.dims)
-    picked = b.emit("Where", [b.compare("Eq", x, values), positions, beyond], x.dims, "float32")
+    hit = b.compare("Eq", x, values)
+    if compute_rlx(x.dtype) in ("F32", "F64"):
+        both_nan = _and(b, is_nan(b, x), b.expand(is_nan(b, values), x.dims), x.dims)
+        hit = any_true(b, [hit, both_nan])
+    picked = b.emit("Where", [hit, positions, beyond], x.dims, "float32")
     return b.emit({"Reduce": {"op": "Min", "axes": [axis], "keep_dim": True}}, [picked], values.dims, "float32")
+
+
+def sort(b: Builder, x: Value, axis: int, descending: bool) -> tuple[Value, Value]:
+    """(values, float32 indices) of a stable sort along `axis` by counting:
+    rank_i = #{j: x_j before x_i} + #{j < i: x_j == x_i}, NaN above +inf (torch's order).
+
+    Compares are exact for every dtype (the layer routes them); O(n^2) in the axis length."""
+    xt, back = b.to_last_axis(x, axis)
+    n = xt.dims[-1]
+    key = xt if compute_rlx(x.dtype) in ("F32", "F64") else b.cast(xt, "int64")
+    col = b.reshape(key, (*xt.dims, 1))  # x_i
+    row = b.reshape(key, (*xt.dims[:-1], 1, n))  # x_j
+    before = b.compare("Gt" if descending else "Lt", row, col)
+    equal = b.compare("Eq", row, col)
+    if compute_rlx(key.dtype) in ("F32", "F64"):  # NaN sorts above everything, ties among NaN are equal
+        nan_i, nan_j = b.compare("Ne", col, col), b.compare("Ne", row, row)
+        grid = (*xt.dims, n)
+        if descending:
+            before = any_true(b, [before, _and(b, nan_j, _not(b, nan_i), grid)])
+        else:
+            before = any_true(b, [before, _and(b, nan_i, _not(b, nan_j), grid)])
+        equal = any_true(b, [equal, _and(b, nan_i, nan_j, grid)])
+    earlier = b.const(np.tril(np.ones((n, n), dtype=np.float32), -1), "float32")  # j < i
+    count = b.binary("Add", flag(b, before), b.binary("Mul", flag(b, equal), earlier))
+    rank = b.emit({"Reduce": {"op": "Sum", "axes": [xt.rank], "keep_dim": False}}, [count], xt.dims, "float32")
+    # The permutation: order[rank_i] = i (float32 holds n <= MAX_EXACT_SORT exactly).
+    positions = b.expand(b.const(np.arange(n, dtype=np.float32), "float32"), xt.dims)
+    op = {"ScatterElements": {"axis": xt.rank - 1, "reduction": "None"}}
+    order = b.emit(op, [positions, rank, positions], xt.dims, "float32")
+    values = gather_along(b, xt, b.cast(order, "int64"), xt.rank - 1)
+    return b.transpose(values, back), b.transpose(order, back)
+
+
+def _and(b: Builder, p: Value, q: Value, dims: tuple[int, ...]) -> Value:
+    both = b.binary("Mul", b.expand(flag(b, p), dims), b.expand(flag(b, q), dims))
+    return b.compare("Ne", both, b.const(0.0, "float32"))
+
+
+def _not(b: Builder, p: Value) -> Value:
+    return b.compare("Eq", flag(b, p), b.const(0.0, "float32"))
+
+
+def gather_along(b: Builder, x: Value, index: Value, axis: int) -> Value:
+    """torch.gather(x, axis, index) (index int64, in range) as one Gather on the flattened x with
+    positions index * stride(axis) + the row-major offset of every other coordinate (exact for any dtype)."""
+    flat = flat_positions(b, index, x.dims, axis)
+    return b.emit({"Gather": {"axis": 0}}, [b.reshape(x, (x.numel,)), flat], index.dims, x.dtype)
+
+
+def flat_positions(b: Builder, index: Value, dims: tuple[int, ...], axis: int) -> Value:
+    """int64 row-major positions in a tensor of `dims` of every element of `index` read as coordinates
+    along `axis` (the other coordinates are the element's own): index * stride(axis) + offsets."""
+    strides = [math.prod(dims[a + 1 :]) for a in range(len(dims))]
+    base = np.zeros(index.dims, dtype=np.int64)
+    for a, n in enumerate(index.dims):
+        if a != axis:
+            shape = [1] * index.rank
+            shape[a] = n
+            base = base + (np.arange(n, dtype=np.int64) * strides[a]).reshape(shape)
+    scaled = b.binary("Mul", b.cast(index, "int64"), b.const(strides[axis], "int64"))
+    return b.binary("Add", scaled, b.const(base, "int64"))
+
+
+def one_hot_add(b: Builder, data: Value, flat: Value, updates: Value) -> Value:
+    """data[flat[i]] += updates[i] along data's first axis (flat: [count] int64, updates: [count, *rest]),
+    exactly for int64 (as float32-exact halves summed by float64 matmuls, exact while sums < 2**53) and in
+    float64 rounding for float64."""
+    rows, count = data.dims[0], flat.dims[0]
+    width = math.prod(data.dims[1:])
+    positions = b.expand(b.const(np.arange(rows).reshape(rows, 1), "int64"), (rows, count))
+    hot = b.cast(b.compare("Eq", positions, b.expand(b.reshape(flat, (1, count)), (rows, count))), "float64")
+    upd = b.reshape(updates, (count, width))
+    if data.dtype == "float64":
+        total = b.matmul(hot, upd)
+        return b.reshape(b.binary("Add", b.reshape(data, (rows, width)), total), data.dims)
+    hi, lo = (b.cast(b.matmul(hot, b.cast(h, "float64")), "int64") for h in split24(b, upd))
+    total = b.binary("Add", b.binary("Mul", hi, b.const(1 << 24, "int64")), lo)
+    summed = b.binary("Add", b.reshape(b.cast(data, "int64"), (rows, width)), total)
+    return b.reshape(b.cast(summed, data.dtype), data.dims)
+
+
+def conv2d(b: Builder, x: Value, w: Value, spec: dict[str, Any], dims: tuple[int, ...]) -> Value:
+    """NCHW convolution (RLX Conv fields) as strided-slice taps contracted by MatMul, per group:
+    cols[n, c*K + k, p] = x_pad[n, c, oh*s + i*d, ow*s + j*d] for tap k = (i, j); out = W_g @ cols_g."""
+    n, c = x.dims[0], x.dims[1]
+    co, cg, kh, kw = w.dims
+    (sh, sw), (ph, pw), (dh, dw), groups = spec["stride"], spec["padding"], spec["dilation"], spec["groups"]
+    oh, ow = dims[2], dims[3]
+    if ph or pw:
+        pads = [[0, 0], [0, 0], [ph, ph], [pw, pw]]
+        padded = (n, c, x.dims[2] + 2 * ph, x.dims[3] + 2 * pw)
+        x = b.emit({"Pad": {"pads": pads, "mode": {"Constant": 0.0}}}, [x], padded, x.dtype)
+    taps = []
+    for i in range(kh):
+        for j in range(kw):
+            t = _strided(b, _strided(b, x, 2, i * dh, oh, sh), 3, j * dw, ow, sw)
+            taps.append(b.reshape(t, (n, c, 1, oh * ow)))
+    cols = taps[0] if len(taps) == 1 else b.emit({"Concat": {"axis": 2}}, taps, (n, c, kh * kw, oh * ow), x.dtype)
+    per_group = co // groups
+    outs = []
+    for g in range(groups):
+        cols_g = b.reshape(b.narrow(cols, 1, g * cg, cg), (n, cg * kh * kw, oh * ow))
+        w_g = b.reshape(b.narrow(w, 0, g * per_group, per_group), (1, per_group, cg * kh * kw))
+        outs.append(b.matmul(b.expand(w_g, (n, per_group, cg * kh * kw)), cols_g))
+    out = outs[0] if groups == 1 else b.emit({"Concat": {"axis": 1}}, outs, (n, co, oh * ow), x.dtype)
+    return b.reshape(out, dims)
+
+
+def _strided(b: Builder, x: Value, axis: int, start: int, length: int, step: int) -> Value:
+    """x[start : start + length * step : step] along `axis`."""
+    if step == 1 or length == 1:
+        return b.narrow(x, axis, start, length)
+    dims = list(x.dims)
+    dims[axis] = length
+    return b.emit({"Slice": {"axis": axis, "start": start, "len": length, "step": step}}, [x], dims, x.dtype)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..dtypes import FLOAT_DTYPES, NARROW_DTYPES
+from ..dtypes import FLOAT_DTYPES
 from .context import Builder, Call, Value, norm_axis
 from .registry import lowers
 
@@ -27,7 +27,7 @@ def _gather_axis(b: Builder, x: Value, axis: int, index: np.ndarray) -> Value:
         return x
     dims = list(x.dims)
     dims[axis] = len(index)
-    return b.move({"Gather": {"axis": axis}}, [x, b.const(index.astype(np.int64), "int64")], dims, x.dtype)
+    return b.emit({"Gather": {"axis": axis}}, [x, b.const(index.astype(np.int64), "int64")], dims, x.dtype)
 
 
 def contract_axis(b: Builder, x: Value, axis: int, matrix: np.ndarray) -> Value:
@@ -321,7 +321,7 @@ def _constant_blocks(b: Builder, x: Value, pairs: list[tuple[int, int]], value: 
         if len(seq) > 1:
             dims = list(x.dims)
             dims[axis] += lo + hi
-            x = b.move({"Concat": {"axis": axis}}, seq, dims, x.dtype)
+            x = b.emit({"Concat": {"axis": axis}}, seq, dims, x.dtype)
     return x
 
 
@@ -346,7 +346,7 @@ def pad(b: Builder, call: Call) -> Value:
         rlx_mode = {"Constant": value}
     else:
         rlx_mode = mode.capitalize()
-    return b.move({"Pad": {"pads": [list(p) for p in pairs], "mode": rlx_mode}}, [x], call.out_dims, x.dtype)
+    return b.emit({"Pad": {"pads": [list(p) for p in pairs], "mode": rlx_mode}}, [x], call.out_dims, x.dtype)
 
 
 # ── masked_fill ──────────────────────────────────────────────────────────
@@ -357,12 +357,8 @@ def masked_fill(b: Builder, call: Call) -> Value:
     """mask ? value : x (value as a constant or rank-0 tensor, so ±inf is fine)."""
     x, mask, value = call.tensor("self"), call.tensor("mask"), call["value"]
     dims, dtype = call.out_dims, call.out_dtype
-    compute = "float32" if dtype in NARROW_DTYPES else dtype
-    fill = b.cast(value, compute) if isinstance(value, Value) else b.const(value, compute)
-    out = b.emit(
-        "Where", [b.expand(mask, dims), b.expand(fill, dims), b.expand(b.cast(x, compute), dims)], dims, compute
-    )
-    return b.cast(out, dtype)
+    fill = b.cast(value, dtype) if isinstance(value, Value) else b.const(value, dtype)
+    return b.emit("Where", [b.expand(mask, dims), b.expand(fill, dims), b.expand(b.cast(x, dtype), dims)], dims, dtype)
 
 
 # ── slice_scatter / copy / empty (what core emits for circular pad) ─────
@@ -382,7 +378,7 @@ def slice_scatter(b: Builder, call: Call) -> Value:
     index[targets] = size + np.arange(len(targets))
     dims = list(x.dims)
     dims[axis] += src.dims[axis]
-    both = b.move({"Concat": {"axis": axis}}, [b.cast(x, call.out_dtype), src], dims, call.out_dtype)
+    both = b.emit({"Concat": {"axis": axis}}, [b.cast(x, call.out_dtype), src], dims, call.out_dtype)
     return _gather_axis(b, both, axis, index)
 
 
@@ -500,9 +496,7 @@ def _tap(e: _Ew, flat: Value, ix: Value, iy: Value, weight: Value, h: int, w: in
     valid = e.mul(e.inside(ix, w), e.inside(iy, h))
     lin = e.add(e.mul(e.clip(iy, 0.0, float(h - 1)), float(w)), e.clip(ix, 0.0, float(w - 1)))
     n, c, _ = flat.dims
-    # Indices stay float32 (exact below 2**24): rlx-ir's shape inference gives GatherElements
-    # the dtype of its index input, so int64 indices would turn the gathered values into int64.
-    idx = b.expand(lin, (n, c, lin.dims[2]))
+    idx = b.expand(lin, (n, c, lin.dims[2]))  # float32 positions, exact below 2**24
     vals = b.emit({"GatherElements": {"axis": 2}}, [flat, idx], idx.dims, flat.dtype)
     return e.mul(vals, e.mul(weight, valid))
 

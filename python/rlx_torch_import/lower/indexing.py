@@ -10,8 +10,9 @@ import math
 
 import numpy as np
 
-from ..dtypes import NARROW_DTYPES
+from ..dtypes import FLOAT_DTYPES
 from .context import Builder, Call, Value, norm_axis
+from .elementwise import floor_divide
 from .registry import lowers
 
 
@@ -54,21 +55,14 @@ def index(b: Builder, call: Call) -> Value:
     flat = b.expand(flat, bdims)
     merged = b.reshape(x, (*x.dims[:start], math.prod(sizes), *x.dims[start + len(axes) :]))
     out_dims = (*merged.dims[:start], *bdims, *merged.dims[start + 1 :])
-    y = b.move({"Gather": {"axis": start}}, [merged, flat], out_dims, x.dtype)
+    y = b.emit({"Gather": {"axis": start}}, [merged, flat], out_dims, x.dtype)
     return b.reshape(y, call.out_dims)
 
 
-def _check_float(call: Call) -> str | None:
-    x = call["self"]
-    if getattr(x, "dtype", "float32") not in ("float32", "float16", "bfloat16", "float64"):
-        return f"{call.target} on {x.dtype} is not supported (float only)"
-    return None
-
-
 def _check_topk(call: Call) -> str | None:
-    if getattr(call["self"], "dtype", "") == "float64":
-        return "topk on float64 is not supported (RLX 0.2.17's TopK corrupts memory on float64 input)"
-    return _check_float(call)
+    if getattr(call["self"], "dtype", "float32") not in ("float32", "float16", "bfloat16", "float64"):
+        return f"topk on {call['self'].dtype} is not supported (ties among integers come back in torch's own order)"
+    return None
 
 
 @lowers("aten.topk.default", check=_check_topk)
@@ -85,68 +79,10 @@ def topk(b: Builder, call: Call) -> list[Value | None]:
     return [b.transpose(values, back), b.transpose(b.cast(idx, "int64"), back)]
 
 
-MAX_EXACT_SORT = 4096
-
-
-def _check_sort(call: Call) -> str | None:
-    x = call["self"]
-    if x.dtype in ("float32", "float16", "bfloat16", "float64"):
-        return None
-    n = x.dims[norm_axis(call.get("dim", -1), x.rank)] if x.rank else 1
-    if n > MAX_EXACT_SORT:
-        return f"integer sort over {n} > {MAX_EXACT_SORT} elements is not supported (exact path is O(n^2))"
-    return None
-
-
-def _int_sort(b: Builder, call: Call) -> list[Value | None]:
-    """Exact stable integer sort by counting: rank_i = #{x_j < x_i} + #{j < i: x_j == x_i}.
-
-    RLX's Sort/ArgSort are inexact for integers above 2**24 (float32) and wrong in float64,
-    so keys are split into two float32-exact halves (exact while |x| < 2**48) and ranked by
-    lexicographic comparison; the permutation is the scatter of positions to ranks.
-    """
-    x = call.tensor("self")
-    axis = norm_axis(call.get("dim", -1), x.rank)
-    desc = bool(call.get("descending", False))
-    xt, back = b.to_last_axis(x, axis)
-    n = xt.dims[-1]
-    key = b.unary("Neg", b.cast(xt, "int64")) if desc else xt
-    hi, lo = b.split24(key)
-
-    def pair(v: Value) -> tuple[Value, Value]:
-        return b.reshape(v, (*xt.dims, 1)), b.reshape(v, (*xt.dims[:-1], 1, n))  # (x_i, x_j)
-
-    (hi_i, hi_j), (lo_i, lo_j) = pair(hi), pair(lo)
-
-    def f(v: Value) -> Value:
-        return b.cast(v, "float32")
-
-    hi_eq = f(b.compare("Eq", hi_j, hi_i))
-    less = b.binary("Add", f(b.compare("Lt", hi_j, hi_i)), b.binary("Mul", hi_eq, f(b.compare("Lt", lo_j, lo_i))))
-    equal = b.binary("Mul", hi_eq, f(b.compare("Eq", lo_j, lo_i)))
-    earlier = b.const(np.tril(np.ones((n, n)), -1), "float32")  # j < i
-    rank = b.reduce("Sum", b.binary("Add", less, b.binary("Mul", equal, earlier)), [xt.rank], keep_dim=False)
-    # Permutation: order[rank_i] = i (float32 is exact: n <= MAX_EXACT_SORT).
-    positions = b.expand(b.const(np.arange(n, dtype=np.float32), "float32"), xt.dims)
-    op = {"ScatterElements": {"axis": xt.rank - 1, "reduction": "None"}}
-    order = b.emit(op, [positions, rank, positions], xt.dims, "float32")
-    # Values: one Gather on the flattened rows with int64 flat indices (exact for any int64 data).
-    lead = xt.numel // n
-    flat_idx = b.binary(
-        "Add",
-        b.cast(order, "int64"),
-        b.const((np.arange(lead, dtype=np.int64) * n).reshape(*xt.dims[:-1], 1), "int64"),
-    )
-    values = b.emit({"Gather": {"axis": 0}}, [b.reshape(xt, (xt.numel,)), flat_idx], xt.dims, x.dtype)
-    return [b.transpose(values, back), b.transpose(b.cast(order, "int64"), back)]
-
-
-@lowers("aten.sort.default", "aten.sort.stable", check=_check_sort)
+@lowers("aten.sort.default", "aten.sort.stable")
 def sort(b: Builder, call: Call) -> list[Value | None]:
-    """Sorted values and the permutation indices along `dim` (integers: exact counting sort)."""
+    """Sorted values and the permutation indices along `dim` (stable; NaN sorts above +inf)."""
     x = call.tensor("self")
-    if x.dtype not in ("float32", "float16", "bfloat16", "float64"):
-        return _int_sort(b, call)
     axis = norm_axis(call.get("dim", -1), x.rank)
     desc = bool(call.get("descending", False))
     values = b.emit({"Sort": {"axis": axis, "descending": desc}}, [x], x.dims, x.dtype)
@@ -174,37 +110,7 @@ lowers("aten.argmax.default")(_arg("Max"))
 lowers("aten.argmin.default")(_arg("Min"))
 
 
-WIDE_INTS = ("int32", "int64")
-MAX_ONE_HOT = 1 << 22  # integer scatter-add runs as a [rows, count] one-hot matmul
-
-
-def _accumulate_ints(b: Builder, data: Value, flat: Value, updates: Value) -> Value:
-    """data[flat[i]] += updates[i] for int32/int64, exactly: RLX's scatters corrupt wide integers and its
-    float64 ScatterND add is wrong, so the sums are float64 one-hot matmuls of the two float32-exact
-    halves of the updates (Builder.split24), recombined in int64 (exact while |values| < 2**48)."""
-    rows, count = data.dims[0], flat.dims[0]
-    width = math.prod(data.dims[1:])
-    positions = b.expand(b.const(np.arange(rows).reshape(rows, 1), "int64"), (rows, count))
-    one_hot = b.cast(b.compare("Eq", positions, b.expand(b.reshape(flat, (1, count)), (rows, count))), "float64")
-    halves = b.split24(b.reshape(updates, (count, width)))
-    hi, lo = (b.cast(b.matmul(one_hot, b.cast(h, "float64")), "int64") for h in halves)
-    total = b.binary("Add", b.binary("Mul", hi, b.const(1 << 24, "int64")), lo)
-    return b.cast(b.binary("Add", b.reshape(b.cast(data, "int64"), (rows, width)), total), data.dtype)
-
-
-def _check_index_put(call: Call) -> str | None:
-    reason = _check_index(call)
-    if reason:
-        return reason
-    x = call["self"]
-    if call.get("accumulate", False) and getattr(x, "dtype", "") in WIDE_INTS:
-        count = math.prod(np.broadcast_shapes(*(t.dims for t in call["indices"] if t is not None)))
-        if count * math.prod(t for t, i in zip(x.dims, call["indices"], strict=False) if i is not None) > MAX_ONE_HOT:
-            return f"integer index_put with accumulate=True is exact only up to {MAX_ONE_HOT} index x row pairs"
-    return None
-
-
-@lowers("aten.index_put.default", check=_check_index_put)
+@lowers("aten.index_put.default", check=_check_index)
 def index_put(b: Builder, call: Call) -> Value:
     """x[.., i0, i1, ..] = values (or += with accumulate): indexed axes moved first, one ScatterND, moved back."""
     x = call.tensor("self")
@@ -249,31 +155,34 @@ def _scatter_leading(b: Builder, x: Value, slots: list[Value], values: Value, ac
     merged = b.reshape(x, (math.prod(sizes), *rest))
     updates = b.reshape(values, (count, *rest))
     op = {"ScatterNd": {"reduction": "Add" if accumulate else "None"}}
-    if x.dtype in WIDE_INTS and accumulate:
-        y = b.reshape(_accumulate_ints(b, merged, flat, updates), merged.dims)
-    elif x.dtype in WIDE_INTS:
-        y = b.move_int(op, [merged, flat, updates], [0, 2], merged.dims, x.dtype)
-    else:
-        y = b.move(op, [merged, flat, updates], merged.dims, x.dtype)
-    return b.reshape(y, x.dims)
+    return b.reshape(b.emit(op, [merged, flat, updates], merged.dims, x.dtype), x.dims)
 
 
-_SCATTER_REDUCE = {"sum": "Add", "prod": "Mul", "amax": "Max", "amin": "Min"}
+_SCATTER_REDUCE = {"sum": "Add", "mean": "Add", "prod": "Mul", "amax": "Max", "amin": "Min"}
 
 
 def _check_scatter(call: Call) -> str | None:
     reduce = call.get("reduce")
-    if getattr(call["self"], "dtype", "") in WIDE_INTS and (call.target != "aten.scatter.src" or reduce):
-        if call.target not in ("aten.scatter.src", "aten.scatter.value"):
-            return f"{call.target} on integer tensors is not supported"
     if call.target == "aten.scatter_reduce.two":
         if reduce not in _SCATTER_REDUCE:
             return f"scatter_reduce with reduce={reduce!r} is not supported"
-        if not call.get("include_self", True):
-            return "scatter_reduce with include_self=False is not supported"
     elif reduce is not None:
         return f"scatter with reduce={reduce!r} is not supported"
     return None
+
+
+def _identity(reduce: str, dtype: str) -> float | int:
+    """The value a reduction starts from (torch's scatter_reduce init for include_self=False)."""
+    if reduce in ("sum", "mean"):
+        return 0
+    if reduce == "prod":
+        return 1
+    if dtype in FLOAT_DTYPES:
+        return -math.inf if reduce == "amax" else math.inf
+    info = np.iinfo(np.dtype(dtype)) if dtype != "bool" else None
+    if info is None:
+        return reduce == "amin"
+    return int(info.min) if reduce == "amax" else int(info.max)
 
 
 @lowers(
@@ -284,23 +193,42 @@ def _check_scatter(call: Call) -> str | None:
     check=_check_scatter,
 )
 def scatter(b: Builder, call: Call) -> Value:
-    """out = self; out[... index[i][j] ...] (op)= src[i][j] along `dim` (ScatterElements)."""
-    x, index = call.tensor("self"), b.cast(call.tensor("index"), "float32")
+    """out = self; out[... index[i][j] ...] (op)= src[i][j] along `dim` (ScatterElements).
+
+    scatter_reduce: with include_self=False the positions that receive updates start from the
+    reduction's identity; mean divides by the number of contributions (self counts when included;
+    floor division for integers), as torch does."""
+    x, index = call.tensor("self"), call.tensor("index")
     axis = norm_axis(call["dim"], x.rank)
     src = call.get("src")
     if src is None:  # scatter.value: a scalar broadcast to the index shape
         src = b.expand(b.const(call["value"], x.dtype), index.dims)
     src = b.narrow_to(b.cast(src, x.dtype), index.dims) if src.dims != index.dims else b.cast(src, x.dtype)
     if call.target == "aten.scatter_add.default":
-        reduction = "Add"
+        reduce = "sum"
     elif call.target == "aten.scatter_reduce.two":
-        reduction = _SCATTER_REDUCE[call["reduce"]]
+        reduce = call["reduce"]
     else:
-        reduction = "None"
-    op = {"ScatterElements": {"axis": axis, "reduction": reduction}}
-    if x.dtype in WIDE_INTS:
-        return b.move_int(op, [x, index, src], [0, 2], x.dims, x.dtype)
-    return b.move(op, [x, index, src], x.dims, x.dtype)
+        reduce = None
+
+    def scatter_into(base: Value, updates: Value, reduction: str) -> Value:
+        op = {"ScatterElements": {"axis": axis, "reduction": reduction}}
+        return b.emit(op, [base, index, updates], base.dims, base.dtype)
+
+    if reduce is None:
+        return scatter_into(x, src, "None")
+    include_self = bool(call.get("include_self", True))
+    if not include_self:
+        x = scatter_into(x, b.expand(b.const(_identity(reduce, x.dtype), x.dtype), index.dims), "None")
+    y = scatter_into(x, src, _SCATTER_REDUCE[reduce])
+    if reduce != "mean":
+        return y
+    start = b.expand(b.const(1.0 if include_self else 0.0, "float32"), x.dims)
+    count = scatter_into(start, b.expand(b.const(1.0, "float32"), index.dims), "Add")
+    count = b.binary("Max", count, b.const(1.0, "float32"))  # untouched positions (count 0) divide by 1
+    if x.dtype in FLOAT_DTYPES:
+        return b.binary("Div", y, b.cast(count, x.dtype))
+    return floor_divide(b, y, b.cast(count, x.dtype))
 
 
 # ── masked_scatter ───────────────────────────────────────────────────────
@@ -331,8 +259,6 @@ def masked_scatter(b: Builder, call: Call) -> Value:
     count = b.emit({"Cumsum": {"axis": -1, "exclusive": False}}, [b.cast(mask, "float32")], (n,), "float32")
     k = b.binary("Max", b.binary("Sub", count, b.const(1.0, "float32")), b.const(0.0, "float32"))
     flat_src = b.reshape(b.cast(source, dtype), (source.numel,))
-    taken = b.move({"Gather": {"axis": 0}}, [flat_src, b.cast(k, "int64")], (n,), dtype)
-    compute = "float32" if dtype in NARROW_DTYPES else dtype  # Where moves bool/narrow values wrongly
-    flat_x = b.reshape(b.expand(b.cast(x, compute), dims), (n,))
-    out = b.emit("Where", [mask, b.cast(taken, compute), flat_x], (n,), compute)
-    return b.reshape(b.cast(out, dtype), dims)
+    taken = b.emit({"Gather": {"axis": 0}}, [flat_src, b.cast(k, "int64")], (n,), dtype)
+    flat_x = b.reshape(b.expand(b.cast(x, dtype), dims), (n,))
+    return b.reshape(b.emit("Where", [mask, taken, flat_x], (n,), dtype), dims)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+from ..dtypes import HALF_DTYPES, compute_rlx
 from .context import Builder, Call, Value
 from .registry import lowers
 
@@ -142,16 +144,31 @@ def rms_norm(b: Builder, call: Call) -> Value:
 # ── training-mode batch norm ─────────────────────────────────────────────
 
 
+def _stats_dtype(call: Call, dtype: str) -> str:
+    """The dtype torch's CPU batch norm keeps the batch statistics in: the input's, unless a parameter
+    or running statistic has another (the mixed-type kernel then keeps float32). Export's fake kernels
+    record the input's dtype for save_mean/save_rstd either way; the CPU kernel is the reference."""
+    params = [call.get(n) for n in ("weight", "bias", "running_mean", "running_var")]
+    return dtype if all(p is None or p.dtype == dtype for p in params) else "float32"
+
+
 def _batch_stats(b: Builder, call: Call) -> tuple[Value, Value, Value]:
     """Normalize by the batch mean and biased variance over all axes but channels: (out, mean[C], var[C])."""
-    x = _widened(b, call.tensor("input"))
+    given = call.tensor("input")
+    x = _widened(b, given)
     c = x.dims[1] if x.rank > 1 else x.dims[0]
     axes = [a for a in range(x.rank) if a != 1] if x.rank > 1 else [0]
     shape = tuple(c if a == 1 else 1 for a in range(x.rank)) if x.rank > 1 else (c,)
     mean = b.reduce("Mean", x, axes, keep_dim=True)
     centered = b.binary("Sub", x, mean)
     var = b.reduce("Mean", b.binary("Mul", centered, centered), axes, keep_dim=True)
-    out = b.binary("Mul", centered, b.unary("Rsqrt", b.binary("Add", var, b.const(float(call["eps"]), x.dtype))))
+    rstd = b.unary("Rsqrt", b.binary("Add", var, b.const(float(call["eps"]), x.dtype)))
+    stats = _stats_dtype(call, given.dtype)
+    if stats in HALF_DTYPES:  # torch's CPU kernel keeps the batch mean and invstd in that dtype, rounded
+        mean_h, rstd_h = (b.cast(b.round_to(v, stats), "float32") for v in (mean, rstd))
+        centered = b.binary("Sub", x, mean_h)
+        rstd = rstd_h
+    out = b.binary("Mul", centered, rstd)
     if call.get("weight") is not None:
         out = b.binary("Mul", out, b.reshape(call.tensor("weight"), shape))
     if call.get("bias") is not None:
@@ -162,7 +179,14 @@ def _batch_stats(b: Builder, call: Call) -> tuple[Value, Value, Value]:
 def _saved(b: Builder, call: Call, mean: Value, var: Value) -> list[Value]:
     """save_mean and save_rstd = 1 / sqrt(var + eps), in the dtypes torch records for outputs 1 and 2."""
     rstd = b.unary("Rsqrt", b.binary("Add", var, b.const(float(call["eps"]), var.dtype)))
-    return [b.cast(mean, call.node.outputs[1].dtype), b.cast(rstd, call.node.outputs[2].dtype)]
+    stats = _stats_dtype(call, call.tensor("input").dtype)
+    saved = []
+    for v, spec in zip((mean, rstd), call.node.outputs[1:3], strict=True):
+        v = b.round_to(v, stats) if stats in HALF_DTYPES else v
+        # float32 statistics labelled with the half dtype export records keep their float32 values
+        same = compute_rlx(spec.dtype) == compute_rlx(v.dtype)
+        saved.append(replace(v, dtype=spec.dtype) if same else b.cast(v, spec.dtype))
+    return saved
 
 
 def _running_stats(b: Builder, call: Call, mean: Value, var: Value) -> list[Value]:

@@ -17,15 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..dtypes import FLOAT_DTYPES, HALF_DTYPES, INT_DTYPES
+from ..dtypes import FLOAT_DTYPES, INT_DTYPES
 from .context import Builder, Call, Value
 from .image import contract_axis
 from .registry import lowers
-
-# RLX's Pool, ConvTranspose2d and ScatterElements CPU kernels read their slots as f32.
-F32_COMPUTE = frozenset({"float32"}) | HALF_DTYPES
-# ScatterElements takes its index as float32, exact below 2**24.
-MAX_F32_INDEX = 1 << 24
+from .workarounds import native_pool
 
 
 def _spatial(call: Call) -> int:
@@ -145,8 +141,8 @@ def _rlx_pool(b: Builder, x: Value, kind: str, w: Window, out: tuple[int, ...]) 
 
 
 def _native(x: Value, w: Window) -> bool:
-    """Whether RLX Pool computes this window exactly (float32 slots, no dilation)."""
-    return x.dtype in F32_COMPUTE and all(d == 1 for d in w.d)
+    """Whether RLX's fused Pool computes this window exactly (its dtype, no dilation)."""
+    return native_pool(x.dtype) and all(d == 1 for d in w.d)
 
 
 # ── max pooling ──────────────────────────────────────────────────────────
@@ -162,17 +158,8 @@ def _flat_index(in_sp: tuple[int, ...], coords: list[np.ndarray]) -> np.ndarray:
 
 
 def _greater_or_nan(b: Builder, v: Value, best: Value) -> Value:
-    """v > best or v is NaN (torch's max-pool update rule), as a bool tensor.
-
-    RLX's CPU Compare reads float64 operands as float32, so float64 compares the sign of
-    v - best (exact; NaN, hence false, for equal infinities) and tests NaN after a cast.
-    """
-    if v.dtype == "float64":
-        sign = b.cast(b.unary("Sign", b.binary("Sub", v, best)), "float32")
-        gt = b.cast(b.compare("Gt", sign, b.const(0.0, "float32")), "float32")
-        v = b.cast(v, "float32")
-    else:
-        gt = b.cast(b.compare("Gt", v, best), "float32")
+    """v > best or v is NaN (torch's max-pool update rule), as a bool tensor."""
+    gt = b.cast(b.compare("Gt", v, best), "float32")
     nan = b.cast(b.compare("Ne", v, v), "float32")
     return b.compare("Ne", b.binary("Max", gt, nan), b.const(0.0, "float32"))
 
@@ -370,14 +357,8 @@ def adaptive_avg_pool_backward(b: Builder, call: Call) -> Value:
 
 
 def _check_max_backward(call: Call) -> str | None:
-    n, x = _spatial(call), call["self"]
-    dtype = getattr(x, "dtype", "float32")
-    if dtype not in F32_COMPUTE:
-        return f"{dtype} max-pool backward is not supported (RLX ScatterElements is float32-only)"
-    plane = math.prod(getattr(x, "dims", (1,))[-n:])
-    if plane >= MAX_F32_INDEX:
-        return f"a {plane}-element input plane is not supported (float32 scatter indices, < 2**24)"
-    return None
+    dtype = getattr(call["self"], "dtype", "float32")
+    return None if dtype in FLOAT_DTYPES else f"{dtype} gradients are not supported (float only)"
 
 
 @lowers(
@@ -391,7 +372,7 @@ def max_pool_backward(b: Builder, call: Call) -> Value:
     g, x, idx = call.tensor("grad_output"), call.tensor("self"), call.tensor("indices")
     planes, size, count = math.prod(x.dims[:-n]), math.prod(x.dims[-n:]), math.prod(g.dims[-n:])
     zeros = b.expand(b.const(0.0, x.dtype), (planes, size))
-    index = b.reshape(b.cast(idx, "float32"), (planes, count))
+    index = b.reshape(idx, (planes, count))
     grad = b.reshape(b.cast(g, x.dtype), (planes, count))
     op = {"ScatterElements": {"axis": 1, "reduction": "Add"}}
     return b.reshape(b.emit(op, [zeros, index, grad], (planes, size), x.dtype), x.dims)
@@ -402,9 +383,7 @@ def max_pool_backward(b: Builder, call: Call) -> Value:
 
 def _check_col2im(call: Call) -> str | None:
     x = call["self"]
-    dtype, rank = getattr(x, "dtype", "float32"), getattr(x, "rank", 3)
-    if dtype not in F32_COMPUTE:
-        return f"{dtype} col2im is not supported (RLX ConvTranspose2d is float32-only)"
+    rank = getattr(x, "rank", 3)
     if rank not in (2, 3):
         return f"rank-{rank} input is not supported by col2im (rank 2 or 3)"
     return None

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from .context import Builder, Call, Value, norm_axis
 from .registry import lowers
 
@@ -52,9 +50,6 @@ def softmax(b: Builder, call: Call) -> Value:
     """Softmax along one axis."""
     x = b.cast(call.tensor("self"), call.out_dtype)
     axis = norm_axis(call["dim"], x.rank)
-    if x.dtype == "float64":  # RLX's CPU Softmax is wrong in float64; exp(x - max) / sum is exact there
-        e = b.unary("Exp", b.binary("Sub", x, b.reduce("Max", x, [axis], keep_dim=True)))
-        return b.binary("Div", e, b.reduce("Sum", e, [axis], keep_dim=True))
     return b.emit({"Softmax": {"axis": axis}}, [x], x.dims, x.dtype)
 
 
@@ -68,38 +63,19 @@ def log_softmax(b: Builder, call: Call) -> Value:
     return b.binary("Sub", shifted, b.unary("Log", total))
 
 
-def _check_scan(call: Call) -> str | None:
-    x = call["self"]
-    n = x.dims[norm_axis(call["dim"], x.rank)] if x.rank else 1
-    if call.out_dtype not in ("float32", "float16", "bfloat16"):
-        if call.target == "aten.cumprod.default":
-            return f"cumprod on {call.out_dtype} is not supported (RLX's CPU scans are reliable in float32 only)"
-        if n > 4096:
-            return f"cumsum on {call.out_dtype} over {n} elements is not supported (exact path is O(n^2))"
-    return None
-
-
 def _scan(kind: str):  # noqa: ANN202 - factory returning a lowering
     def lower_scan(b: Builder, call: Call) -> Value:
-        dtype = call.out_dtype
-        x = call.tensor("self")
-        xt, back = b.to_last_axis(x, norm_axis(call["dim"], x.rank))  # RLX CPU scans the last axis only
-        if dtype in ("float32", "float16", "bfloat16"):
-            xt = b.cast(xt, "float32")
-            y = b.emit({kind: {"axis": -1, "exclusive": False}}, [xt], xt.dims, "float32")
-        else:  # int64 / float64: RLX's f64 scan is wrong; x @ triu(ones) in float64 is exact below 2**53
-            n = xt.dims[-1]
-            rows = b.reshape(b.cast(xt, "float64"), (max(xt.numel // max(n, 1), 1), n))
-            y = b.reshape(b.matmul(rows, b.const(np.triu(np.ones((n, n))), "float64")), xt.dims)
-        return b.cast(b.transpose(y, back), dtype)
+        x = b.cast(call.tensor("self"), call.out_dtype)  # integer inputs accumulate in the result dtype (int64)
+        return b.emit({kind: {"axis": norm_axis(call["dim"], x.rank), "exclusive": False}}, [x], x.dims, x.dtype)
 
     lower_scan.__name__ = kind.lower()
-    lower_scan.__doc__ = f"Inclusive running {'sum' if kind == 'Cumsum' else 'product'} along `dim`."
+    what = "sum" if kind == "Cumsum" else "product"
+    lower_scan.__doc__ = f"Inclusive running {what} along `dim`, accumulated in the result dtype."
     return lower_scan
 
 
-lowers("aten.cumsum.default", check=_check_scan)(_scan("Cumsum"))
-lowers("aten.cumprod.default", check=_check_scan)(_scan("CumProd"))
+lowers("aten.cumsum.default")(_scan("Cumsum"))
+lowers("aten.cumprod.default")(_scan("CumProd"))
 
 
 lowers("aten.prod.dim_int", "aten.prod.default")(_reduce("Prod"))

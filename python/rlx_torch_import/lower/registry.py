@@ -18,6 +18,7 @@ from ..errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
 from ..program import Program, Provenance, ValueDecl
 from ..torchir import TorchIR
 from .context import Builder, Call, Value
+from .workarounds import RlxLimit, audit
 
 LowerFn = Callable[[Builder, Call], "Value | list[Value | None]"]
 CheckFn = Callable[[Call], "str | None"]
@@ -79,8 +80,8 @@ def make_call(node: Any, values: dict[str, Value]) -> Call:
     return Call(node, values, names, defaults)
 
 
-def find_unsupported(ir: TorchIR) -> list[Unsupported]:
-    """Capability pass: every op overload, argument value and dtype we cannot lower."""
+def _check_calls(ir: TorchIR) -> list[Unsupported]:
+    """Capability pass: every op overload, argument value and dtype the checks reject."""
     items: list[Unsupported] = []
     # Checks see shapes and dtypes of tensor args; build placeholder values from specs.
     values: dict[str, Value] = {}
@@ -115,11 +116,27 @@ def find_unsupported(ir: TorchIR) -> list[Unsupported]:
     return items
 
 
+def find_unsupported(ir: TorchIR) -> list[Unsupported]:
+    """Every op overload, argument value and dtype we cannot lower: the checks' verdicts plus the
+    ops the RLX workaround layer has no exact route for (found by lowering the graph)."""
+    try:
+        lower(ir)
+    except UnsupportedOpsError as e:
+        return list(e.items)
+    return []
+
+
+class _Refused(Value):
+    """The output of a node that could not be lowered (lowering goes on to find every gap)."""
+
+
 def lower(ir: TorchIR) -> Program:
     """TorchIR -> lowered program. Raises UnsupportedOpsError listing every gap first."""
-    missing = find_unsupported(ir)
-    if missing:
-        raise UnsupportedOpsError(items=missing)
+    checked = _check_calls(ir)
+    if any(i.target == "<input>" for i in checked):
+        raise UnsupportedOpsError(items=checked, decomposition=ir.decomposition)
+    refused_nodes = {i.node for i in checked}
+    items = list(checked)
     program = Program(name=ir.name)
     builder = Builder(program)
     values: dict[str, Value] = {}
@@ -140,6 +157,9 @@ def lower(ir: TorchIR) -> Program:
         values[w.name] = Value(w.key, tuple(w.shape), w.dtype)
     for node in ir.nodes:
         call = make_call(node, values)
+        if node.name in refused_nodes or _uses_refused(call):
+            _refuse(node, values)
+            continue
         _require_lowered_inputs(node, call)
         builder.provenance = Provenance(
             aten=node.target,
@@ -150,6 +170,11 @@ def lower(ir: TorchIR) -> Program:
         )
         try:
             result = REGISTRY[node.target].fn(builder, call)
+        except RlxLimit as e:
+            items.append(Unsupported(node.target, node.name, node.module_path, str(e), node.source,
+                                     node.decomposed_from))  # fmt: skip
+            _refuse(node, values)
+            continue
         except RtiError:
             raise
         except Exception as e:
@@ -170,6 +195,8 @@ def lower(ir: TorchIR) -> Program:
                 )
             values[spec.name] = value
         _rebind_mutated(node, call, values)
+    if items:
+        raise UnsupportedOpsError(items=items, decomposition=ir.decomposition)
     for out in ir.outputs:
         value = values[out.value]
         if value.dtype in NARROW_DTYPES:
@@ -179,7 +206,20 @@ def lower(ir: TorchIR) -> Program:
         elif value.dtype in HALF_DTYPES:  # computed as F32 already; rounded on the host
             program.carried_outputs[out.name] = out.dtype
         program.outputs.append(value.id)
+    audit(program, builder.nan_free_ids, builder.compensated)
     return program
+
+
+def _refuse(node: Any, values: dict[str, Value]) -> None:
+    for out in node.outputs:
+        values[out.name] = _Refused(out.name, tuple(out.shape), out.dtype)
+
+
+def _uses_refused(call: Call) -> bool:
+    def walk(v: Any) -> bool:
+        return isinstance(v, _Refused) or (isinstance(v, list) and any(walk(i) for i in v))
+
+    return any(walk(v) for v in call.arguments)
 
 
 def _rebind_mutated(node: Any, call: Call, values: dict[str, Value]) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import NARROW_DTYPES
 from .context import Builder, Call, Value, norm_axis
 from .registry import lowers
 
@@ -107,7 +106,7 @@ def slice_(b: Builder, call: Call) -> Value:
         return b.narrow(x, axis, start, length)
     dims = list(x.dims)
     dims[axis] = length
-    return b.move({"Slice": {"axis": axis, "start": start, "len": length, "step": step}}, [x], dims, x.dtype)
+    return b.emit({"Slice": {"axis": axis, "start": start, "len": length, "step": step}}, [x], dims, x.dtype)
 
 
 @lowers("aten.select.int")
@@ -142,7 +141,7 @@ def cat(b: Builder, call: Call) -> Value:
     axis = norm_axis(call.get("dim", 0), len(call.out_dims))
     if len(tensors) == 1:
         return b.cast(tensors[0], dtype)
-    return b.move({"Concat": {"axis": axis}}, [b.cast(t, dtype) for t in tensors], call.out_dims, dtype)
+    return b.emit({"Concat": {"axis": axis}}, [b.cast(t, dtype) for t in tensors], call.out_dims, dtype)
 
 
 @lowers("aten.stack.default")
@@ -153,7 +152,7 @@ def stack(b: Builder, call: Call) -> Value:
     parts = [b.reshape(b.cast(t, call.out_dtype), (*t.dims[:axis], 1, *t.dims[axis:])) for t in call["tensors"]]
     if len(parts) == 1:
         return parts[0]
-    return b.move({"Concat": {"axis": axis}}, parts, dims, call.out_dtype)
+    return b.emit({"Concat": {"axis": axis}}, parts, dims, call.out_dtype)
 
 
 @lowers("aten.gather.default")
@@ -161,9 +160,7 @@ def gather(b: Builder, call: Call) -> Value:
     """out[i][j] = self[i][index[i][j]] along `dim` (torch.gather)."""
     x, index = call.tensor("self"), call.tensor("index")
     axis = norm_axis(call["dim"], x.rank)
-    # RLX's CPU GatherElements sizes its output from an f32-encoded index (exact below 2**24).
-    index = b.cast(index, "float32")
-    return b.move({"GatherElements": {"axis": axis}}, [x, index], call.out_dims, x.dtype)
+    return b.emit({"GatherElements": {"axis": axis}}, [x, index], call.out_dims, x.dtype)
 
 
 @lowers("aten.flip.default")
@@ -173,7 +170,7 @@ def flip(b: Builder, call: Call) -> Value:
     axes = sorted({norm_axis(d, x.rank) for d in call["dims"]})
     if not axes:
         return x
-    return b.move({"Reverse": {"axes": axes}}, [x], x.dims, x.dtype)
+    return b.emit({"Reverse": {"axes": axes}}, [x], x.dims, x.dtype)
 
 
 @lowers("aten.index_select.default")
@@ -181,7 +178,7 @@ def index_select(b: Builder, call: Call) -> Value:
     """x.index_select(dim, index): a Gather along `dim` (negative indices are not allowed by torch)."""
     x = call.tensor("self")
     axis = norm_axis(call["dim"], x.rank)
-    return b.move({"Gather": {"axis": axis}}, [x, b.cast(call.tensor("index"), "int64")], call.out_dims, x.dtype)
+    return b.emit({"Gather": {"axis": axis}}, [x, call.tensor("index")], call.out_dims, x.dtype)
 
 
 @lowers("aten.repeat.default")
@@ -190,7 +187,7 @@ def repeat(b: Builder, call: Call) -> Value:
     x = call.tensor("self")
     reps = [int(r) for r in call["repeats"]]
     x = b.reshape(x, (1,) * (len(reps) - x.rank) + x.dims)
-    return b.move({"Tile": {"reps": reps}}, [x], call.out_dims, x.dtype)
+    return b.emit({"Tile": {"reps": reps}}, [x], call.out_dims, x.dtype)
 
 
 @lowers("aten.roll.default")
@@ -200,9 +197,9 @@ def roll(b: Builder, call: Call) -> Value:
     shifts, dims = list(call["shifts"]), list(call.get("dims", []) or [])
     if not dims:
         flat = b.reshape(x, (x.numel,))
-        return b.reshape(b.move({"Roll": {"shifts": shifts, "dims": [0]}}, [flat], flat.dims, x.dtype), x.dims)
+        return b.reshape(b.emit({"Roll": {"shifts": shifts, "dims": [0]}}, [flat], flat.dims, x.dtype), x.dims)
     axes = [norm_axis(d, x.rank) for d in dims]
-    return b.move({"Roll": {"shifts": shifts, "dims": axes}}, [x], x.dims, x.dtype)
+    return b.emit({"Roll": {"shifts": shifts, "dims": axes}}, [x], x.dims, x.dtype)
 
 
 @lowers("aten.tril.default", "aten.triu.default")
@@ -210,7 +207,7 @@ def tril_triu(b: Builder, call: Call) -> Value:
     """Keep the lower (tril) or upper (triu) triangle of the last two axes relative to `diagonal`."""
     x = call.tensor("self")
     op = {"Trilu": {"upper": call.target == "aten.triu.default", "diagonal": int(call.get("diagonal", 0))}}
-    return b.move(op, [x], x.dims, x.dtype)
+    return b.emit(op, [x], x.dims, x.dtype)
 
 
 # ── strided views read as gathers: as_strided, diagonal; select_scatter ──
@@ -257,7 +254,7 @@ def as_strided(b: Builder, call: Call) -> Value:
     x = call.tensor("self")
     flat = b.reshape(x, (x.numel,))
     index = b.const(_strided_positions(call), "int64")
-    return b.move({"Gather": {"axis": 0}}, [flat, index], call.out_dims, x.dtype)
+    return b.emit({"Gather": {"axis": 0}}, [flat, index], call.out_dims, x.dtype)
 
 
 @lowers("aten.diagonal.default")
@@ -274,7 +271,7 @@ def diagonal(b: Builder, call: Call) -> Value:
     index = rows * n2 + rows + offset
     flat = b.reshape(xt, (*xt.dims[:-2], n1 * n2))
     axis = flat.rank - 1
-    return b.move({"Gather": {"axis": axis}}, [flat, b.const(index, "int64")], call.out_dims, x.dtype)
+    return b.emit({"Gather": {"axis": axis}}, [flat, b.const(index, "int64")], call.out_dims, x.dtype)
 
 
 @lowers("aten.select_scatter.default")
@@ -287,6 +284,5 @@ def select_scatter(b: Builder, call: Call) -> Value:
     src = b.reshape(b.cast(call.tensor("src"), dtype), (*dims[:axis], 1, *dims[axis + 1 :]))
     hot = np.zeros([dims[a] if a == axis else 1 for a in range(len(dims))], dtype=bool)
     hot[(0,) * axis + (index,)] = True
-    compute = "float32" if dtype in NARROW_DTYPES else dtype  # Where moves bool/narrow values wrongly
-    pick = [b.expand(b.const(hot, "bool"), dims), b.expand(b.cast(src, compute), dims), b.cast(x, compute)]
-    return b.cast(b.emit("Where", pick, dims, compute), dtype)
+    pick = [b.expand(b.const(hot, "bool"), dims), b.expand(src, dims), b.cast(x, dtype)]
+    return b.emit("Where", pick, dims, dtype)

@@ -1,0 +1,508 @@
+"""The one home for RLX workarounds: every node a lowering emits passes through `route`.
+
+Op families express torch semantics only and emit plain RLX ops through `Builder.emit`.
+`route` looks at the op kind and its operands' dtypes and, where `defects.py` lists a defect
+for that combination, builds the same result from kernels that are right (`exact.py`);
+otherwise it appends the raw node. `audit` checks a finished program against every
+defect's `hits`, so a raw op on a known-defect path is an internal error, never a wrong
+number. `RlxLimit` is raised where no exact route exists (the registry reports it as an
+unsupported op use, with the node).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..dtypes import HALF_DTYPES, NARROW_DTYPES, compute_rlx, numpy_dtype, promote, round_half
+from ..errors import LoweringError
+from ..program import Program, op_name
+from . import defects, exact
+
+if TYPE_CHECKING:
+    from .context import Builder, Value
+
+
+class RlxLimit(Exception):
+    """No exact route exists for this op on these operands (the reason says why)."""
+
+
+def _rlx(v: Value) -> str:
+    return compute_rlx(v.dtype)
+
+
+def _kind(op: Any) -> str:
+    return op_name(op).split(".")[0]
+
+
+def route(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    """Emit `op` (result `dims`, torch-ir `dtype`) so that no known RLX defect is on its path."""
+    rule = _RULES.get(_kind(op))
+    return rule(b, op, inputs, dims, dtype) if rule else b.raw(op, inputs, dims, dtype)
+
+
+def _via(b: Builder, op: Any, inputs: list[Value], data: tuple[int, ...], dims: tuple[int, ...], dtype: str,
+         carrier: str) -> Value:  # fmt: skip
+    """The op on data operands (positions `data`, and the result) cast to `carrier`, then cast back."""
+    moved = [b.cast(v, carrier) if i in data else v for i, v in enumerate(inputs)]
+    return b.cast(b.emit(op, moved, dims, carrier), dtype)
+
+
+# ── constants ────────────────────────────────────────────────────────────────────────────────
+
+
+def constant(b: Builder, array: Any, dtype: str) -> Value:
+    """A Constant of `dtype`; bool/narrow integers are stored as float32 and cast (constant-narrow)."""
+    if dtype in NARROW_DTYPES:
+        return b.cast(constant(b, np.asarray(array).astype(np.float32), "float32"), dtype)
+    arr = np.asarray(array)
+    arr = round_half(arr, dtype) if dtype in HALF_DTYPES else arr.astype(numpy_dtype(dtype))
+    data = arr.astype(arr.dtype.newbyteorder("<")).tobytes()
+    return b.raw({"Constant": {"data": list(data)}}, [], arr.shape, dtype)
+
+
+# ── elementwise ──────────────────────────────────────────────────────────────────────────────
+
+_NARROW_INTS = frozenset({"int32", "int16", "int8", "uint8"})
+
+
+def _compare(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    x, y = inputs
+    common = promote(x.dtype, y.dtype)
+    if common in _NARROW_INTS:  # compare-narrow-int
+        common = "int64"
+    x, y = b.cast(x, common), b.cast(y, common)
+    if compute_rlx(common) == "F64":  # compare-f64
+        return exact.compare_f64(b, op["Compare"], x, y)
+    return b.raw(op, [x, y], dims, dtype)
+
+
+def _nan_of(b: Builder, v: Value) -> Value | None:
+    """v != v, or None when v cannot hold NaN (a NaN-free constant, a cast from integers or bool)."""
+    if b.nan_free(v):
+        return None
+    return exact.is_nan(b, v)
+
+
+def _keep_nan(b: Builder, result: Value, operands: list[Value]) -> Value:
+    """NaN wherever an operand is NaN (torch's maximum/minimum/clamp/amax propagate NaN)."""
+    for v in operands:
+        nan = _nan_of(b, v)
+        if nan is not None:
+            result = b.emit("Where", [b.expand(nan, result.dims), b.expand(v, result.dims), result], result.dims,
+                            result.dtype)  # fmt: skip
+    return result
+
+
+def _binary(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    name = op["Binary"]
+    rlx = compute_rlx(dtype)
+    if rlx in ("I32", "I16", "I8", "U8", "Bool"):  # binary-narrow-int
+        return _via(b, op, inputs, (0, 1), dims, dtype, "int64")
+    if name == "Mod" and rlx == "I64":  # the kernel panics on a zero divisor: a - trunc(a / b) * b
+        x, y = inputs
+        return b.binary("Sub", x, b.binary("Mul", b.binary("Div", x, y), y))
+    if name in ("Max", "Min") and rlx in ("F32", "F64"):  # binary-nan
+        return _keep_nan(b, b.raw(op, inputs, dims, dtype, compensated="binary-nan"), inputs)
+    return b.raw(op, inputs, dims, dtype)
+
+
+def _clamp(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    """Clamp as Max/Min against constants (so NaN propagates, and bounds may be infinite)."""
+    (x,) = inputs
+    y = b.binary("Max", x, b.const(op["Clamp"]["min"], x.dtype))
+    return b.binary("Min", y, b.const(op["Clamp"]["max"], x.dtype))
+
+
+_EXACT_INT_ACTIVATIONS = ("Abs", "Neg", "Sign", "Relu", "Floor", "Ceil", "Round", "Trunc")
+
+
+def _activation(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    (x,) = inputs
+    name = op["Activation"]
+    if _rlx(x) in (*defects.INTS, "Bool"):  # activation-int
+        if name not in _EXACT_INT_ACTIVATIONS:
+            return b.cast(b.emit(op, [b.cast(x, "float64")], dims, "float64"), dtype)
+        wide = b.cast(x, "int64")
+        zero = b.const(0, "int64")
+        if name == "Neg":
+            wide = b.binary("Sub", zero, wide)
+        elif name == "Abs":
+            wide = b.emit("Where", [b.compare("Lt", wide, zero), b.binary("Sub", zero, wide), wide], dims, "int64")
+        elif name == "Sign":
+            pos, neg = (b.cast(b.compare(c, wide, zero), "int64") for c in ("Gt", "Lt"))
+            wide = b.binary("Sub", pos, neg)
+        elif name == "Relu":
+            wide = b.binary("Max", wide, zero)
+        return b.cast(wide, dtype)
+    if name == "Round":  # round-fold: half to even from Floor, whatever folds
+        return _round_half_even(b, x)
+    return b.raw(op, inputs, dims, dtype)
+
+
+def _round_half_even(b: Builder, x: Value) -> Value:
+    """floor(x + 0.5), minus 1 on ties whose result is odd (torch rounds half to even)."""
+    half = b.const(0.5, x.dtype)
+    up = b.emit({"Activation": "Floor"}, [b.binary("Add", x, half)], x.dims, x.dtype)
+    tie = b.cast(b.compare("Eq", b.binary("Sub", up, x), half), x.dtype)
+    two = b.const(2.0, x.dtype)
+    halved = b.emit({"Activation": "Floor"}, [b.binary("Div", up, two)], x.dims, x.dtype)
+    odd = b.binary("Sub", up, b.binary("Mul", halved, two))
+    return b.binary("Sub", up, b.binary("Mul", tie, odd))
+
+
+def _where(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    if dtype in NARROW_DTYPES:  # where-narrow
+        return _via(b, op, inputs, (1, 2), dims, dtype, "float32")
+    if dtype == "int32":
+        return _via(b, op, inputs, (1, 2), dims, dtype, "int64")
+    return b.raw(op, inputs, dims, dtype)
+
+
+# ── rounding to half precision ───────────────────────────────────────────────────────────────
+
+# RLX number formats of the half dtypes, and the magnitude at which IEEE rounding overflows to inf
+# (the largest finite value plus half an ulp: a tie there rounds to the even neighbour, infinity).
+_HALF_FORMATS = {
+    "float16": ({"exp_bits": 5, "man_bits": 10, "bias": 15, "max_normal": 65504.0}, 65520.0),
+    "bfloat16": ({"exp_bits": 8, "man_bits": 7, "bias": 127, "max_normal": 3.3895313892515355e38}, 3.3961514e38),
+}
+
+
+def round_to(b: Builder, x: Value, dtype: str) -> Value:
+    """x (computed as float32) rounded to `dtype`'s grid, nearest even, as torch stores a half tensor.
+
+    RLX's RoundToFormat saturates at the format's largest value where IEEE rounding overflows to
+    ±inf (round-to-format), so magnitudes at or past the overflow threshold become x * inf."""
+    fmt, overflow = _HALF_FORMATS[dtype]
+    x = b.cast(x, "float32") if x.dtype not in HALF_DTYPES else replace(x, dtype="float32")
+    op = {"RoundToFormat": {"format": fmt, "scaling": "None"}}
+    rounded = b.raw(op, [x], x.dims, "float32", compensated="round-to-format")
+    big = b.compare("Ge", b.unary("Abs", x), b.const(overflow, "float32"))
+    out = b.emit("Where", [big, b.binary("Mul", x, b.const(math.inf, "float32")), rounded], x.dims, "float32")
+    return replace(out, dtype=dtype)
+
+
+# ── data movement ────────────────────────────────────────────────────────────────────────────
+
+_DATA = {"Gather": (0,), "GatherElements": (0,), "ScatterElements": (0, 2), "ScatterNd": (0, 2)}
+
+
+def _move(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    """move-narrow / move-i32: data moves as float32 (narrow) or int64 (int32) when the kernel needs it."""
+    kind = _kind(op)
+    data = _DATA.get(kind, tuple(range(len(inputs))))
+    if dtype in NARROW_DTYPES:
+        return _via(b, op, inputs, data, dims, dtype, "float32")
+    if dtype == "int32" and kind not in defects.I32_SAFE:
+        return _via(b, op, inputs, data, dims, dtype, "int64")
+    return b.raw(op, inputs, dims, dtype)
+
+
+def _trilu(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    (x,) = inputs
+    if _rlx(x) == "F32":
+        return b.raw(op, inputs, dims, dtype)
+    spec = op["Trilu"]  # trilu: a Where against the constant triangle
+    rows, cols = dims[-2], dims[-1]
+    tri = np.triu if spec["upper"] else np.tril
+    keep = tri(np.ones((rows, cols), dtype=bool), spec["diagonal"])
+    zero = b.expand(b.const(0, x.dtype), dims)
+    return b.emit("Where", [b.expand(b.const(keep, "bool"), dims), x, zero], dims, dtype)
+
+
+def _gather(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    x, index = inputs
+    if index.dtype != "int64":  # gather-index-dtype
+        index = b.cast(index, "int64")
+    return _move(b, op, [x, index], dims, dtype)
+
+
+_F32_INDEX_LIMIT = 1 << 24
+
+
+def _gather_elements(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    x, index = inputs
+    axis = op["GatherElements"]["axis"]
+    rlx = _rlx(x)
+    if rlx == "F32" and x.dims[axis] < _F32_INDEX_LIMIT:  # gather-elements: F32 data takes an F32 index
+        return b.raw(op, [x, b.cast(index, "float32")], dims, dtype)
+    if rlx == "I64":
+        return b.raw(op, [x, b.cast(index, "int64")], dims, dtype)
+    if dtype in NARROW_DTYPES:
+        return b.cast(exact.gather_along(b, b.cast(x, "float32"), index, axis), dtype)
+    return exact.gather_along(b, x, index, axis)
+
+
+def _scatter(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    kind = _kind(op)
+    x, index, src = inputs
+    reduction = op[kind]["reduction"]
+    rlx = _rlx(x)
+    if dtype in NARROW_DTYPES:
+        return _via(b, op, inputs, (0, 2), dims, dtype, "float32")
+    if rlx == "F32":
+        return b.raw(op, inputs, dims, dtype)
+    if reduction == "None":
+        if rlx in ("I64", "I32"):  # scatter-i64: hi/lo halves, each float32-exact
+            halves = [exact.split24(b, x), exact.split24(b, src)]
+            parts = [b.emit(op, [halves[0][k], index, halves[1][k]], dims, "float32") for k in (0, 1)]
+            return exact.join24(b, parts[0], parts[1], dtype)
+        if rlx == "F64":  # scatter-f64: three float32 pieces
+            pieces = zip(exact.split3(b, x), exact.split3(b, src), strict=True)
+            return exact.join3(b, [b.emit(op, [p, index, s], dims, "float32") for p, s in pieces])
+    if reduction == "Add" and rlx in ("I64", "I32", "F64"):
+        return _scatter_add_one_hot(b, kind, op, x, index, src, dtype)
+    raise RlxLimit(f"{kind} with reduction {reduction} on {x.dtype} has no exact RLX route (RLX scatters are "
+                   "float32-only)")  # fmt: skip
+
+
+def _scatter_add_one_hot(b: Builder, kind: str, op: Any, x: Value, index: Value, src: Value, dtype: str) -> Value:
+    """Scatter-add of integer/float64 data as one-hot matmuls over the flattened target (exact.one_hot_add)."""
+    if kind == "ScatterNd":  # the layer only sees ScatterNd with a [count, 1] index into the first axis
+        if index.rank != 2 or index.dims[1] != 1:
+            raise RlxLimit("ScatterNd add on integer/float64 data needs a [count, 1] index")
+        flat, updates, target = b.reshape(b.cast(index, "int64"), (index.dims[0],)), src, x
+    else:  # ScatterElements: flat positions of every update in the flattened target
+        flat = b.reshape(exact.flat_positions(b, index, x.dims, op[kind]["axis"]), (index.numel,))
+        updates, target = b.reshape(src, (index.numel, 1)), b.reshape(x, (x.numel, 1))
+    if target.dims[0] * flat.dims[0] > exact.MAX_ONE_HOT:
+        raise RlxLimit(f"integer/float64 scatter-add is exact only up to {exact.MAX_ONE_HOT} (target row, update) "
+                       "pairs (one-hot matmul)")  # fmt: skip
+    return b.reshape(exact.one_hot_add(b, target, flat, b.cast(updates, x.dtype)), x.dims)
+
+
+# ── reductions, scans, sorting ───────────────────────────────────────────────────────────────
+
+
+def _reduce(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    (x,) = inputs
+    spec = op["Reduce"]
+    red, keep = spec["op"], spec["keep_dim"]
+    axes = sorted({a % max(x.rank, 1) for a in spec["axes"]})
+    rlx = _rlx(x)
+    if rlx == "Bool":
+        return b.cast(b.emit({"Reduce": {**spec, "axes": axes}}, [b.cast(x, "float32")], dims, "float32"), dtype)
+    if rlx in defects.INTS:  # reduce-int: pairwise with exact int64 ops
+        if red == "Mean":
+            return b.cast(b.emit(op, [b.cast(x, "float64")], dims, "float64"), dtype)
+        wide = b.cast(x, "int64")
+        pair = {"Sum": "Add", "Prod": "Mul", "Max": "Max", "Min": "Min"}[red]
+        return b.cast(exact.pairwise(b, pair, wide, axes, keep), dtype)
+    if rlx == "F64" and red != "Sum":  # reduce-f64
+        if red == "Mean":
+            total = b.emit({"Reduce": {"op": "Sum", "axes": axes, "keep_dim": keep}}, [x], dims, dtype)
+            return b.binary("Div", total, b.const(float(math.prod(x.dims[a] for a in axes)), dtype))
+        pair = {"Prod": "Mul", "Max": "Max", "Min": "Min"}[red]
+        return exact.pairwise(b, pair, x, axes, keep)
+    nan_fix = red in ("Max", "Min") and rlx in ("F32", "F64") and not b.nan_free(x)
+    y = _contiguous_reduce(b, red, x, axes, keep, dtype, compensated="reduce-nan" if nan_fix else "")
+    if nan_fix:  # reduce-nan
+        nan = b.cast(exact.is_nan(b, x), "float32")
+        any_nan = b.compare("Ne", _contiguous_reduce(b, "Sum", nan, axes, keep, "float32"), b.const(0.0, "float32"))
+        y = b.emit("Where", [any_nan, b.expand(b.const(math.nan, dtype), dims), y], dims, dtype)
+    return y
+
+
+def _contiguous_reduce(
+    b: Builder, red: str, x: Value, axes: list[int], keep: bool, dtype: str, compensated: str = ""
+) -> Value:
+    """Raw Reduce nodes over runs of adjacent axes (the CPU kernel wants a contiguous range), highest first."""
+    runs: list[list[int]] = []
+    for a in axes:
+        if runs and runs[-1][-1] == a - 1:
+            runs[-1].append(a)
+        else:
+            runs.append([a])
+    y = x
+    for run in reversed(runs):  # highest axes first, so lower indices stay valid
+        out = tuple((1 if i in run else d) for i, d in enumerate(y.dims) if keep or i not in run)
+        y = b.raw({"Reduce": {"op": red, "axes": run, "keep_dim": keep}}, [y], out, dtype, compensated=compensated)
+    return y
+
+
+def _scan(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    (x,) = inputs
+    kind = _kind(op)
+    spec = op[kind]
+    if x.rank == 0:
+        return b.reshape(b.emit({kind: {**spec, "axis": -1}}, [b.reshape(x, (1,))], (1,), dtype), dims)
+    axis = spec["axis"] % x.rank
+    if axis != x.rank - 1:  # scan-axis
+        moved, back = b.to_last_axis(x, axis)
+        y = b.emit({kind: {**spec, "axis": -1}}, [moved], moved.dims, dtype)
+        return b.transpose(y, back)
+    if spec["axis"] != -1:
+        op = {kind: {**spec, "axis": -1}}
+    rlx = _rlx(x)
+    if spec.get("exclusive"):
+        raise RlxLimit(f"exclusive {kind} is not used by any lowering")
+    if rlx == "F32" or (kind == "Cumsum" and rlx == "I64"):
+        return b.raw(op, [x], dims, dtype)
+    if rlx in (*defects.INTS, "Bool"):  # cumprod-int; narrower ints accumulate in int64
+        return b.cast(exact.scan(b, "Add" if kind == "Cumsum" else "Mul", b.cast(x, "int64")), dtype)
+    return exact.scan(b, "Add" if kind == "Cumsum" else "Mul", x)  # scan-f64
+
+
+def _check_sortable(x: Value, axis: int) -> None:
+    n = x.dims[axis] if x.rank else 1
+    if n > exact.MAX_EXACT_SORT:
+        raise RlxLimit(f"sorting {x.dtype} over {n} > {exact.MAX_EXACT_SORT} elements has no exact RLX route "
+                       "(the exact counting sort is O(n^2))")  # fmt: skip
+
+
+def _sort(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    (x,) = inputs
+    kind = _kind(op)
+    if _rlx(x) == "F32":
+        return b.raw(op, inputs, dims, dtype)
+    spec = op[kind]  # sort-f64 (integers too)
+    axis = spec["axis"] % max(x.rank, 1)
+    _check_sortable(x, axis)
+    values, order = b.memo(("sort", x.id, axis, spec["descending"]), lambda: exact.sort(b, x, axis, spec["descending"]))
+    return values if kind == "Sort" else b.cast(order, dtype)
+
+
+def _topk(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    (x,) = inputs
+    if _rlx(x) == "F32":
+        return b.raw(op, inputs, dims, dtype)
+    _check_sortable(x, x.rank - 1)  # topk-f64: the exact sort, first k
+    _, order = b.memo(("sort", x.id, x.rank - 1, True), lambda: exact.sort(b, x, x.rank - 1, True))
+    return b.cast(b.narrow(order, x.rank - 1, 0, op["TopK"]["k"]), dtype)
+
+
+def _arg_extreme(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    """argmax: the first index equal to the NaN-propagating extreme (every dtype)."""
+    (x,) = inputs
+    kind = _kind(op)
+    axis = op[kind]["axis"] % max(x.rank, 1)
+    values = b.reduce("Max" if kind == "ArgMax" else "Min", x, [axis], keep_dim=True)
+    index = exact.first_index(b, x, values, axis)
+    return b.cast(b.reshape(index, dims), dtype)
+
+
+# ── linear algebra, convolution, normalization ───────────────────────────────────────────────
+
+_MAX_INT_MATMUL = 1 << 24
+
+
+def _matmul(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    x, y = inputs
+    if _rlx(x) not in (*defects.INTS, "Bool"):
+        return b.raw(op, inputs, dims, dtype)
+    m, k, n = x.dims[-2], x.dims[-1], y.dims[-1]  # matmul-int: broadcast Mul, pairwise Sum over k
+    if math.prod(dims) * k > _MAX_INT_MATMUL:
+        raise RlxLimit(f"integer matmul with {math.prod(dims) * k} products > {_MAX_INT_MATMUL} has no exact RLX "
+                       "route (RLX's MatMul is float-only)")  # fmt: skip
+    a = b.reshape(b.cast(x, "int64"), (*x.dims[:-2], m, k, 1))
+    c = b.reshape(b.cast(y, "int64"), (*y.dims[:-2], 1, k, n))
+    products = b.binary("Mul", a, c)
+    return b.cast(exact.pairwise(b, "Add", products, [products.rank - 2], keep_dim=False), dtype)
+
+
+def _conv(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    x, w = inputs
+    if _rlx(x) != "F64":
+        return b.raw(op, inputs, dims, dtype)
+    return exact.conv2d(b, x, w, op["Conv"], dims)  # conv-f64
+
+
+def _conv_transpose(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    if _rlx(inputs[0]) == "F64":  # conv-transpose-f64
+        raise RlxLimit("float64 transposed convolution has no exact RLX route (ConvTranspose2d reads F64 as f32)")
+    return b.raw(op, inputs, dims, dtype)
+
+
+def _batch_norm(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    x, gamma, beta, mean, var = inputs
+    if _rlx(x) != "F64":
+        return b.raw(op, inputs, dims, dtype)
+    eps = b.const(op["BatchNormInference"]["eps"], dtype)  # norm-f64: (x - mean) * gamma / sqrt(var + eps) + beta
+    scale = b.binary("Mul", gamma, b.emit({"Activation": "Rsqrt"}, [b.binary("Add", var, eps)], var.dims, dtype))
+    return b.binary("Add", b.binary("Mul", b.binary("Sub", x, mean), scale), beta)
+
+
+def _group_norm(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    x, gamma, beta = inputs
+    if _rlx(x) != "F64":
+        return b.raw(op, inputs, dims, dtype)
+    spec = op["GroupNorm"]  # norm-f64: per (n, group) statistics from Sum reductions
+    n, c, groups = x.dims[0], x.dims[1], spec["num_groups"]
+    flat = b.reshape(x, (n, groups, x.numel // (n * groups)))
+    mean = b.reduce("Mean", flat, [2], keep_dim=True)
+    centered = b.binary("Sub", flat, mean)
+    var = b.reduce("Mean", b.binary("Mul", centered, centered), [2], keep_dim=True)
+    rstd = b.emit({"Activation": "Rsqrt"}, [b.binary("Add", var, b.const(spec["eps"], dtype))], var.dims, dtype)
+    y = b.reshape(b.binary("Mul", centered, rstd), x.dims)
+    affine = (1, c, *([1] * (x.rank - 2)))
+    return b.binary("Add", b.binary("Mul", y, b.reshape(gamma, affine)), b.reshape(beta, affine))
+
+
+def _pool(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
+    if _rlx(inputs[0]) != "F32":  # pool-f64: the pool family unrolls other dtypes (native_pool)
+        raise LoweringError(f"internal error: Pool on {inputs[0].dtype} reached RLX; the pool family unrolls it")
+    return b.raw(op, inputs, dims, dtype)
+
+
+def native_pool(dtype: str) -> bool:
+    """Whether RLX's fused Pool computes this dtype right (pool-f64)."""
+    return compute_rlx(dtype) == "F32"
+
+
+_RULES: dict[str, Callable[[Builder, Any, list[Value], tuple[int, ...], str], Value]] = {
+    "Compare": _compare,
+    "Binary": _binary,
+    "Clamp": _clamp,
+    "Activation": _activation,
+    "Where": _where,
+    "Gather": _gather,
+    "GatherElements": _gather_elements,
+    "ScatterElements": _scatter,
+    "ScatterNd": _scatter,
+    "Trilu": _trilu,
+    "Reduce": _reduce,
+    "Cumsum": _scan,
+    "CumProd": _scan,
+    "Sort": _sort,
+    "ArgSort": _sort,
+    "TopK": _topk,
+    "ArgMax": _arg_extreme,
+    "ArgMin": _arg_extreme,
+    "MatMul": _matmul,
+    "Conv": _conv,
+    "ConvTranspose2d": _conv_transpose,
+    "BatchNormInference": _batch_norm,
+    "GroupNorm": _group_norm,
+    "Pool": _pool,
+    **dict.fromkeys(("Transpose", "Slice", "Narrow", "Concat", "Expand", "Reverse", "Roll", "Tile", "Pad"), _move),
+}
+
+
+def audit(program: Program, nan_free: Collection[str] = (), compensated: Mapping[str, str] | None = None) -> None:
+    """Raise LoweringError if any node of `program` is a raw op on a known-defect path.
+
+    `nan_free`: value ids that cannot hold NaN (NaN-only defects do not concern them);
+    `compensated`: node id -> the defect the layer corrects right after that node."""
+    compensated = compensated or {}
+    dtypes = {v.name: v.dtype for v in (*program.inputs, *program.params)}
+    found = []
+    for node in program.nodes:
+        ins = [dtypes[i] for i in node.inputs]
+        dtypes[node.id] = node.dtype
+        may_nan = any(i not in nan_free for i in node.inputs)
+        for defect in defects.DEFECTS:
+            if (defect.nan_only and not may_nan) or compensated.get(node.id) == defect.key:
+                continue
+            if not defect.accepted and defect.hits(node.op, ins, node.dtype):
+                found.append(f"{node.provenance.label()}: {op_name(node.op)}({', '.join(ins)}) -> {node.dtype} "
+                             f"meets RLX defect {defect.key!r}")  # fmt: skip
+    if found:
+        raise LoweringError(
+            "internal error: raw RLX ops on known-defect paths (an op family bypassed lower/workarounds.py):\n  "
+            + "\n  ".join(found[:20])
+        )
