@@ -8,7 +8,7 @@
 //! here. The compiler checks the result when the generated crate builds.
 //!
 //! Fixed-size arrays (`[usize; 2]`) reach serde as tuples; `Op` has no tuple
-//! fields in RLX 0.2.17, so tuples print as arrays. Constant payloads print as
+//! fields in RLX 0.2.19, so tuples print as arrays. Constant payloads print as
 //! a call the emitter defines (`constant(..)`), never as a byte literal here.
 
 use std::collections::BTreeSet;

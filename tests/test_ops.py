@@ -13,10 +13,10 @@ import torch.nn.functional as F
 from torch import nn
 
 import rlx_torch_import as rti
+import samples_dtypes
 import samples_grad
 import samples_image
 import samples_misc
-import samples_dtypes
 import samples_pool
 import samples_vision
 from sample_utils import Fn

@@ -18,15 +18,12 @@ _TABLE: dict[str, tuple[str, str | None]] = {
     "bool": ("Bool", "bool"),
 }
 
-# RLX's CPU arena is f32-aliased: bool and narrow-integer values are not readable or
-# writable as native bytes at the graph boundary, and some data-movement kernels
-# (Concat, strided Slice, Where on values) mishandle them. They cross the boundary as
-# float32 (exact for these ranges) and move through those kernels as float32, with
-# explicit Cast nodes; meta.json records the boundary dtype as `rlx_dtype`.
+# Bool and narrow integers: RLX's f32-aliased CPU arena cannot pass them across the graph
+# boundary natively, and several kernels move them with the wrong width; the workaround
+# layer (lower/workarounds.py) carries and moves them as float32 (exact for these ranges).
 NARROW_DTYPES = frozenset({"bool", "int8", "uint8", "int16"})
-# RLX 0.2.17's CPU kernels mishandle half-precision slots (bf16 transposes, f16/bf16
-# weights read back wrong), so half tensors are computed in float32 inside RLX and
-# rounded to their dtype on the host at the outputs. See docs/design.md (l).
+# Half precision computes as float32 inside RLX and is rounded where torch rounds (casts,
+# some kernels' intermediates, the outputs), as torch's CPU opmath does. docs/design.md (l).
 HALF_DTYPES = frozenset({"float16", "bfloat16"})
 
 
@@ -35,9 +32,8 @@ def compute_rlx(dtype: str) -> str:
     return "F32" if dtype in HALF_DTYPES else to_rlx(dtype)
 
 
-# RLX's CPU kernels compute integer arithmetic correctly in int64 only (int32 Binary
-# reads its slots as f32); narrower integers are widened for the op and cast back.
-INT_COMPUTE = {"int32": "int64", "int16": "int64", "int8": "int64", "uint8": "int64"}
+# Integers below this magnitude are exact in float32 (RLX's f32-encoded indices and counts).
+F32_EXACT = 1 << 24
 
 FLOAT_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64"})
 INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8"})

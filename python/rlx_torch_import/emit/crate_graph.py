@@ -117,10 +117,14 @@ def graph_statements(program: Program, names: RustNames) -> Statements:
     return out
 
 
+# Types rlx-ir exports at its root rather than from `rlx_ir::op` (number formats live in `number_format`).
+ROOT_TYPES = frozenset({"DType", "Shape", "FloatFormat", "FormatScaling"})
+
+
 def use_lines(types: set[str]) -> list[str]:
     """`use` lines for the type names the printed ops mention."""
-    root = sorted(t for t in types if t in {"DType", "Shape"})
-    op = sorted(t for t in types if t not in {"DType", "Shape"})
+    root = sorted(t for t in types if t in ROOT_TYPES)
+    op = sorted(t for t in types if t not in ROOT_TYPES)
     lines = []
     if op:
         lines.append(f"use rlx_ir::op::{{{', '.join(op)}}};")

@@ -381,12 +381,6 @@ def _probe_boundary_narrow() -> str | None:
     return f"a Bool output comes back as {dtype}, bytes {list(data)[:16]} (expected Bool 1, 0, 0, 1)"
 
 
-def _probe_half() -> str | None:
-    bits = np.array([[0x3C00, 0x4000, 0xC200], [0x3800, 0x0000, 0x7BFF]], np.uint16)  # f16 1, 2, -3, .5, 0, 65504
-    program_op = {"Transpose": {"perm": [1, 0]}}
-    return _half_roundtrip(program_op, bits)
-
-
 def _probe_round_fold() -> str | None:
     ties = np.array([0.5, 1.5, 2.5, -0.5, -2.5], np.float32)
     return _same({"Activation": "Round"}, [(ties, "F32")], np.round(ties), "F32", consts=True)
@@ -409,24 +403,6 @@ def _close(op: Any, inputs: Sequence[tuple[Any, str]], want: Any, out_dtype: str
     if np.allclose(got, want, rtol=1e-9, atol=1e-12, equal_nan=True):
         return None
     return f"got {got.ravel()[:6].tolist()}, expected {want.ravel()[:6].tolist()}"
-
-
-def _half_roundtrip(op: Any, bits: np.ndarray) -> str | None:
-    """A raw F16 input through `op` and back out as F32 (a Cast inside)."""
-    from .. import _core
-    from ..program import Program, Provenance, RlxNode, ValueDecl
-
-    where = Provenance("p", "p")
-    shape_t = (bits.shape[1], bits.shape[0])
-    program = Program("probe", inputs=[ValueDecl("x", bits.shape, "F16")], outputs=["f"])
-    program.nodes.append(RlxNode("t", op, ("x",), shape_t, "F16", where))
-    program.nodes.append(RlxNode("f", {"Cast": {"to": "F32"}}, ("t",), shape_t, "F32", where))
-    try:
-        model = _core.CompiledModel(_core.program_to_hir_json(program.to_core_json()))
-        ((data, _, _),) = model.run([("x", bits.view(np.uint8).reshape(-1), "F16")])
-    except RuntimeError as e:
-        return f"RLX failed: {str(e).splitlines()[0][:160]}"
-    return _differs(np.frombuffer(data, np.float32).reshape(shape_t), bits.view(np.float16).astype(np.float32).T)
 
 
 # ── the table ─────────────────────────────────────────────────────────────────────────────────
@@ -477,17 +453,35 @@ def _reduce_hits(op: Any, ins: Sequence[str], out: str) -> bool:
     return (ins[0] == "F64" and red != "Sum") or ins[0] in INTS
 
 
+# Operand positions holding the data an op moves (the others are indices or conditions).
+DATA_POSITIONS = {
+    "Gather": (0,),
+    "GatherElements": (0,),
+    "ScatterElements": (0, 2),
+    "ScatterNd": (0, 2),
+    "Where": (1, 2),
+}
+
+
+def _data_dtypes(op: Any, ins: Sequence[str]) -> list[str]:
+    return [ins[i] for i in DATA_POSITIONS.get(_kind(op), range(len(ins))) if i < len(ins)]
+
+
 def _i32_moves(op: Any, ins: Sequence[str], out: str) -> bool:
-    return _kind(op) in MOVES and _kind(op) not in I32_SAFE and "I32" in (*ins, out)
+    kind = _kind(op)
+    return kind in MOVES and kind not in I32_SAFE and "I32" in (*_data_dtypes(op, ins), out)
 
 
 def _narrow_moves(op: Any, ins: Sequence[str], out: str) -> bool:
+    return _kind(op) in MOVES and any(d in NARROW for d in _data_dtypes(op, ins))
+
+
+def _index_dtype(op: Any, ins: Sequence[str], out: str) -> bool:
+    """Gather/scatter indices other than I64 (and F32, which the element kernels read exactly)."""
     kind = _kind(op)
-    if kind not in MOVES:
+    if kind not in ("Gather", "GatherElements", "ScatterElements", "ScatterNd") or len(ins) < 2:
         return False
-    data = {"Gather": (0,), "GatherElements": (0,), "ScatterElements": (0, 2), "ScatterNd": (0, 2), "Where": (1, 2)}
-    picked = [ins[i] for i in data.get(kind, range(len(ins))) if i < len(ins)]
-    return any(d in NARROW for d in picked)
+    return ins[1] != "I64" and not (kind != "Gather" and ins[1] == "F32")
 
 
 def _gather_elements(op: Any, ins: Sequence[str], out: str) -> bool:
@@ -593,8 +587,8 @@ DEFECTS: tuple[Defect, ...] = (
         "gather-index-dtype",
         "Gather with an I8/U8/I16 index reads the wrong rows (I32 is legalized through f32: exact below 2**24)",
         _SEEN,
-        "every Gather index is cast to I64",
-        _is("Gather", dtypes=frozenset({"I32", "I16", "I8", "U8", "Bool"}), at=(1,)),
+        "every gather/scatter index is cast to I64 (the element kernels also read F32 indices exactly)",
+        _index_dtype,
         _probe_gather_index,
     ),
     Defect(
@@ -810,14 +804,6 @@ DEFECTS: tuple[Defect, ...] = (
         _probe_boundary_narrow,
     ),
     Defect(
-        "half-slots",
-        "F16/BF16 slots are mishandled (a BF16 Transpose, F16/BF16 weights read back wrong)",
-        "0.2.17",
-        "half values are computed as F32 inside RLX and rounded to their dtype where torch rounds",
-        _never,  # no node is ever declared F16/BF16 (dtypes.compute_rlx)
-        _probe_half,
-    ),
-    Defect(
         "round-to-format",
         "RoundToFormat saturates at the format's largest value (IEEE rounding gives ±inf past it), and flushes "
         "f32-subnormal inputs to zero (bfloat16's own subnormals)",
@@ -835,3 +821,20 @@ DEFECTS: tuple[Defect, ...] = (
         _probe_round_fold,
     ),
 )
+
+
+def main() -> int:
+    """Run every probe against the installed RLX; print which defects are still there."""
+    from .. import _core
+
+    print(f"RLX {_core.rlx_version()}")
+    gone = 0
+    for d in DEFECTS:
+        found = d.probe()
+        gone += found is None
+        print(f"{'present' if found else 'GONE   '}  {d.key:22s} {found or 'drop the workaround: ' + d.workaround}")
+    return 1 if gone else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

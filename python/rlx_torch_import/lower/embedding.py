@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from ..dtypes import F32_EXACT
 from .context import Builder, Call, Value
 from .registry import lowers
 
@@ -28,7 +29,7 @@ def _check_bag(call: Call) -> str | None:
         return f"embedding_bag mode={mode} is not supported"
     if getattr(idx, "rank", 1) != 1 or getattr(offsets, "rank", 1) != 1:
         return "embedding_bag with non-1-D indices/offsets is not supported (torch flattens 2-D input first)"
-    if getattr(idx, "numel", 1) >= 1 << 24:
+    if getattr(idx, "numel", 1) >= F32_EXACT:
         return "embedding_bag with 2**24 or more indices is not supported (positions are compared in float32)"
     return None
 

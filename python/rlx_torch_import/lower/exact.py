@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..dtypes import compute_rlx
+from ..dtypes import F32_EXACT, compute_rlx
 
 if TYPE_CHECKING:
     from .context import Builder, Value
@@ -119,17 +119,17 @@ def scan(b: Builder, op: str, x: Value) -> Value:
 def split24(b: Builder, x: Value) -> tuple[Value, Value]:
     """Integer x == hi * 2**24 + lo with 0 <= lo < 2**24; both float32-exact while |x| < 2**48."""
     wide = b.cast(x, "int64")
-    hi = b.binary("Div", wide, b.const(1 << 24, "int64"))  # truncates toward zero
-    lo = b.binary("Sub", wide, b.binary("Mul", hi, b.const(1 << 24, "int64")))
+    hi = b.binary("Div", wide, b.const(F32_EXACT, "int64"))  # truncates toward zero
+    lo = b.binary("Sub", wide, b.binary("Mul", hi, b.const(F32_EXACT, "int64")))
     negative = b.cast(b.compare("Lt", lo, b.const(0, "int64")), "int64")  # floor: lo in [0, 2**24)
     hi = b.binary("Sub", hi, negative)
-    lo = b.binary("Add", lo, b.binary("Mul", negative, b.const(1 << 24, "int64")))
+    lo = b.binary("Add", lo, b.binary("Mul", negative, b.const(F32_EXACT, "int64")))
     return b.cast(hi, "float32"), b.cast(lo, "float32")
 
 
 def join24(b: Builder, hi: Value, lo: Value, dtype: str) -> Value:
     """hi * 2**24 + lo in int64, cast to `dtype`."""
-    wide = b.binary("Add", b.binary("Mul", b.cast(hi, "int64"), b.const(1 << 24, "int64")), b.cast(lo, "int64"))
+    wide = b.binary("Add", b.binary("Mul", b.cast(hi, "int64"), b.const(F32_EXACT, "int64")), b.cast(lo, "int64"))
     return b.cast(wide, dtype)
 
 
@@ -240,7 +240,7 @@ def one_hot_add(b: Builder, data: Value, flat: Value, updates: Value) -> Value:
         total = b.matmul(hot, upd)
         return b.reshape(b.binary("Add", b.reshape(data, (rows, width)), total), data.dims)
     hi, lo = (b.cast(b.matmul(hot, b.cast(h, "float64")), "int64") for h in split24(b, upd))
-    total = b.binary("Add", b.binary("Mul", hi, b.const(1 << 24, "int64")), lo)
+    total = b.binary("Add", b.binary("Mul", hi, b.const(F32_EXACT, "int64")), lo)
     summed = b.binary("Add", b.reshape(b.cast(data, "int64"), (rows, width)), total)
     return b.reshape(b.cast(summed, data.dtype), data.dims)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..dtypes import FLOAT_DTYPES
+from ..dtypes import F32_EXACT, FLOAT_DTYPES
 from .context import Builder, Call, Value, norm_axis
 from .registry import lowers
 
@@ -406,7 +406,7 @@ def _check_grid_sampler(call: Call) -> str | None:
         return f"grid_sample on rank-{x.rank} input is not supported (4-D only)"
     if x.dtype != "float32":
         return f"grid_sample on {x.dtype} is not supported (float32 only: GatherElements takes its index dtype)"
-    if x.dims[2] * x.dims[3] >= 2**24:
+    if x.dims[2] * x.dims[3] >= F32_EXACT:
         return f"grid_sample on a {x.dims[2]}x{x.dims[3]} image is not supported (float32 indices, < 2**24 pixels)"
     if call["interpolation_mode"] not in _MODES or call["padding_mode"] not in _PADDINGS:
         return f"interpolation_mode={call['interpolation_mode']} padding_mode={call['padding_mode']} unknown"

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..dtypes import FLOAT_DTYPES
+from ..dtypes import F32_EXACT, FLOAT_DTYPES
 from .context import Builder, Call, Value, norm_axis
 from .elementwise import floor_divide
 from .registry import lowers
@@ -232,8 +232,6 @@ def scatter(b: Builder, call: Call) -> Value:
 
 
 # ── masked_scatter ───────────────────────────────────────────────────────
-
-F32_EXACT = 1 << 24
 
 
 def _check_masked_scatter(call: Call) -> str | None:

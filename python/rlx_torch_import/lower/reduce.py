@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from .context import Builder, Call, Value, norm_axis
 from .registry import lowers
 
@@ -108,19 +110,38 @@ def max_min_dim(b: Builder, call: Call) -> list[Value | None]:
     return [values, indices]
 
 
-@lowers("aten.var.correction", "aten.var.dim")
-def var(b: Builder, call: Call) -> Value:
-    """sum((x - mean)^2) / (N - correction) over `dim` (unbiased=True means correction 1)."""
+def _var_mean(b: Builder, call: Call) -> tuple[Value, Value]:
+    """(sum((x - mean)^2) / (N - correction), mean) over `dim`, shaped as torch records them
+    (`.dim` overloads: unbiased=True means correction 1; a non-positive divisor gives inf/nan as in torch)."""
     x = b.cast(call.tensor("self"), call.out_dtype)
     axes = _axes(call, x)
-    if call.target == "aten.var.dim":
+    if call.target.endswith(".dim"):
         correction = 1 if call.get("unbiased", True) else 0
     else:
         correction = call.get("correction", 1)
-    n = 1
-    for a in axes:
-        n *= x.dims[a]
-    dev = b.binary("Sub", x, b.reduce("Mean", x, axes, keep_dim=True))
-    total = b.reduce("Sum", b.binary("Mul", dev, dev), axes, bool(call.get("keepdim", False)))
-    y = b.binary("Div", total, b.const(float(max(n - correction, 0)), x.dtype))
-    return b.reshape(y, call.out_dims)
+    n = math.prod(x.dims[a] for a in axes)
+    keep = bool(call.get("keepdim", False))
+    mean = b.reduce("Mean", x, axes, keep_dim=True)
+    dev = b.binary("Sub", x, mean)
+    total = b.reduce("Sum", b.binary("Mul", dev, dev), axes, keep)
+    var = b.binary("Div", total, b.const(float(max(n - correction, 0)), x.dtype))
+    return b.reshape(var, call.out_dims), b.reshape(mean, call.out_dims)
+
+
+@lowers("aten.var.correction", "aten.var.dim")
+def var(b: Builder, call: Call) -> Value:
+    """sum((x - mean)^2) / (N - correction) over `dim` (unbiased=True means correction 1)."""
+    return _var_mean(b, call)[0]
+
+
+@lowers("aten.std.correction", "aten.std.dim")
+def std(b: Builder, call: Call) -> Value:
+    """sqrt(var) over `dim`."""
+    return b.unary("Sqrt", _var_mean(b, call)[0])
+
+
+@lowers("aten.var_mean.correction", "aten.var_mean.dim", "aten.std_mean.correction", "aten.std_mean.dim")
+def var_std_mean(b: Builder, call: Call) -> list[Value | None]:
+    """(var or sqrt(var), mean) over `dim`."""
+    var, mean = _var_mean(b, call)
+    return [b.unary("Sqrt", var) if "std_mean" in call.target else var, mean]

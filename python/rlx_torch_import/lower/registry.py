@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from ..dtypes import HALF_DTYPES, NARROW_DTYPES, compute_rlx, is_supported
+from ..dtypes import NARROW_DTYPES, compute_rlx, is_supported, to_rlx
 from ..errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
 from ..program import Program, Provenance, ValueDecl
 from ..torchir import TorchIR
 from .context import Builder, Call, Value
-from .workarounds import RlxLimit, audit
+from .workarounds import RlxLimit, audit, boundary_dtype
 
 LowerFn = Callable[[Builder, Call], "Value | list[Value | None]"]
 CheckFn = Callable[[Call], "str | None"]
@@ -141,17 +141,15 @@ def lower(ir: TorchIR) -> Program:
     builder = Builder(program)
     values: dict[str, Value] = {}
     for spec in ir.inputs:
-        if spec.dtype in NARROW_DTYPES:
-            # Declared float32 at the boundary, cast to its dtype as the graph's first step.
-            program.inputs.append(ValueDecl(spec.name, tuple(spec.shape), "F32"))
+        carrier = boundary_dtype(spec.dtype)
+        program.inputs.append(ValueDecl(spec.name, tuple(spec.shape), carrier))
+        if carrier != to_rlx(spec.dtype):  # carried as float32, cast to its dtype as the graph's first step
             program.carried_inputs[spec.name] = spec.dtype
+        if spec.dtype in NARROW_DTYPES:
             builder.provenance = Provenance(aten="<boundary cast>", node=spec.name)
             values[spec.name] = builder.cast(Value(spec.name, tuple(spec.shape), "float32"), spec.dtype)
         else:
-            program.inputs.append(ValueDecl(spec.name, tuple(spec.shape), compute_rlx(spec.dtype)))
             values[spec.name] = Value(spec.name, tuple(spec.shape), spec.dtype)
-            if spec.dtype in HALF_DTYPES:
-                program.carried_inputs[spec.name] = spec.dtype
     for w in ir.weights:
         program.params.append(ValueDecl(w.key, tuple(w.shape), compute_rlx(w.dtype)))
         values[w.name] = Value(w.key, tuple(w.shape), w.dtype)
@@ -199,12 +197,11 @@ def lower(ir: TorchIR) -> Program:
         raise UnsupportedOpsError(items=items, decomposition=ir.decomposition)
     for out in ir.outputs:
         value = values[out.value]
+        if boundary_dtype(value.dtype) != to_rlx(value.dtype):  # half: computed as F32, rounded on the host
+            program.carried_outputs[out.name] = out.dtype
         if value.dtype in NARROW_DTYPES:
             builder.provenance = Provenance(aten="<boundary cast>", node=out.name)
             value = builder.cast(value, "float32")
-            program.carried_outputs[out.name] = out.dtype
-        elif value.dtype in HALF_DTYPES:  # computed as F32 already; rounded on the host
-            program.carried_outputs[out.name] = out.dtype
         program.outputs.append(value.id)
     audit(program, builder.nan_free_ids, builder.compensated)
     return program

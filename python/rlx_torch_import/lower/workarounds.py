@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..dtypes import HALF_DTYPES, NARROW_DTYPES, compute_rlx, numpy_dtype, promote, round_half
+from ..dtypes import F32_EXACT, HALF_DTYPES, NARROW_DTYPES, compute_rlx, numpy_dtype, promote, round_half
 from ..errors import LoweringError
 from ..program import Program, op_name
 from . import defects, exact
@@ -50,6 +50,15 @@ def _via(b: Builder, op: Any, inputs: list[Value], data: tuple[int, ...], dims: 
     """The op on data operands (positions `data`, and the result) cast to `carrier`, then cast back."""
     moved = [b.cast(v, carrier) if i in data else v for i, v in enumerate(inputs)]
     return b.cast(b.emit(op, moved, dims, carrier), dtype)
+
+
+# ── the graph boundary and constants ─────────────────────────────────────────────────────────
+
+
+def boundary_dtype(dtype: str) -> str:
+    """The RLX dtype a graph input or output of torch-ir `dtype` crosses `run_typed` as: bool and narrow
+    integers as F32 (boundary-narrow; exact), half precision as the F32 it computes in."""
+    return "F32" if dtype in NARROW_DTYPES else compute_rlx(dtype)
 
 
 # ── constants ────────────────────────────────────────────────────────────────────────────────
@@ -189,13 +198,11 @@ def round_to(b: Builder, x: Value, dtype: str) -> Value:
 
 # ── data movement ────────────────────────────────────────────────────────────────────────────
 
-_DATA = {"Gather": (0,), "GatherElements": (0,), "ScatterElements": (0, 2), "ScatterNd": (0, 2)}
-
 
 def _move(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
     """move-narrow / move-i32: data moves as float32 (narrow) or int64 (int32) when the kernel needs it."""
     kind = _kind(op)
-    data = _DATA.get(kind, tuple(range(len(inputs))))
+    data = defects.DATA_POSITIONS.get(kind, tuple(range(len(inputs))))
     if dtype in NARROW_DTYPES:
         return _via(b, op, inputs, data, dims, dtype, "float32")
     if dtype == "int32" and kind not in defects.I32_SAFE:
@@ -222,14 +229,11 @@ def _gather(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dty
     return _move(b, op, [x, index], dims, dtype)
 
 
-_F32_INDEX_LIMIT = 1 << 24
-
-
 def _gather_elements(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
     x, index = inputs
     axis = op["GatherElements"]["axis"]
     rlx = _rlx(x)
-    if rlx == "F32" and x.dims[axis] < _F32_INDEX_LIMIT:  # gather-elements: F32 data takes an F32 index
+    if rlx == "F32" and x.dims[axis] < F32_EXACT:  # gather-elements: F32 data takes an F32 index
         return b.raw(op, [x, b.cast(index, "float32")], dims, dtype)
     if rlx == "I64":
         return b.raw(op, [x, b.cast(index, "int64")], dims, dtype)
@@ -241,6 +245,9 @@ def _gather_elements(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, 
 def _scatter(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
     kind = _kind(op)
     x, index, src = inputs
+    if index.dtype not in ("int64", "float32"):  # gather-index-dtype
+        index = b.cast(index, "int64")
+        inputs = [x, index, src]
     reduction = op[kind]["reduction"]
     rlx = _rlx(x)
     if dtype in NARROW_DTYPES:

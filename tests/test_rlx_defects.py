@@ -1,0 +1,82 @@
+"""The RLX workaround layer: one probe per known defect, and the guarantees of the layer.
+
+A probe runs the raw RLX op; when it finds the op right, its test fails and names the
+workaround in `lower/workarounds.py` that can go (the check an RLX upgrade needs).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from rlx_torch_import import _core
+from rlx_torch_import.errors import LoweringError
+from rlx_torch_import.lower import defects, workarounds
+from rlx_torch_import.lower.context import Builder, Value
+from rlx_torch_import.program import Program, ValueDecl
+
+LOWER = Path(defects.__file__).parent
+
+
+@pytest.mark.parametrize("defect", defects.DEFECTS, ids=[d.key for d in defects.DEFECTS])
+def test_probe_still_finds_the_defect(defect: defects.Defect) -> None:
+    found = defect.probe()
+    assert found is not None, (
+        f"RLX {_core.rlx_version()} now computes the {defect.key!r} case right; drop or narrow the workaround "
+        f"({defect.workaround}) in lower/workarounds.py, then this row of lower/defects.py"
+    )
+
+
+def test_defect_keys_are_unique_and_named_in_the_layer() -> None:
+    keys = [d.key for d in defects.DEFECTS]
+    assert len(keys) == len(set(keys))
+    layer = (LOWER / "workarounds.py").read_text()
+    missing = [d.key for d in defects.DEFECTS if not d.accepted and d.key not in layer]
+    assert not missing, f"workarounds.py names no route for {missing}"
+
+
+def test_only_the_layer_emits_raw_nodes() -> None:
+    """Op families call Builder.emit; only workarounds.py appends raw nodes."""
+    offenders = [
+        p.name
+        for p in LOWER.glob("*.py")
+        if p.name not in ("workarounds.py", "context.py") and re.search(r"\.raw\(", p.read_text())
+    ]
+    assert not offenders, f"raw RLX nodes emitted outside lower/workarounds.py: {offenders}"
+
+
+def _builder(*inputs: tuple[str, str, tuple[int, ...]]) -> tuple[Builder, list[Value]]:
+    program = Program("t")
+    values = []
+    for name, dtype, dims in inputs:
+        program.inputs.append(ValueDecl(name, dims, {"float64": "F64", "int32": "I32", "float32": "F32"}[dtype]))
+        values.append(Value(name, dims, dtype))
+    return Builder(program), values
+
+
+def test_audit_rejects_a_raw_op_on_a_defect_path() -> None:
+    b, (x, y) = _builder(("x", "float64", (4,)), ("y", "float64", (4,)))
+    b.raw({"Compare": "Lt"}, [x, y], (4,), "bool")
+    with pytest.raises(LoweringError, match="compare-f64"):
+        workarounds.audit(b.program)
+
+
+@pytest.mark.parametrize(
+    ("op", "dtype", "dims"),
+    [
+        ({"Compare": "Lt"}, "float64", (4,)),
+        ({"Reduce": {"op": "Mean", "axes": [0], "keep_dim": False}}, "float64", ()),
+        ({"Reverse": {"axes": [0]}}, "int32", (4,)),
+        ({"Binary": "Max"}, "float32", (4,)),
+    ],
+)
+def test_emit_routes_around_the_defect(op, dtype: str, dims: tuple[int, ...]) -> None:
+    """The same op through Builder.emit leaves no raw node the audit would reject."""
+    b, inputs = _builder(("x", dtype, (4,)), ("y", dtype, (4,)))
+    n_in = 2 if ("Compare" in op or "Binary" in op) else 1
+    out_dtype = "bool" if "Compare" in op else dtype
+    b.emit(op, inputs[:n_in], dims, out_dtype)
+    workarounds.audit(b.program, b.nan_free_ids, b.compensated)
+    assert len(b.program.nodes) > 1
