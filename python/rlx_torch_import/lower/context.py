@@ -128,6 +128,7 @@ class Builder:
         self._const_values: dict[str, np.ndarray] = {}
         self._memo: dict[tuple[Any, ...], Any] = {}
         self.nan_free_ids: set[str] = set()
+        self.finite_ids: set[str] = set()
         self.compensated: dict[str, str] = {}  # raw node id -> the defect the layer corrects downstream
 
     def _fresh(self) -> str:
@@ -174,6 +175,13 @@ class Builder:
     def constant_value(self, v: Value) -> np.ndarray | None:
         """The numbers of a constant made by `const` (None for computed values)."""
         return self._const_values.get(v.id)
+
+    def finite(self, v: Value) -> bool:
+        """Whether `v` cannot hold inf or NaN: not a float, a finite constant, or a float made from integers/bool."""
+        if v.dtype not in FLOAT_DTYPES or v.id in self.finite_ids:
+            return True
+        known = self.constant_value(v)
+        return known is not None and bool(np.isfinite(np.asarray(known, dtype=np.float64)).all())
 
     def nan_free(self, v: Value) -> bool:
         """Whether `v` cannot hold NaN: not a float, a NaN-free constant, or a float made from integers/bool."""
@@ -238,6 +246,7 @@ class Builder:
         y = self.emit({"Cast": {"to": compute_rlx(dtype)}}, [x], x.dims, dtype)
         if x.dtype not in FLOAT_DTYPES:
             self.nan_free_ids.add(y.id)
+            self.finite_ids.add(y.id)
         return y
 
     def round_to(self, x: Value, dtype: str) -> Value:

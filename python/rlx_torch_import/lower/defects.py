@@ -206,6 +206,14 @@ def _probe_scatter_f64() -> str | None:
     return _same(op, [(data, "F64"), (idx, "I64"), (src, "F64")], want, "F64")
 
 
+def _probe_scatter_nonfinite() -> str | None:
+    data = np.array([[-np.inf, np.inf, np.nan, 40.0]], np.float32)
+    op = {"ScatterElements": {"axis": 1, "reduction": "None"}}
+    want = np.array([[3.0, np.inf, -5.0, 40.0]], np.float32)
+    return _same(op, [(data, "F32"), (np.array([[0, 2, 0]]), "I64"), (np.array([[1.0, -5.0, 3.0]]), "F32")], want,
+                 "F32")  # fmt: skip
+
+
 def _probe_scatter_i64() -> str | None:
     data, idx, _, _ = _scatter_case()
     src = (np.arange(6).reshape(2, 3) * (2**40 + 1)).astype(np.int64)
@@ -605,17 +613,26 @@ DEFECTS: tuple[Defect, ...] = (
         "scatter-f64",
         "ScatterElements and ScatterNd corrupt F64 data (overwrite and add)",
         _SEEN,
-        "overwrite: three F32 pieces scattered and summed (exact for magnitudes in F32's normal range); "
-        "add: F64 one-hot matmuls",
+        "overwrite: the position of each update is scattered in F32 and the winners gathered (exact for every "
+        "value); add: F64 one-hot matmuls; multiply/max/min: refused",
         _is("ScatterElements", "ScatterNd", dtypes=F64_ONLY, at=(0, 2)),
         _probe_scatter_f64,
+    ),
+    Defect(
+        "scatter-nonfinite",
+        "ScatterElements reads inf/NaN in its data input as 0 (untouched positions lose them too)",
+        "0.2.19",
+        "where the data may be non-finite: x op (the updates reduced from the op's finite identity) at touched "
+        "positions, x elsewhere",
+        _is("ScatterElements", dtypes=frozenset({"F32"}), at=(0,)),
+        _probe_scatter_nonfinite,
     ),
     Defect(
         "scatter-i64",
         "ScatterElements and ScatterNd corrupt I64 data",
         _SEEN,
-        "I64 data moves as hi*2**24 + lo halves in F32 (exact while |x| < 2**48); add sums the halves by "
-        "F64 one-hot matmuls",
+        "overwrite: the winning updates are gathered (exact); add sums hi*2**24 + lo halves by F64 one-hot "
+        "matmuls (exact while sums < 2**53); multiply/max/min: refused",
         _is("ScatterElements", "ScatterNd", dtypes=frozenset({"I64", "I32"}), at=(0, 2)),
         _probe_scatter_i64,
     ),

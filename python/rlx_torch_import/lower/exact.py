@@ -127,30 +127,6 @@ def split24(b: Builder, x: Value) -> tuple[Value, Value]:
     return b.cast(hi, "float32"), b.cast(lo, "float32")
 
 
-def join24(b: Builder, hi: Value, lo: Value, dtype: str) -> Value:
-    """hi * 2**24 + lo in int64, cast to `dtype`."""
-    wide = b.binary("Add", b.binary("Mul", b.cast(hi, "int64"), b.const(F32_EXACT, "int64")), b.cast(lo, "int64"))
-    return b.cast(wide, dtype)
-
-
-def split3(b: Builder, x: Value) -> list[Value]:
-    """float64 x as three float32 pieces summing to x exactly (magnitudes in float32's normal range)."""
-    pieces, rest = [], x
-    for _ in range(3):
-        piece = b.cast(rest, "float32")
-        pieces.append(piece)
-        rest = b.binary("Sub", rest, b.cast(piece, "float64"))
-    return pieces
-
-
-def join3(b: Builder, pieces: list[Value]) -> Value:
-    """The float64 sum of float32 pieces, largest first."""
-    total = b.cast(pieces[0], "float64")
-    for p in pieces[1:]:
-        total = b.binary("Add", total, b.cast(p, "float64"))
-    return total
-
-
 def first_index(b: Builder, x: Value, values: Value, axis: int) -> Value:
     """The smallest index along `axis` where x equals `values` (kept axis) or both are NaN, as float32."""
     n = x.dims[axis]

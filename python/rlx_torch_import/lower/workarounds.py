@@ -247,25 +247,77 @@ def _scatter(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dt
     x, index, src = inputs
     if index.dtype not in ("int64", "float32"):  # gather-index-dtype
         index = b.cast(index, "int64")
-        inputs = [x, index, src]
     reduction = op[kind]["reduction"]
     rlx = _rlx(x)
     if dtype in NARROW_DTYPES:
-        return _via(b, op, inputs, (0, 2), dims, dtype, "float32")
+        return _via(b, op, [x, index, src], (0, 2), dims, dtype, "float32")
     if rlx == "F32":
-        return b.raw(op, inputs, dims, dtype)
-    if reduction == "None":
-        if rlx in ("I64", "I32"):  # scatter-i64: hi/lo halves, each float32-exact
-            halves = [exact.split24(b, x), exact.split24(b, src)]
-            parts = [b.emit(op, [halves[0][k], index, halves[1][k]], dims, "float32") for k in (0, 1)]
-            return exact.join24(b, parts[0], parts[1], dtype)
-        if rlx == "F64":  # scatter-f64: three float32 pieces
-            pieces = zip(exact.split3(b, x), exact.split3(b, src), strict=True)
-            return exact.join3(b, [b.emit(op, [p, index, s], dims, "float32") for p, s in pieces])
+        return _scatter_f32(b, kind, op, x, index, src, dtype)
+    if reduction == "None":  # scatter-f64 / scatter-i64: scatter which update wins, then gather it
+        return _scatter_by_winner(b, kind, op, x, index, src, dtype)
     if reduction == "Add" and rlx in ("I64", "I32", "F64"):
         return _scatter_add_one_hot(b, kind, op, x, index, src, dtype)
-    raise RlxLimit(f"{kind} with reduction {reduction} on {x.dtype} has no exact RLX route (RLX scatters are "
-                   "float32-only)")  # fmt: skip
+    raise RlxLimit(f"{kind} with reduction {reduction} on {x.dtype} has no exact RLX route (RLX's scatters are "
+                   "right for float32 data only)")  # fmt: skip
+
+
+_F32_MAX = float(np.finfo(np.float32).max)
+_SCATTER_IDENTITY = {"Add": 0.0, "Mul": 1.0, "Max": -_F32_MAX, "Min": _F32_MAX}
+
+
+def _scatter_f32(b: Builder, kind: str, op: Any, x: Value, index: Value, src: Value, dtype: str) -> Value:
+    """The raw kernel, corrected where the data may hold inf/NaN (scatter-nonfinite: ScatterElements reads
+    them as 0): there the result is x op (the updates reduced from the op's identity), or x if untouched."""
+    raw = b.raw(op, [x, index, src], x.dims, dtype, compensated="scatter-nonfinite")
+    if kind != "ScatterElements" or b.finite(x):
+        return raw
+    reduction = op[kind]["reduction"]
+    ones = b.expand(b.const(1.0, "float32"), index.dims)
+    zeros = b.expand(b.const(0.0, "float32"), x.dims)
+    touched_op = {kind: {**op[kind], "reduction": "None"}}
+    marks = b.raw(touched_op, [zeros, index, ones], x.dims, "float32", compensated="scatter-nonfinite")
+    touched = b.compare("Ne", marks, b.const(0.0, "float32"))
+    if reduction == "None":
+        changed = raw
+    else:
+        base = b.expand(b.const(_SCATTER_IDENTITY[reduction], dtype), x.dims)
+        part = b.raw(op, [base, index, src], x.dims, dtype, compensated="scatter-nonfinite")
+        changed = b.binary(reduction, x, part)
+    finite = b.compare("Eq", b.binary("Sub", x, x), b.const(0.0, dtype))  # inf - inf and NaN - NaN are NaN
+    fixed = b.emit("Where", [touched, changed, x], x.dims, dtype)
+    return b.emit("Where", [finite, raw, fixed], x.dims, dtype)
+
+
+def _scatter_by_winner(b: Builder, kind: str, op: Any, x: Value, index: Value, src: Value, dtype: str) -> Value:
+    """Overwriting scatter of any dtype, exactly: scatter each update's position (float32, exact below 2**24)
+    with RLX's right float32 kernel, then Gather the winning updates; untouched positions keep x."""
+    if kind == "ScatterNd":  # [count, 1] index into the first axis; updates [count, *rest]
+        count = src.dims[0]
+        if index.rank != 2 or index.dims[1] != 1 or count >= F32_EXACT:
+            raise RlxLimit("ScatterNd on integer/float64 data needs a [count, 1] index with count < 2**24")
+        order = b.const(np.arange(count, dtype=np.float32).reshape(count, 1), "float32")
+        start = b.expand(b.const(-1.0, "float32"), (x.dims[0], 1))
+        winner = b.emit(op, [start, index, order], (x.dims[0], 1), "float32")
+        rows = b.binary("Max", b.reshape(winner, (x.dims[0],)), b.const(0.0, "float32"))
+        picked = b.emit({"Gather": {"axis": 0}}, [src, b.cast(rows, "int64")], x.dims, dtype)
+        hit = b.expand(b.reshape(b.compare("Ge", winner, b.const(0.0, "float32")), (x.dims[0],) + (1,) * (x.rank - 1)),
+                       x.dims)  # fmt: skip
+        return b.emit("Where", [hit, picked, x], x.dims, dtype)
+    axis = op[kind]["axis"] % x.rank
+    if index.dims[axis] >= F32_EXACT:
+        raise RlxLimit("scatter of integer/float64 data along an axis of 2**24 or more updates has no exact route")
+    shape = [1] * index.rank
+    shape[axis] = index.dims[axis]
+    order = b.expand(b.const(np.arange(index.dims[axis], dtype=np.float32).reshape(shape), "float32"), index.dims)
+    start = b.expand(b.const(-1.0, "float32"), x.dims)
+    winner = b.emit(op, [start, index, order], x.dims, "float32")  # the axis coordinate of the update that lands
+    pads = [[0, x.dims[a] - src.dims[a] if a != axis else 0] for a in range(x.rank)]
+    if any(p[1] for p in pads):  # positions beyond the index's extent are never touched; pad src to reach them
+        padded = tuple(x.dims[a] if a != axis else src.dims[a] for a in range(x.rank))
+        src = b.emit({"Pad": {"pads": pads, "mode": {"Constant": 0.0}}}, [src], padded, dtype)
+    coord = b.cast(b.binary("Max", winner, b.const(0.0, "float32")), "int64")
+    picked = exact.gather_along(b, src, coord, axis)
+    return b.emit("Where", [b.compare("Ge", winner, b.const(0.0, "float32")), picked, x], x.dims, dtype)
 
 
 def _scatter_add_one_hot(b: Builder, kind: str, op: Any, x: Value, index: Value, src: Value, dtype: str) -> Value:
