@@ -212,8 +212,6 @@ def _move(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype
 
 def _trilu(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
     (x,) = inputs
-    if _rlx(x) == "F32":
-        return b.raw(op, inputs, dims, dtype)
     spec = op["Trilu"]  # trilu: a Where against the constant triangle
     rows, cols = dims[-2], dims[-1]
     tri = np.triu if spec["upper"] else np.tril
