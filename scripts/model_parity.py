@@ -36,6 +36,7 @@ def _factories() -> dict[str, Factory]:
     found: dict[str, Factory] = {}
     for name in models.MODEL_NAMES:
         found[name] = lambda n=name: (*models.make(n), "high")
+
     def hf_model(make: Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]) -> Factory:
         def build() -> tuple[nn.Module, tuple[torch.Tensor, ...], str]:
             model, inputs = make()
@@ -79,7 +80,7 @@ def main() -> int:
         rows.append(row)
         verdict = "PASS" if report.ok else "FAIL"
         print(
-            f"| {name} | {level} | {verdict} | {row['max_abs']:.3g} | {row['allowed']:.3g} | {1 - row["cosine"]:.3g} |",
+            f"| {name} | {level} | {verdict} | {row['max_abs']:.3g} | {row['allowed']:.3g} | {1 - row['cosine']:.3g} |",
             flush=True,
         )
     if args.json:
