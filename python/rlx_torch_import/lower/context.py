@@ -198,7 +198,7 @@ class Builder:
         if perm == list(range(x.rank)):
             return x
         dims = tuple(x.dims[p] for p in perm)
-        return self.emit({"Transpose": {"perm": perm}}, [x], dims, x.dtype)
+        return self._relayout({"Transpose": {"perm": perm}}, x, dims)
 
     def narrow(self, x: Value, axis: int, start: int, length: int) -> Value:
         """x[start : start + length] along `axis` (no node when it is the whole axis)."""
@@ -225,7 +225,14 @@ class Builder:
             return x
         if x.rank < len(dims):
             x = self.reshape(x, (1,) * (len(dims) - x.rank) + x.dims)
-        return self.emit({"Expand": {"target_shape": list(dims)}}, [x], dims, x.dtype)
+        return self._relayout({"Expand": {"target_shape": list(dims)}}, x, dims)
+
+    def _relayout(self, op: Any, x: Value, dims: tuple[int, ...]) -> Value:
+        """Transpose/Expand. RLX's CPU kernels for them corrupt the heap on 2-byte integer
+        (I16) slots, so int16 data moves as float32 (exact); other dtypes move natively."""
+        if x.dtype == "int16":
+            return self.move(op, [x], dims, x.dtype)
+        return self.emit(op, [x], dims, x.dtype)
 
     def cast(self, x: Value, dtype: str) -> Value:
         """Explicit Cast node; between float32 and a half dtype (both computed as F32) it only relabels."""

@@ -8,16 +8,22 @@ check before anything is lowered, so the user sees every gap at once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
+
+import numpy as np
 
 from ..dtypes import HALF_DTYPES, NARROW_DTYPES, compute_rlx, is_supported
 from ..errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
 from ..program import Program, Provenance, ValueDecl
 from ..torchir import TorchIR
 from .context import Builder, Call, Value
+
+# Weight dtypes RLX 0.2.x's CPU backend refuses to bind (`set_param_typed` panics on I16).
+UNBINDABLE_WEIGHT_DTYPES = frozenset({"int16"})
 
 LowerFn = Callable[[Builder, Call], "Value | list[Value | None]"]
 CheckFn = Callable[[Call], "str | None"]
@@ -96,6 +102,17 @@ def find_unsupported(ir: TorchIR) -> list[Unsupported]:
     for spec in [*ir.inputs, *ir.weights]:
         if not is_supported(spec.dtype):
             items.append(Unsupported("<input>", spec.name, "", f"dtype {spec.dtype} has no RLX counterpart"))
+    for w in ir.weights:
+        if w.dtype in UNBINDABLE_WEIGHT_DTYPES:
+            items.append(
+                Unsupported(
+                    "<weight>",
+                    w.name,
+                    "",
+                    f"{w.kind} {w.key!r} is {w.dtype}, which RLX's CPU backend cannot bind as a weight "
+                    "(set_param rejects I16); store it as int32 or int64",
+                )
+            )
     for node in ir.nodes:
         lowering = REGISTRY.get(node.target)
         if lowering is None:
@@ -149,7 +166,7 @@ def lower(ir: TorchIR) -> Program:
             input_shapes=tuple(v.dims for v in call.positional if isinstance(v, Value)),
         )
         try:
-            result = REGISTRY[node.target].fn(builder, call)
+            result = _empty_outputs(builder, node) or REGISTRY[node.target].fn(builder, call)
         except RtiError:
             raise
         except Exception as e:
@@ -180,6 +197,17 @@ def lower(ir: TorchIR) -> Program:
             program.carried_outputs[out.name] = out.dtype
         program.outputs.append(value.id)
     return program
+
+
+def _empty_outputs(builder: Builder, node: Any) -> list[Value | None] | None:
+    """A call whose tensor outputs all have zero elements computes nothing: each output is an
+    empty constant. RLX's CPU kernels panic writing a zero-size float64/int result."""
+    tensors = [o for o in node.outputs if o.dtype != "none"]
+    if not tensors or any(math.prod(o.shape) for o in tensors):
+        return None
+    return [
+        None if o.dtype == "none" else builder.const(np.zeros(o.shape, dtype=np.float32), o.dtype) for o in node.outputs
+    ]
 
 
 def _rebind_mutated(node: Any, call: Call, values: dict[str, Value]) -> None:
