@@ -109,7 +109,7 @@ def from_torch(
                 break
         missing = find_unsupported(cap.ir)
         if missing:  # reported before any file is written (safetensors has no complex dtype to write)
-            raise _with_fallback_reasons(UnsupportedOpsError(items=missing), skipped)
+            raise _with_fallback_reasons(UnsupportedOpsError(items=missing, decomposition=decomposition), skipped)
         with prog.phase("write torch-ir"):
             cap.ir.save(stage)
             safetensors_io.write(stage / torchir.WEIGHTS, dict(safetensors_io.iter_torch(cap.weights)))
@@ -129,7 +129,7 @@ def _with_fallback_reasons(err: UnsupportedOpsError, skipped: dict[str, str]) ->
         replace(i, reason=f"{i.reason}; auto-decomposition: {skipped[i.target]}") if i.target in skipped else i
         for i in err.items
     ]
-    return UnsupportedOpsError(items=items)
+    return UnsupportedOpsError(items=items, decomposition=err.decomposition)
 
 
 def build(

@@ -136,7 +136,7 @@ def lower(ir: TorchIR) -> Program:
     """TorchIR -> lowered program. Raises UnsupportedOpsError listing every gap first."""
     missing = find_unsupported(ir)
     if missing:
-        raise UnsupportedOpsError(items=missing)
+        raise UnsupportedOpsError(items=missing, decomposition=ir.decomposition)
     program = Program(name=ir.name)
     builder = Builder(program)
     values: dict[str, Value] = {}
@@ -157,7 +157,7 @@ def lower(ir: TorchIR) -> Program:
         values[w.name] = Value(w.key, tuple(w.shape), w.dtype)
     for node in ir.nodes:
         call = make_call(node, values)
-        _require_lowered_inputs(node, call)
+        _require_lowered_inputs(node, call, ir.decomposition)
         builder.provenance = Provenance(
             aten=node.target,
             node=node.name,
@@ -223,7 +223,7 @@ def _rebind_mutated(node: Any, call: Call, values: dict[str, Value]) -> None:
         values[name] = value
 
 
-def _require_lowered_inputs(node: Any, call: Call) -> None:
+def _require_lowered_inputs(node: Any, call: Call, decomposition: str) -> None:
     """A lowering may skip an output (e.g. batch-norm's saved stats); using one is an error."""
     from .context import _Unresolved
 
@@ -238,7 +238,8 @@ def _require_lowered_inputs(node: Any, call: Call) -> None:
                         f"uses {v.name!r}, an output its producer does not compute in RLX",
                         node.source,
                     )
-                ]
+                ],
+                decomposition=decomposition,
             )
         if isinstance(v, list):
             for item in v:
