@@ -204,3 +204,18 @@ def test_planted_int64_error_fails_the_bundle_verdict(tmp_path) -> None:
     assert text in report.summary() and text in (out / "report.md").read_text()
     doc = json.loads((out / "report.json").read_text())
     assert [o["mismatches"] for o in doc["outputs"]] == [0, 1]
+
+
+def test_readme_budget_table_is_the_verifier_table() -> None:
+    """README "Parity budgets" documents the budgets; they live in verify/parity.py."""
+    from pathlib import Path
+
+    from rlx_torch_import.verify import float_budgets
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Parity budgets", 1)[1].split("\n## ", 1)[0]
+    rows = [
+        line.split("|")[1:5] for line in section.splitlines() if line.startswith("| float") or line.startswith("| bf")
+    ]
+    table = {d.strip(): (float(a), float(r), float(c)) for d, a, r, c in rows}
+    assert table == {d: (b.atol, b.rtol, b.min_cosine) for d, b in float_budgets().items()}
