@@ -227,3 +227,15 @@ def test_build_threads_the_decomposition_into_the_hint(level: str, tmp_path) -> 
         rti.build(out)
     assert info.value.targets == ["aten.lgamma.default"] and info.value.decomposition == level
     assert ("--decomposition core" in info.value.explain()) == (level != "core")
+
+
+def test_output_a_lowering_does_not_compute_is_reported(tmp_path) -> None:
+    """Eval-mode batch norm's saved mean is not computed in RLX; returning it is a reported gap (exit 3),
+    not a KeyError from the driver (exit 5)."""
+    bn = torch.ops.aten._native_batch_norm_legit.default
+    model = of_inputs(lambda x, rm, rv: bn(x, None, None, rm, rv, False, 0.1, 1e-3)[1])
+    inputs = (torch.randn(2, 3, 4), torch.randn(3), torch.rand(3) + 0.5)
+    with pytest.raises(rti.UnsupportedOpsError) as info:
+        rti.from_torch(model, inputs, tmp_path / "o", decomposition="aten")
+    assert info.value.targets == ["<output>"] and info.value.exit_code == ExitCode.UNSUPPORTED
+    assert "an output its producer does not compute in RLX" in info.value.message

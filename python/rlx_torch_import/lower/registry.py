@@ -187,6 +187,20 @@ def lower(ir: TorchIR) -> Program:
                 )
             values[spec.name] = value
         _rebind_mutated(node, call, values)
+    unresolved = [o for o in ir.outputs if o.value not in values]
+    if unresolved:  # a lowering returned None for a value that is a graph output
+        raise UnsupportedOpsError(
+            items=[
+                Unsupported(
+                    "<output>",
+                    o.name,
+                    "",
+                    f"output {o.name!r} is {o.value!r}, an output its producer does not compute in RLX",
+                )
+                for o in unresolved
+            ],
+            decomposition=ir.decomposition,
+        )
     for out in ir.outputs:
         value = values[out.value]
         if value.dtype in NARROW_DTYPES:
