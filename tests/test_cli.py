@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -135,3 +136,53 @@ def test_missing_model_file_and_bad_build_dir(tmp_path) -> None:
     assert r.returncode == ExitCode.BAD_INPUT and "does not exist" in r.stderr
     r = cli("build", str(tmp_path))
     assert r.returncode == ExitCode.BAD_INPUT and "torch-ir.json: not found" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "emit"),
+    [
+        ([], ("bundle",)),
+        (["--emit", "crate"], ("crate",)),
+        (["--emit", "bundle,crate"], ("bundle", "crate")),
+        (["--emit", "bundle", "--emit", "crate"], ("bundle", "crate")),
+        (["--emit", "crate,bundle", "--emit", "crate"], ("crate", "bundle")),
+        (["--emit", " bundle , crate "], ("bundle", "crate")),
+    ],
+)
+def test_emit_takes_comma_lists_and_repeats(flags: list[str], emit: tuple[str, ...]) -> None:
+    from rlx_torch_import.cli import _build_parser, _convert_parser, _emits
+
+    assert _emits(_convert_parser().parse_args(["m.py", "-o", "o", *flags])) == emit
+    assert _emits(_build_parser().parse_args(["d", *flags])) == emit
+
+
+@pytest.mark.parametrize("parser", ["convert", "build"])
+def test_verify_is_the_explicit_default_and_excludes_no_verify(parser: str, capsys) -> None:
+    from rlx_torch_import.cli import _build_parser, _convert_parser
+
+    p, base = (_convert_parser(), ["m.py", "-o", "o"]) if parser == "convert" else (_build_parser(), ["d"])
+    assert p.parse_args(base).verify is True
+    assert p.parse_args([*base, "--verify"]).verify is True
+    assert p.parse_args([*base, "--no-verify"]).verify is False
+    with pytest.raises(SystemExit) as bad:
+        p.parse_args([*base, "--verify", "--no-verify"])
+    assert bad.value.code == ExitCode.BAD_INPUT
+    assert "not allowed with argument --verify" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as bad:
+        p.parse_args([*base, "--emit", "bundle,wheel"])
+    assert bad.value.code == ExitCode.BAD_INPUT and "invalid choice: 'wheel'" in capsys.readouterr().err
+
+
+def test_comma_emit_and_verify_end_to_end(tmp_path, capsys) -> None:
+    from rlx_torch_import.cli import main
+
+    out = tmp_path / "out"
+    assert main([str(REPO / "examples" / "mlp.py"), "-o", str(out), "--emit", "bundle,crate", "--verify", "-q"]) == 0
+    assert (out / "rlx-mlp" / "Cargo.toml").is_file() and (out / "bundle" / "meta.json").is_file()
+    assert capsys.readouterr().out.startswith("PASS mlp")
+    shutil.rmtree(out / "rlx-mlp")
+    assert main(["build", str(out), "--emit", "bundle", "--emit", "crate", "--verify", "-q"]) == 0
+    assert (out / "rlx-mlp" / "Cargo.toml").is_file(), "build wrote the crate again"
+    assert capsys.readouterr().out.startswith("PASS mlp")
+    assert main(["build", str(out), "--emit", "bundle,crate", "--no-verify", "-q"]) == 0
+    assert capsys.readouterr().out.startswith("NOT VERIFIED mlp")

@@ -45,10 +45,12 @@ def convert(name: str, out: Path, style: str) -> Path:
     return crate
 
 
-def cargo(crate: Path, *args: str) -> str:
+def cargo(crate: Path, *args: str, code: int = 0) -> str:
     env = {**os.environ, "CARGO_TARGET_DIR": TARGET}
     done = subprocess.run(["cargo", *args], cwd=crate, env=env, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, f"cargo {' '.join(args)} failed in {crate}:\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == code, (
+        f"cargo {' '.join(args)} exited {done.returncode} in {crate}:\n{done.stdout}\n{done.stderr}"
+    )
     return done.stdout
 
 
@@ -124,6 +126,120 @@ def test_cli_and_build_emit_crates(tmp_path: Path, capsys: pytest.CaptureFixture
     assert bad.value.code == 2 and "--emit-style" in capsys.readouterr().err
 
 
+_BUDGET_ROW = re.compile(
+    r'\(\s*"(\w+)",\s*Budget\s*\{\s*atol:\s*([^,\s]+),\s*rtol:\s*([^,\s]+),\s*min_cosine:\s*([^,}\s]+),?\s*\}\s*,?\s*\)'
+)
+
+
+def rust_budgets(host_rs: str) -> dict[str, tuple[float, float, float]]:
+    """The FLOAT_BUDGETS table of a generated src/host.rs, parsed back."""
+    table = host_rs.split("pub const FLOAT_BUDGETS", 1)[1].split("];", 1)[0]
+    return {d: (float(a), float(r), float(c)) for d, a, r, c in _BUDGET_ROW.findall(table)}
+
+
+def test_crate_budgets_are_the_python_verifier_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """host.rs gets its float budgets from verify/parity.py when written, so the two cannot drift."""
+    from rlx_torch_import.emit import crate as crate_mod
+    from rlx_torch_import.verify import parity
+
+    python = {d: (b.atol, b.rtol, b.min_cosine) for d, b in parity.float_budgets().items()}
+    assert rust_budgets(crate_mod.host_rs()) == python
+    template = (REPO / "python/rlx_torch_import/emit/crate_files/host.rs").read_text()
+    assert "@@FLOAT_BUDGETS@@" in template and not rust_budgets(template), "no budget is hard-coded in Rust"
+    changed = {**parity._BUDGETS, "float32": parity.Budget(atol=3e-5, rtol=2.5e-6, min_cosine=0.123456789)}
+    monkeypatch.setattr(parity, "_BUDGETS", changed)
+    assert rust_budgets(crate_mod.host_rs())["float32"] == (3e-5, 2.5e-6, 0.123456789)
+
+
+def test_generated_crate_carries_the_budgets(tmp_path: Path) -> None:
+    from rlx_torch_import.verify import float_budgets
+
+    crate = convert("mlp", tmp_path / "o", "graph")
+    python = {d: (b.atol, b.rtol, b.min_cosine) for d, b in float_budgets().items()}
+    assert rust_budgets((crate / "src/host.rs").read_text()) == python
+
+
+# Checks of the crate's own verdict (src/host.rs `compare`), compiled into the DtypeZoo crate.
+VERDICT_RS = """
+use @@LIB@@::{HostTensor, compare};
+
+fn tensor(dtype: &str, dims: &[usize], data: Vec<u8>) -> HostTensor {
+    HostTensor { dtype: dtype.into(), dims: dims.to_vec(), data }
+}
+
+fn i64s(dims: &[usize], v: &[i64]) -> HostTensor {
+    tensor("int64", dims, v.iter().flat_map(|x| x.to_le_bytes()).collect())
+}
+
+fn f64s(dims: &[usize], v: &[f64]) -> HostTensor {
+    tensor("float64", dims, v.iter().flat_map(|x| x.to_le_bytes()).collect())
+}
+
+#[test]
+fn int64_beyond_2_pow_53_is_compared_exactly() {
+    let p = compare("big", &i64s(&[2, 2], &[1, 2, 3, (1 << 53) + 1]), &i64s(&[2, 2], &[1, 2, 3, 1 << 53]));
+    assert!(!p.ok(), "{p}");
+    assert_eq!(p.mismatches, Some(1));
+    let m = p.first_mismatch.clone().expect("a mismatch");
+    assert_eq!(m.index, vec![1, 1]);
+    assert_eq!((m.actual.as_str(), m.expected.as_str()), ("9007199254740993", "9007199254740992"));
+    assert!(p.to_string().contains("1 differ, first at [1, 1]: RLX 9007199254740993 vs PyTorch 9007199254740992"));
+    assert!(compare("same", &i64s(&[2], &[i64::MIN, i64::MAX]), &i64s(&[2], &[i64::MIN, i64::MAX])).ok());
+}
+
+#[test]
+fn bool_and_dtype_mismatches_fail() {
+    let p = compare("m", &tensor("bool", &[3], vec![1, 0, 1]), &tensor("bool", &[3], vec![1, 1, 1]));
+    let m = p.first_mismatch.clone().expect("a mismatch");
+    assert_eq!((m.index, m.actual.as_str(), m.expected.as_str()), (vec![1], "false", "true"));
+    let wide = i64s(&[1], &[(1 << 53) + 1]);
+    let p = compare("d", &f64s(&[1], &[9007199254740992.0]), &wide);
+    assert!(!p.ok() && p.mismatches == Some(1), "{p}");
+}
+
+#[test]
+fn shapes_must_match_even_with_equal_counts() {
+    let p = compare("s", &f64s(&[2, 3], &[0.0; 6]), &f64s(&[3, 2], &[0.0; 6]));
+    assert!(!p.ok() && p.mismatches.is_none(), "{p}");
+}
+
+#[test]
+fn float64_is_not_compared_through_f32_and_cosine_does_not_overflow() {
+    let p = compare("h", &f64s(&[2], &[1.001e300, 1.0]), &f64s(&[2], &[1e300, 1.0]));
+    assert!(!p.ok() && p.mismatches == Some(1), "{p}");
+    let p = compare("h", &f64s(&[3], &[1e300, -1e300, 5e299]), &f64s(&[3], &[1e300, -1e300, 5e299]));
+    assert!(p.ok() && (p.cosine - 1.0).abs() < 1e-12, "{p}");
+}
+"""
+
+
+def _check_verdict(crate: Path, tmp_path: Path) -> None:
+    """The crate's own parity check is exact: unit checks of `compare`, and a planted int64 error."""
+    lib = crate.name.replace("-", "_")
+    (crate / "tests/verdict.rs").write_text(VERDICT_RS.replace("@@LIB@@", lib))
+    cargo(crate, "test", "--release", "--quiet", "--test", "verdict")
+    reference = safetensors_io.read(crate / "testdata/reference.safetensors")
+    planted = {k: (t.dtype, t.shape, bytes(t.data)) for k, t in reference.items()}
+    ids = reference["output.output_1"].to_numpy().copy()  # DtypeZoo's int64 output
+    ids[1] += 1
+    planted["output.output_1"] = ("int64", ids.shape, ids.tobytes())
+    planted_path = tmp_path / "planted.safetensors"
+    safetensors_io.write(planted_path, planted)
+    args = [
+        "run",
+        "--release",
+        "--quiet",
+        "--example",
+        "run",
+        "--",
+        "--reference",
+        str(tmp_path / "planted.safetensors"),
+    ]
+    stdout = cargo(crate, *args, code=1)
+    line = next(x for x in stdout.splitlines() if x.startswith("output_1:"))
+    assert "FAIL" in line and f"1 differ, first at [1]: RLX {ids[1] - 1} vs PyTorch {ids[1]}" in line, stdout
+
+
 def _bundle_outputs(out: Path) -> dict[str, np.ndarray]:
     ref = safetensors_io.read(out / "reference.safetensors")
     feed = {k.removeprefix("input."): v.to_numpy() for k, v in ref.items() if k.startswith("input.")}
@@ -141,6 +257,8 @@ def _check_crate(name: str, style: str, tmp_path: Path) -> None:
     for key, expected in _bundle_outputs(out).items():
         actual = got[f"output.{key}"].to_numpy()
         assert actual.tobytes() == np.ascontiguousarray(expected).tobytes(), f"{name}/{style}: output {key} differs"
+    if name == "dtype_zoo":
+        _check_verdict(crate, tmp_path)
 
 
 # A handful compile in the default suite; the rest are opt-in (-m slow).

@@ -190,3 +190,45 @@ def test_training_time_checks_refuse(fn, target: str, needle: str, tmp_path) -> 
         rti.from_torch(of_inputs(fn), (x,), tmp_path / "o", decomposition="aten", auto_decompose=False)
     assert info.value.targets == [target]
     assert needle in info.value.explain()
+
+
+def test_unsupported_hint_suggests_core_only_below_core(tmp_path) -> None:
+    x = (torch.randn(2, 3, 12, 12),)
+    for level in ("aten", "high"):
+        with pytest.raises(rti.UnsupportedOpsError) as info:
+            rti.from_torch(Gaps(), x, tmp_path / level, decomposition=level, auto_decompose=False)
+        assert info.value.decomposition == level
+        assert "--decomposition core" in (info.value.hint or "") and "docs/adding-an-op.md" in (info.value.hint or "")
+    with pytest.raises(rti.UnsupportedOpsError) as info:
+        rti.from_torch(Gaps(), x, tmp_path / "core", decomposition="core", auto_decompose=False)
+    err = info.value
+    assert err.decomposition == "core" and "aten.lgamma.default" in err.targets
+    assert err.hint == "see docs/adding-an-op.md to add a lowering"
+    assert "--decomposition core" not in err.explain()
+
+
+@pytest.mark.parametrize("level", ["high", "core"])
+def test_build_threads_the_decomposition_into_the_hint(level: str, tmp_path) -> None:
+    """`build` re-lowers torch-ir: the level comes from the file (`lower(ir)` knows ir.decomposition)."""
+    out = tmp_path / "o"
+    assert rti.from_torch(nn.Sequential(nn.Linear(3, 2), nn.ReLU()), (torch.randn(1, 3),), out, decomposition=level).ok
+    ir = json.loads((out / "torch-ir.json").read_text())
+    relu = next(n for n in ir["nodes"] if n["target"] == "aten.relu.default")
+    relu["target"] = "aten.lgamma.default"
+    (out / "torch-ir.json").write_text(json.dumps(ir))
+    with pytest.raises(rti.UnsupportedOpsError) as info:
+        rti.build(out)
+    assert info.value.targets == ["aten.lgamma.default"] and info.value.decomposition == level
+    assert ("--decomposition core" in info.value.explain()) == (level != "core")
+
+
+def test_output_a_lowering_does_not_compute_is_reported(tmp_path) -> None:
+    """Eval-mode batch norm's saved mean is not computed in RLX; returning it is a reported gap (exit 3),
+    not a KeyError from the driver (exit 5)."""
+    bn = torch.ops.aten._native_batch_norm_legit.default
+    model = of_inputs(lambda x, rm, rv: bn(x, None, None, rm, rv, False, 0.1, 1e-3)[1])
+    inputs = (torch.randn(2, 3, 4), torch.randn(3), torch.rand(3) + 0.5)
+    with pytest.raises(rti.UnsupportedOpsError) as info:
+        rti.from_torch(model, inputs, tmp_path / "o", decomposition="aten")
+    assert info.value.targets == ["<output>"] and info.value.exit_code == ExitCode.UNSUPPORTED
+    assert "an output its producer does not compute in RLX" in info.value.message

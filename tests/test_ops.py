@@ -473,7 +473,8 @@ def test_op_sample(name: str, module: nn.Module, inputs: tuple[torch.Tensor, ...
     with torch.no_grad():
         eager = module(*inputs)
     n_out = len(torch.utils._pytree.tree_leaves(eager))
-    assert len(report.outputs) == n_out
+    # Inputs the op writes in place (e.g. batch norm's running statistics) add `mutated_<input>` outputs.
+    assert len([o for o in report.outputs if not o.name.startswith("mutated_")]) == n_out
     LOWERED[(name, level)] = set(report.aten_histogram)
 
 

@@ -1,10 +1,16 @@
-"""Parity metrics and budgets, on hand-made arrays (no model needed)."""
+"""Parity metrics and budgets, on hand-made arrays (and one planted error in a real bundle)."""
 
 from __future__ import annotations
 
-import numpy as np
+import json
 
-from rlx_torch_import.verify import budget_for, compare_output
+import numpy as np
+import torch
+from torch import nn
+
+import rlx_torch_import as rti
+from rlx_torch_import import safetensors_io
+from rlx_torch_import.verify import ParityReport, budget_for, compare_output
 
 
 def test_close_float_passes_and_reports_metrics() -> None:
@@ -64,3 +70,152 @@ def test_budget_by_dtype_is_never_zero_for_floats() -> None:
     for dtype in ("float64", "float32", "float16", "bfloat16"):
         b = budget_for(dtype)
         assert b.atol > 0 and b.rtol > 0 and b.min_cosine < 1
+
+
+# ── the exact verdict ────────────────────────────────────────────────────
+
+
+def test_int64_above_2_pow_53_is_compared_exactly() -> None:
+    """2**53 + 1 and 2**53 are the same float64; as int64 they differ, and the verdict says where."""
+    got = np.array([[1, 2, 3], [4, 2**53 + 1, -(2**62)]], dtype=np.int64)
+    ref = got.copy()
+    ref[1, 1] = 2**53
+    p = compare_output("y", got, ref, "int64", "int64")
+    assert not p.ok
+    assert p.mismatches == 1 and p.first_mismatch == [1, 1]
+    assert p.first_actual == 2**53 + 1 and p.first_expected == 2**53
+    assert isinstance(p.first_actual, int) and p.max_abs_error == 1.0
+    assert "1 of 6 elements differ (int64 must match exactly)" in p.reasons
+    assert "first at [1, 1]: RLX 9007199254740993 vs PyTorch 9007199254740992" in p.mismatch_text()
+    same = compare_output("y", got, got.copy(), "int64", "int64")
+    assert same.ok and same.mismatches == 0 and same.first_mismatch is None
+
+
+def test_every_integer_dtype_is_exact_in_its_own_dtype() -> None:
+    for dtype in ("int64", "int32", "int16", "int8", "uint8"):
+        info = np.iinfo(dtype)
+        ref = np.array([info.min, 0, info.max], dtype=dtype)
+        got = ref.copy()
+        got[2] -= 1
+        p = compare_output("i", got, ref, dtype, dtype)
+        assert not p.ok and p.mismatches == 1 and p.first_mismatch == [2], dtype
+        assert (p.first_actual, p.first_expected) == (int(info.max) - 1, int(info.max)), dtype
+
+
+def test_bool_mismatch_names_both_values() -> None:
+    ref = np.array([[True, False], [True, True]])
+    got = ref.copy()
+    got[1, 0] = False
+    p = compare_output("m", got, ref, "bool", "bool")
+    assert not p.ok and p.mismatches == 1 and p.first_mismatch == [1, 0]
+    assert (p.first_actual, p.first_expected) == (False, True)
+
+
+def test_dtype_mismatch_fails_and_is_compared_without_rounding() -> None:
+    ref = np.array([2**53 + 1], dtype=np.int64)
+    p = compare_output("y", ref.astype(np.float64), ref, "float64", "int64")
+    assert not p.ok and "dtype float64 != int64" in p.reasons
+    assert p.mismatches == 1, "float64 2**53 is not int64 2**53 + 1"
+    p = compare_output("y", ref.astype(np.int32), ref.astype(np.int32), "int32", "int64")
+    assert not p.ok and p.reasons == ["dtype int32 != int64"]
+
+
+def test_shape_mismatch_fails_with_equal_element_count_or_all_zeros() -> None:
+    for got, ref in [
+        (np.zeros((2, 3), np.float32), np.zeros((3, 2), np.float32)),
+        (np.zeros((6,), np.int64), np.zeros((1, 6), np.int64)),
+        (np.zeros((), np.float32), np.zeros((1,), np.float32)),
+        (np.zeros((0, 3), np.float32), np.zeros((3, 0), np.float32)),
+    ]:
+        p = compare_output("y", got, ref, str(ref.dtype), str(ref.dtype))
+        assert not p.ok and any(r.startswith("shape ") for r in p.reasons), (got.shape, ref.shape)
+        assert p.mismatches is None and "not comparable" in p.mismatch_text()
+
+
+def test_float64_is_never_compared_through_float32() -> None:
+    """1e300 and 1.001e300 are both inf in float32; in float64 they are far apart."""
+    ref = np.array([1e300, 1.0])
+    got = np.array([1.001e300, 1.0])
+    p = compare_output("y", got, ref, "float64", "float64")
+    assert not p.ok and p.nonfinite_match and p.mismatches == 1 and p.first_mismatch == [0]
+    assert p.first_actual == 1.001e300 and p.first_expected == 1e300
+    inf = compare_output("y", np.array([np.inf, 1.0]), ref, "float64", "float64")
+    assert not inf.ok and not inf.nonfinite_match, "1e300 is finite in float64"
+
+
+def test_cosine_of_huge_values_does_not_overflow() -> None:
+    ref = np.array([1e300, -1e300, 5e299])
+    p = compare_output("y", ref.copy(), ref, "float64", "float64")
+    assert p.ok and abs(p.cosine - 1.0) < 1e-12, p.cosine
+    flipped = compare_output("y", -ref, ref, "float64", "float64")
+    assert not flipped.ok and abs(flipped.cosine + 1.0) < 1e-12, flipped.cosine
+
+
+def test_float_mismatches_count_elements_outside_the_budget() -> None:
+    ref = np.zeros((2, 4), dtype=np.float32)
+    got = ref.copy()
+    got[0, 3] = 1e-2
+    got[1, 1] = -1e-2
+    got[1, 2] = 1e-5  # inside the budget
+    p = compare_output("y", got, ref, "float32", "float32")
+    assert not p.ok and p.mismatches == 2 and p.first_mismatch == [0, 3]
+    assert p.first_expected == 0.0 and abs(p.first_actual - 1e-2) < 1e-9
+    nan = ref.copy()
+    nan[1, 0] = np.nan
+    q = compare_output("y", nan, ref, "float32", "float32")
+    assert not q.ok and q.mismatches == 1 and q.first_mismatch == [1, 0]
+
+
+def test_report_shows_count_index_and_both_values() -> None:
+    ref = np.array([[0, 2**53]], dtype=np.int64)
+    got = np.array([[0, 2**53 + 1]], dtype=np.int64)
+    report = ParityReport(name="m", ok=False, verified=True, out_dir="o", outputs=[])
+    report.outputs.append(compare_output("ids", got, ref, "int64", "int64"))
+    needle = "1 differ, first at [0, 1]: RLX 9007199254740993 vs PyTorch 9007199254740992"
+    assert needle in report.summary() and needle in report.markdown()
+    doc = json.loads(report.to_json())["outputs"][0]
+    assert doc["mismatches"] == 1 and doc["first_mismatch"] == [0, 1]
+    assert doc["first_actual"] == 2**53 + 1 and doc["first_expected"] == 2**53  # exact JSON integers
+
+
+def test_planted_int64_error_fails_the_bundle_verdict(tmp_path) -> None:
+    """End to end: RLX computes int64 above 2**53 exactly; one reference element off by one is a FAIL
+    that names the count, the index and both values."""
+
+    class Same(nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return x + 0, x * 1
+
+    x = torch.tensor([[2**60 + 1, 2**53 + 1, 3], [-(2**62) - 3, 7, 2**53]])
+    out = tmp_path / "o"
+    assert rti.from_torch(Same(), (x,), out).ok
+    ref_path = out / "reference.safetensors"
+    ref = {k: v.to_numpy().copy() for k, v in safetensors_io.read(ref_path).items()}
+    ref["output.output_1"][0, 1] += 1  # 2**53 + 2: one ulp of float64 there
+    safetensors_io.write(ref_path, {k: (str(v.dtype), v.shape, v.tobytes()) for k, v in ref.items()})
+    report = rti.build(out)
+    assert not report.ok
+    bad = {o.name: o for o in report.outputs if not o.ok}
+    assert list(bad) == ["output_1"]
+    o = bad["output_1"]
+    assert o.mismatches == 1 and o.first_mismatch == [0, 1]
+    assert o.first_actual == 2**53 + 1 and o.first_expected == 2**53 + 2
+    text = "1 differ, first at [0, 1]: RLX 9007199254740993 vs PyTorch 9007199254740994"
+    assert text in report.summary() and text in (out / "report.md").read_text()
+    doc = json.loads((out / "report.json").read_text())
+    assert [o["mismatches"] for o in doc["outputs"]] == [0, 1]
+
+
+def test_readme_budget_table_is_the_verifier_table() -> None:
+    """README "Parity budgets" documents the budgets; they live in verify/parity.py."""
+    from pathlib import Path
+
+    from rlx_torch_import.verify import float_budgets
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Parity budgets", 1)[1].split("\n## ", 1)[0]
+    rows = [
+        line.split("|")[1:5] for line in section.splitlines() if line.startswith("| float") or line.startswith("| bf")
+    ]
+    table = {d.strip(): (float(a), float(r), float(c)) for d, a, r, c in rows}
+    assert table == {d: (b.atol, b.rtol, b.min_cosine) for d, b in float_budgets().items()}

@@ -9,6 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from . import _core, safetensors_io, torchir
 from .emit.bundle import write_bundle
 from .emit.crate import STYLES, check_style, crate_names, write_crate
@@ -68,26 +70,29 @@ def from_torch(
     bundle's weights. The bundle is always written (the crate reads its weights).
     Parity failure is reported (`report.ok`), not raised; unsupported ops, bad
     input and export failures raise `RtiError`s.
+    PyTorch runs on copies of `example_inputs`, which are never modified; an input
+    the model writes in place becomes one more output, `mutated_<input name>`.
     With `auto_decompose`, ops the registry cannot lower are decomposed through
     torch's decomposition table (up to `max_decompose_rounds` rounds) first.
     """
-    from .frontend.capture import capture, eager_outputs
+    from .frontend.capture import capture, clone_inputs, eager_outputs
     from .frontend.export import check_example_inputs, export_program
     from .frontend.fallback import decompose_targets
 
     _check_options(emit, device, max_decompose_rounds, emit_style)
     inputs = check_example_inputs(example_inputs)
+    pristine = clone_inputs(inputs)  # the reference inputs: as given, before any run could write them
     name = name or _default_name(model)
     prog = Progress(progress)
     with staged(Path(out_dir)) as stage:
         with prog.phase("export"):
-            ep = export_program(
+            ep = export_program(  # traces with fake tensors: the inputs' values are neither read nor written
                 model, inputs, decomposition=decomposition, dynamic_shapes=dynamic_shapes, strict=strict
             )
         with prog.phase("reference"):
-            eager = eager_outputs(model, inputs)
+            eager = eager_outputs(model, pristine)  # runs on its own copies
         with prog.phase("capture"):
-            cap = capture(ep, inputs, eager, name=name, decomposition=decomposition)
+            cap = capture(ep, pristine, eager, name=name, decomposition=decomposition)
         auto: list[str] = []
         skipped: dict[str, str] = {}
         for round_no in range(1, (max_decompose_rounds if auto_decompose else 0) + 1):
@@ -99,7 +104,7 @@ def from_torch(
                 auto += rnd.decomposed
                 skipped.update(rnd.skipped)
                 if rnd.decomposed:
-                    cap = capture(ep, inputs, eager, name=name, decomposition=decomposition, auto_decomposed=auto)
+                    cap = capture(ep, pristine, eager, name=name, decomposition=decomposition, auto_decomposed=auto)
             if not rnd.decomposed:
                 break
         missing = find_unsupported(cap.ir)
@@ -191,8 +196,11 @@ def _lower_and_verify(
             got = model.run(feed)
             for spec in ir.outputs:
                 expected = ref[f"output.{spec.name}"]
+                actual = got[spec.name]
                 report.outputs.append(
-                    compare_output(spec.name, got[spec.name], expected.to_numpy(), spec.dtype, expected.dtype)
+                    compare_output(
+                        spec.name, actual, expected.to_numpy(), _result_dtype(actual, spec.dtype), expected.dtype
+                    )
                 )
             report.verified = True
             report.ok = all(o.ok for o in report.outputs)
@@ -200,6 +208,14 @@ def _lower_and_verify(
         raise InputError(f"{ref_path}: not found, cannot verify", hint="pass verify=False / --no-verify")
     report.timings_s = dict(prog.timings)
     return report
+
+
+def _result_dtype(result: np.ndarray, declared: str) -> str:
+    """The torch-ir dtype of a bundle result as it came back (numpy names the rest alike; a
+    bfloat16 result is a float32 array of bfloat16 values), so a wrong dtype is seen."""
+    if declared == "bfloat16" and result.dtype == np.float32:
+        return "bfloat16"
+    return str(result.dtype)
 
 
 def _write_reports(report: ParityReport, directory: Path) -> None:

@@ -35,7 +35,7 @@ def _convert_parser() -> argparse.ArgumentParser:
         default="high",
         help="how far to decompose before lowering (default: high)",
     )
-    p.add_argument("--no-verify", action="store_true", help="skip the parity check against PyTorch")
+    _add_verify_args(p)
     p.add_argument("--name", help="model name (default: from the module's class)")
     p.add_argument("--strict", action="store_true", help="use torch.export strict mode")
     p.add_argument(
@@ -55,12 +55,47 @@ def _convert_parser() -> argparse.ArgumentParser:
     return p
 
 
+EMIT_CHOICES = ("bundle", "crate")
+
+
+def _emit_list(text: str) -> list[str]:
+    """`--emit bundle,crate` (comma-separated; the flag may also repeat): each name checked."""
+    names = [t.strip() for t in text.split(",")]
+    for name in names:
+        if name not in EMIT_CHOICES:
+            raise argparse.ArgumentTypeError(
+                f"invalid choice: {name!r} (choose from {', '.join(map(repr, EMIT_CHOICES))}; "
+                "separate several with commas)"
+            )
+    return names
+
+
+def _emits(args: argparse.Namespace) -> tuple[str, ...]:
+    """The --emit values, flattened and deduplicated in order (default: bundle)."""
+    found = [name for group in (args.emit or [["bundle"]]) for name in group]
+    return tuple(dict.fromkeys(found))
+
+
+def _add_verify_args(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--verify",
+        dest="verify",
+        action="store_true",
+        default=True,
+        help="check parity against PyTorch (the default; this is its explicit form)",
+    )
+    group.add_argument("--no-verify", dest="verify", action="store_false", help="skip the parity check against PyTorch")
+
+
 def _add_emit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--emit",
         action="append",
-        choices=["bundle", "crate"],
-        help="what to write: bundle (always written) and/or crate, a Rust crate rlx-<name>/ (default: bundle)",
+        type=_emit_list,
+        metavar="{bundle,crate}[,...]",
+        help="what to write: bundle (always written) and/or crate, a Rust crate rlx-<name>/; comma-separated "
+        "(--emit bundle,crate) or repeated (--emit bundle --emit crate) (default: bundle)",
     )
     p.add_argument(
         "--emit-style",
@@ -76,7 +111,7 @@ def _build_parser() -> argparse.ArgumentParser:
         prog="rlx-torch-import build", description="Lower an existing torch-ir directory into DIR/bundle again."
     )
     p.add_argument("directory", metavar="DIR", help="a directory with torch-ir.json and weights.safetensors")
-    p.add_argument("--no-verify", action="store_true", help="skip the parity check")
+    _add_verify_args(p)
     _add_emit_args(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return p
@@ -93,9 +128,9 @@ def _run(argv: Sequence[str]) -> int:
         args = _build_parser().parse_args(argv[1:])
         report = api.build(
             args.directory,
-            verify=not args.no_verify,
+            verify=args.verify,
             progress=not args.quiet,
-            emit=tuple(args.emit or ["bundle"]),
+            emit=_emits(args),
             emit_style=args.emit_style,
         )
     else:
@@ -107,8 +142,8 @@ def _run(argv: Sequence[str]) -> int:
             model,
             example_inputs,
             args.out,
-            verify=not args.no_verify,
-            emit=tuple(args.emit or ["bundle"]),
+            verify=args.verify,
+            emit=_emits(args),
             decomposition=args.decomposition,
             strict=args.strict,
             name=args.name,

@@ -94,14 +94,20 @@ class UnsupportedOpsError(RtiError):
     """Every unsupported op overload and argument value in a graph, all at once."""
 
     items: list[Unsupported] = field(default_factory=list)
+    # The decomposition level the graph was exported at ("" when unknown). At `core` everything
+    # is already Core ATen, so the hint does not suggest it again.
     decomposition: str = ""
 
     def __post_init__(self) -> None:
         targets = sorted({i.target for i in self.items})
         lines = "\n".join(f"  - {i.line()}" for i in self.items)
-        hint = "see docs/adding-an-op.md to add a lowering"
-        if self.decomposition != "core":
-            hint = f"try --decomposition core to decompose high-level ops into Core ATen, or {hint}"
+        if self.decomposition == "core":
+            hint = "see docs/adding-an-op.md to add a lowering"
+        else:
+            hint = (
+                "try --decomposition core to decompose high-level ops into Core ATen, "
+                "or see docs/adding-an-op.md to add a lowering"
+            )
         super().__init__(
             f"{len(self.items)} unsupported op use(s) across {len(targets)} op(s) ({', '.join(targets)}):\n{lines}",
             hint=hint,

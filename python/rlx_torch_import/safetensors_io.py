@@ -7,6 +7,7 @@ themselves; nothing is copied until a caller asks for it.
 from __future__ import annotations
 
 import json
+import math
 import mmap
 import struct
 from collections.abc import Iterator
@@ -78,26 +79,49 @@ def read(path: Path) -> dict[str, RawTensor]:
 
 
 def write(path: Path, tensors: dict[str, tuple[str, tuple[int, ...], bytes | memoryview]]) -> None:
-    """Write `{name: (torch-ir dtype, shape, bytes)}` in sorted name order (deterministic)."""
+    """Write `{name: (torch-ir dtype, shape, bytes)}` in sorted name order (deterministic).
+
+    A strided (non-contiguous) memoryview is written in row-major order; data whose size
+    does not match its dtype and shape is refused (`BundleError`), never written.
+    """
+    from .dtypes import numpy_dtype
+
     header: dict[str, object] = {}
     offset = 0
     names = sorted(tensors)
+    blobs: list[bytes | memoryview] = []
     for name in names:
         dtype, shape, data = tensors[name]
+        if dtype not in _IR_TO_ST:
+            raise BundleError(f"{path}: tensor {name!r} has dtype {dtype}, which safetensors files here cannot hold")
+        if isinstance(data, memoryview) and not data.c_contiguous:
+            data = data.tobytes()  # row-major copy of a strided view
         size = len(data) if isinstance(data, bytes) else data.nbytes
+        want = math.prod(shape) * numpy_dtype(dtype).itemsize
+        if size != want:
+            raise BundleError(
+                f"{path}: tensor {name!r} has {size} bytes, but {dtype}{list(shape)} takes {want}",
+                hint="this is a bug in rlx-torch-import; please report it",
+            )
         header[name] = {"dtype": _IR_TO_ST[dtype], "shape": list(shape), "data_offsets": [offset, offset + size]}
+        blobs.append(data)
         offset += size
     blob = json.dumps(header, separators=(",", ":")).encode()
     blob += b" " * (-len(blob) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(blob)))
         f.write(blob)
-        for name in names:
-            f.write(tensors[name][2])
+        for data in blobs:
+            f.write(data)
 
 
 def iter_torch(tensors: dict[str, object]) -> Iterator[tuple[str, tuple[str, tuple[int, ...], memoryview]]]:
-    """torch tensors -> raw entries for `write`, without a float copy (bf16 goes as its bits)."""
+    """torch tensors -> raw entries for `write`, without a float copy (bf16 goes as its bits).
+
+    Every tensor is made dense and row-major first: views (slices, transposes), expanded
+    tensors (stride 0), zero-size tensors and tensors with a pending negation all come out
+    as their logical elements in order.
+    """
     import torch
 
     from .dtypes import torch_name
@@ -105,6 +129,6 @@ def iter_torch(tensors: dict[str, object]) -> Iterator[tuple[str, tuple[str, tup
     for name, t in tensors.items():
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name!r} is a {type(t).__name__}, not a tensor")
-        flat = t.detach().cpu().contiguous().reshape(-1)
+        flat = t.detach().cpu().resolve_conj().resolve_neg().contiguous().reshape(-1)
         raw = flat.to(torch.uint8) if flat.dtype == torch.bool else flat.view(torch.uint8)
         yield name, (torch_name(t.dtype), tuple(t.shape), memoryview(raw.numpy()).cast("B"))

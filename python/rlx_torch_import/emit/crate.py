@@ -9,6 +9,7 @@ loading, boundary dtypes, parity budgets) live in `crate_files/`.
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -22,6 +23,7 @@ from ..dtypes import to_rlx
 from ..errors import ExitCode, RtiError
 from ..program import Program
 from ..torchir import TorchIR
+from ..verify.parity import float_budgets
 from .crate_graph import CONSTANTS_FILE, Statements, graph_statements, use_lines
 from .crate_lock import lock_for
 from .crate_tensor import tensor_statements, unsupported_ops
@@ -66,6 +68,27 @@ def check_style(program: Program, style: str) -> None:
 
 def _template(name: str) -> str:
     return resources.files(__package__).joinpath(f"crate_files/{name}").read_text()
+
+
+def rust_f64(x: float) -> str:
+    """A Rust f64 literal that parses to exactly `x` (shortest round-trip digits)."""
+    text = repr(float(x))
+    if not math.isfinite(x):
+        raise ValueError(f"budget value {x!r} is not finite")
+    if "e" in text:
+        mantissa, exp = text.split("e")
+        return f"{mantissa}e{int(exp)}"
+    return text
+
+
+def host_rs() -> str:
+    """`src/host.rs`, with the float budgets written from the Python verifier's table (one source)."""
+    rows = [
+        f"    ({rust_str(dtype)}, Budget {{ atol: {rust_f64(b.atol)}, rtol: {rust_f64(b.rtol)}, "
+        f"min_cosine: {rust_f64(b.min_cosine)} }}),"
+        for dtype, b in float_budgets().items()
+    ]
+    return _template("host.rs").replace("@@FLOAT_BUDGETS@@", "\n".join(rows))
 
 
 def _header(program: Program, ir: TorchIR, style: str) -> list[str]:
@@ -346,7 +369,7 @@ def write_crate(program: Program, ir: TorchIR, reference: Path, root: Path, styl
         "Cargo.lock": lock_for(style, names.package),
         "README.md": _readme(names, program, style),
         "src/lib.rs": _lib_rs(program, ir, style),
-        "src/host.rs": _template("host.rs"),
+        "src/host.rs": host_rs(),
         "src/weights.rs": _template("weights.rs"),
         "examples/run.rs": _template("run_example.rs").replace("@@LIB@@", names.library),
         "tests/parity.rs": _template("parity_test.rs").replace("@@LIB@@", names.library),

@@ -115,22 +115,77 @@ def _output_names(flat_count: int, paths: list[str]) -> list[str]:
     return names
 
 
-def eager_outputs(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...]) -> Any:
-    """The eager result that parity is judged against (computed once per conversion)."""
-    with torch.no_grad():
-        return model(*example_inputs)
+MUTATED_PREFIX = "mutated_"
+
+
+def mutation_output_name(input_name: str) -> str:
+    """The public name of the output carrying an input's value after the model wrote it in place."""
+    return MUTATED_PREFIX + input_name
+
+
+def clone_inputs(example_inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """Private copies (same values, dtype, shape and, for dense tensors, strides)."""
+    return tuple(t.detach().clone() for t in example_inputs)
+
+
+@dataclass
+class EagerRun:
+    """PyTorch's eager run, made on copies of the example inputs (the user's tensors are never run)."""
+
+    outputs: Any
+    # The copies after the run: inputs the model writes in place hold the written values.
+    inputs_after: tuple[torch.Tensor, ...]
+    # Whether the run wrote each input in place (its version counter moved, or its values changed).
+    mutated: tuple[bool, ...]
+
+
+def eager_outputs(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...]) -> EagerRun:
+    """The eager result that parity is judged against (computed once per conversion, on copies)."""
+    copies = clone_inputs(example_inputs)
+    versions = [t._version for t in copies]
+    try:
+        with torch.no_grad():
+            outputs = model(*copies)
+    except Exception as e:  # the model's own error; torch.export traced it, eager did not run
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise InputError(
+            f"the model raised {type(e).__name__} when run eagerly on the example inputs: {first}",
+            hint="forward() must run in eager PyTorch on the example inputs (the run gives the reference outputs)",
+        ) from e
+    mutated = tuple(
+        after._version != v or not _same_values(after, before)
+        for after, before, v in zip(copies, example_inputs, versions, strict=True)
+    )
+    return EagerRun(outputs, copies, mutated)
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal shape, dtype and elements (NaN equal to NaN). Some kernels write in place without
+    moving the version counter (batch norm's running statistics), so values are compared too."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point():
+        return bool(((a == b) | (a.isnan() & b.isnan())).all())
+    return torch.equal(a, b)
 
 
 def capture(
     ep: torch.export.ExportedProgram,
     example_inputs: tuple[torch.Tensor, ...],
-    eager: Any,
+    eager: EagerRun,
     *,
     name: str,
     decomposition: str,
     auto_decomposed: list[str] | None = None,
 ) -> Captured:
-    """ExportedProgram + eager outputs -> TorchIR, state_dict-keyed weights, reference tensors."""
+    """ExportedProgram + eager run -> TorchIR, state_dict-keyed weights, reference tensors.
+
+    `example_inputs` are the inputs as they were before any run (saved as the reference
+    inputs). Every user input the model writes in place (torch.export's
+    `USER_INPUT_MUTATION` outputs, or an input the eager run changed) becomes an extra
+    output `mutated_<input>`, checked against the input's eager value after the run.
+    Buffer mutations are not outputs.
+    """
     graph = ep.graph_module.graph
     sig = ep.graph_signature
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
@@ -201,10 +256,9 @@ def capture(
         )
 
     out_node = next(n for n in graph.nodes if n.op == "output")
-    user_values = [
-        a for a, s in zip(out_node.args[0], sig.output_specs, strict=True) if s.kind == OutputKind.USER_OUTPUT
-    ]
-    flat, _ = torch.utils._pytree.tree_flatten_with_path(eager)
+    returned = list(zip(out_node.args[0], sig.output_specs, strict=True))
+    user_values = [a for a, s in returned if s.kind == OutputKind.USER_OUTPUT]
+    flat, _ = torch.utils._pytree.tree_flatten_with_path(eager.outputs)
     eager_tensors = [v for _, v in flat]
     if len(eager_tensors) != len(user_values) or not all(isinstance(t, torch.Tensor) for t in eager_tensors):
         raise InputError("the model's outputs must be tensors (or nested tuples/lists/dicts of tensors)")
@@ -215,8 +269,24 @@ def capture(
             raise InputError(f"model output {out_name!r} is a constant, not computed from the inputs")
         outputs.append(OutputSpec(out_name, encode(value)["tensor"], list(tensor.shape), torch_name(tensor.dtype)))
 
+    # Inputs written in place, by torch.export's signature or by the eager run: the value the
+    # graph records for the write (USER_INPUT_MUTATION), else the input itself as the lowering
+    # leaves it (in-place lowerings rebind it; a write RLX does not reproduce then fails parity).
+    user_names = [s.name for s in inputs]
+    written: dict[str, str] = {}
+    for value, spec in returned:
+        if spec.kind == OutputKind.USER_INPUT_MUTATION and isinstance(value, torch.fx.Node):
+            written[str(spec.target)] = encode(value)["tensor"]
+    for input_name, wrote in zip(user_names, eager.mutated, strict=True):
+        if wrote:
+            written.setdefault(input_name, input_name)
     reference = {f"input.{s.name}": t.detach() for s, t in zip(inputs, example_inputs, strict=True)}
     reference.update({f"output.{n}": t.detach() for n, t in zip(out_names, eager_tensors, strict=True)})
+    for input_name, after in zip(user_names, eager.inputs_after, strict=True):
+        if input_name in written:
+            out_name = mutation_output_name(input_name)
+            outputs.append(OutputSpec(out_name, written[input_name], list(after.shape), torch_name(after.dtype)))
+            reference[f"output.{out_name}"] = after.detach()
     ir = TorchIR(
         name=name,
         decomposition=decomposition,

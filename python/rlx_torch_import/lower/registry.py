@@ -8,10 +8,13 @@ check before anything is lowered, so the user sees every gap at once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
+
+import numpy as np
 
 from ..dtypes import NARROW_DTYPES, compute_rlx, is_supported, to_rlx
 from ..errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
@@ -19,6 +22,9 @@ from ..program import Program, Provenance, ValueDecl
 from ..torchir import TorchIR
 from .context import Builder, Call, Value
 from .workarounds import RlxLimit, audit, boundary_dtype
+
+# Weight dtypes RLX 0.2.x's CPU backend refuses to bind (`set_param_typed` panics on I16).
+UNBINDABLE_WEIGHT_DTYPES = frozenset({"int16"})
 
 LowerFn = Callable[[Builder, Call], "Value | list[Value | None]"]
 CheckFn = Callable[[Call], "str | None"]
@@ -97,6 +103,17 @@ def _check_calls(ir: TorchIR) -> list[Unsupported]:
     for spec in [*ir.inputs, *ir.weights]:
         if not is_supported(spec.dtype):
             items.append(Unsupported("<input>", spec.name, "", f"dtype {spec.dtype} has no RLX counterpart"))
+    for w in ir.weights:
+        if w.dtype in UNBINDABLE_WEIGHT_DTYPES:
+            items.append(
+                Unsupported(
+                    "<weight>",
+                    w.name,
+                    "",
+                    f"{w.kind} {w.key!r} is {w.dtype}, which RLX's CPU backend cannot bind as a weight "
+                    "(set_param rejects I16); store it as int32 or int64",
+                )
+            )
     for node in ir.nodes:
         lowering = REGISTRY.get(node.target)
         if lowering is None:
@@ -158,7 +175,7 @@ def lower(ir: TorchIR) -> Program:
         if node.name in refused_nodes or _uses_refused(call):
             _refuse(node, values)
             continue
-        _require_lowered_inputs(node, call)
+        _require_lowered_inputs(node, call, ir.decomposition)
         builder.provenance = Provenance(
             aten=node.target,
             node=node.name,
@@ -167,7 +184,7 @@ def lower(ir: TorchIR) -> Program:
             input_shapes=tuple(v.dims for v in call.positional if isinstance(v, Value)),
         )
         try:
-            result = REGISTRY[node.target].fn(builder, call)
+            result = _empty_outputs(builder, node) or REGISTRY[node.target].fn(builder, call)
         except RlxLimit as e:
             items.append(Unsupported(node.target, node.name, node.module_path, str(e), node.source,
                                      node.decomposed_from))  # fmt: skip
@@ -195,6 +212,20 @@ def lower(ir: TorchIR) -> Program:
         _rebind_mutated(node, call, values)
     if items:
         raise UnsupportedOpsError(items=items, decomposition=ir.decomposition)
+    unresolved = [o for o in ir.outputs if o.value not in values]
+    if unresolved:  # a lowering returned None for a value that is a graph output
+        raise UnsupportedOpsError(
+            items=[
+                Unsupported(
+                    "<output>",
+                    o.name,
+                    "",
+                    f"output {o.name!r} is {o.value!r}, an output its producer does not compute in RLX",
+                )
+                for o in unresolved
+            ],
+            decomposition=ir.decomposition,
+        )
     for out in ir.outputs:
         value = values[out.value]
         if boundary_dtype(value.dtype) != to_rlx(value.dtype):  # half: computed as F32, rounded on the host
@@ -219,6 +250,17 @@ def _uses_refused(call: Call) -> bool:
     return any(walk(v) for v in call.arguments)
 
 
+def _empty_outputs(builder: Builder, node: Any) -> list[Value | None] | None:
+    """A call whose tensor outputs all have zero elements computes nothing: each output is an
+    empty constant. RLX's CPU kernels panic writing a zero-size float64/int result."""
+    tensors = [o for o in node.outputs if o.dtype != "none"]
+    if not tensors or any(math.prod(o.shape) for o in tensors):
+        return None
+    return [
+        None if o.dtype == "none" else builder.const(np.zeros(o.shape, dtype=np.float32), o.dtype) for o in node.outputs
+    ]
+
+
 def _rebind_mutated(node: Any, call: Call, values: dict[str, Value]) -> None:
     """In-place writes (`Call.mutate`): later reads of the written tensor get the new value."""
     for arg, value in call.mutated.items():
@@ -232,7 +274,7 @@ def _rebind_mutated(node: Any, call: Call, values: dict[str, Value]) -> None:
         values[name] = value
 
 
-def _require_lowered_inputs(node: Any, call: Call) -> None:
+def _require_lowered_inputs(node: Any, call: Call, decomposition: str) -> None:
     """A lowering may skip an output (e.g. batch-norm's saved stats); using one is an error."""
     from .context import _Unresolved
 
@@ -247,7 +289,8 @@ def _require_lowered_inputs(node: Any, call: Call) -> None:
                         f"uses {v.name!r}, an output its producer does not compute in RLX",
                         node.source,
                     )
-                ]
+                ],
+                decomposition=decomposition,
             )
         if isinstance(v, list):
             for item in v:

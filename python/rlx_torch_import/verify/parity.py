@@ -3,8 +3,15 @@
 A float output passes when shapes and dtypes match, NaN/±inf sit at the same
 positions, cosine similarity of the finite values is at least `min_cosine`, and
 every finite element is within `atol + rtol * max|reference|` (error scaled to
-the output's magnitude). Integer and bool outputs must match exactly. An output
-that is entirely NaN never passes.
+the output's magnitude). Integer and bool outputs must match exactly; they are
+compared in their own dtype, never through a float (int64 above 2**53 would
+round). Float values are compared in float64, which holds every float dtype
+exactly, and cosine is computed on values scaled by their largest magnitude (no
+overflow at 1e300). An output that is entirely NaN never passes.
+
+Every result names how many elements differ (integers/bool: are not equal;
+floats: lie outside the budget or differ in NaN/inf) and the first of them, as
+a multi-dimensional index with RLX's and PyTorch's values.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ class Budget:
     min_cosine: float
 
 
+# The one table of float budgets: the generated Rust crates get theirs from here
+# (emit/crate.py writes it into src/host.rs).
 _BUDGETS = {
     "float64": Budget(atol=1e-9, rtol=1e-7, min_cosine=0.9999999),
     "float32": Budget(atol=1e-4, rtol=1e-4, min_cosine=0.99999),
@@ -37,14 +46,30 @@ _BUDGETS = {
 EXACT = Budget(atol=0.0, rtol=0.0, min_cosine=-1.0)
 
 
+def float_budgets() -> dict[str, Budget]:
+    """The float dtypes' budgets (a copy); every other dtype is exact."""
+    return dict(_BUDGETS)
+
+
 def budget_for(dtype: str) -> Budget:
     """The pass budget for an output of this torch-ir dtype (exact for integers and bool)."""
     return _BUDGETS.get(dtype, EXACT)
 
 
+def is_exact(dtype: str) -> bool:
+    """Whether outputs of this dtype must match element for element (integers and bool)."""
+    return dtype not in _BUDGETS
+
+
 @dataclass
 class OutputParity:
-    """Parity of one output against PyTorch."""
+    """Parity of one output against PyTorch.
+
+    `mismatches` counts the elements that differ (None when the shapes differ and
+    elements cannot be paired); `first_mismatch` is the row-major first of them as
+    a multi-dimensional index, with RLX's value (`first_actual`) and PyTorch's
+    (`first_expected`) there.
+    """
 
     name: str
     ok: bool
@@ -59,49 +84,144 @@ class OutputParity:
     cosine: float
     allowed_abs_error: float
     reasons: list[str] = field(default_factory=list)
+    mismatches: int | None = 0
+    first_mismatch: list[int] | None = None
+    first_actual: bool | int | float | None = None
+    first_expected: bool | int | float | None = None
+
+    def mismatch_text(self) -> str:
+        """`N differ, first at [i, j]: RLX a vs PyTorch b` (or why elements cannot be compared)."""
+        if self.mismatches is None:
+            return "elements not comparable (shapes differ)"
+        if not self.mismatches or self.first_mismatch is None:
+            return "0 differ"
+        return (
+            f"{self.mismatches} differ, first at {self.first_mismatch}: "
+            f"RLX {_fmt(self.first_actual, self.dtype)} vs PyTorch {_fmt(self.first_expected, self.expected_dtype)}"
+        )
+
+
+def _fmt(value: bool | int | float | None, dtype: str) -> str:
+    """A value as its dtype prints it (shortest repr that round-trips in that dtype)."""
+    if isinstance(value, float) and dtype in ("float32", "bfloat16"):
+        return str(np.float32(value))
+    if isinstance(value, float) and dtype == "float16":
+        return str(np.float16(value))
+    return str(value)
+
+
+def _scalar(arr: np.ndarray, index: tuple[int, ...]) -> bool | int | float:
+    """One element as a plain Python value (exact: ints stay ints)."""
+    value = arr[index].item()
+    return value if isinstance(value, (bool, int, float)) else float(value)
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
-    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    if na == 0.0 and nb == 0.0:
+    """Cosine similarity in float64, on values divided by their largest magnitude (no overflow)."""
+    if not a.size:
         return 1.0
+    scale = max(float(np.abs(a).max()), float(np.abs(b).max()))
+    if scale == 0.0:
+        return 1.0
+    a, b = a / scale, b / scale
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
     if na == 0.0 or nb == 0.0:
         return 0.0
-    return float(np.dot(a, b) / (na * nb))
+    return float(np.dot(a, b) / na / nb)
+
+
+def _exact_equal(a: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Elementwise exact equality of integer/bool (or mismatched-dtype) arrays, no float rounding."""
+    ints = "biu"
+    if a.dtype.kind in ints and e.dtype.kind in ints:
+        common = np.result_type(a.dtype, e.dtype)
+        if common.kind in ints:  # e.g. int32 vs int64 -> int64: exact
+            return np.asarray(a.astype(common) == e.astype(common))
+    if a.dtype.kind == "f" and e.dtype.kind == "f":  # widening a float is exact
+        common = np.result_type(a.dtype, e.dtype)
+        a, e = a.astype(common), e.astype(common)
+        return np.asarray((a == e) | (np.isnan(a) & np.isnan(e)))
+    # Mixed kinds (a dtype mismatch, which fails anyway): Python compares int and float exactly.
+    return np.asarray(a.astype(object) == e.astype(object), dtype=bool)
+
+
+def _first(bad: np.ndarray) -> tuple[int, ...] | None:
+    """Multi-dimensional index of the row-major first True, or None."""
+    if not bad.any():
+        return None
+    return tuple(int(i) for i in np.unravel_index(int(np.argmax(bad.ravel())), bad.shape))
+
+
+def _exact_errors(a: np.ndarray, e: np.ndarray) -> tuple[float, float]:
+    """Max abs and max rel error of differing integer/bool elements, from exact differences."""
+    max_abs = max_rel = 0.0
+    for x, y in zip(a.tolist(), e.tolist(), strict=True):
+        try:
+            d = abs(int(x) - int(y))
+        except (ValueError, OverflowError):  # NaN/inf on the float side of a dtype mismatch
+            return math.inf, math.inf
+        max_abs = max(max_abs, float(d))
+        max_rel = max(max_rel, float(d) / max(abs(float(y)), 1e-12))
+    return max_abs, max_rel
 
 
 def compare_output(
     name: str, actual: np.ndarray, expected: np.ndarray, actual_dtype: str, expected_dtype: str
 ) -> OutputParity:
-    """All metrics for one output; `ok` applies the dtype's budget."""
+    """All metrics for one output; `ok` applies the expected dtype's budget.
+
+    `actual` is RLX's result, `expected` PyTorch's; the dtype names are torch-ir names
+    (bfloat16 arrays hold their values as float32, since numpy has no bfloat16).
+    """
+    actual, expected = np.asarray(actual), np.asarray(expected)
     budget = budget_for(expected_dtype)
     reasons: list[str] = []
     if actual_dtype != expected_dtype:
         reasons.append(f"dtype {actual_dtype} != {expected_dtype}")
-    if tuple(actual.shape) != tuple(expected.shape):
+    base = {
+        "name": name,
+        "shape": list(actual.shape),
+        "expected_shape": list(expected.shape),
+        "dtype": actual_dtype,
+        "expected_dtype": expected_dtype,
+        "count": int(actual.size),
+    }
+    if tuple(actual.shape) != tuple(expected.shape):  # even with equal element counts, or all zeros
         reasons.append(f"shape {list(actual.shape)} != {list(expected.shape)}")
         return OutputParity(
-            name,
-            False,
-            list(actual.shape),
-            list(expected.shape),
-            actual_dtype,
-            expected_dtype,
-            int(actual.size),
-            False,
-            math.inf,
-            math.inf,
-            0.0,
-            0.0,
-            reasons,
+            **base,
+            ok=False,
+            nonfinite_match=False,
+            max_abs_error=math.inf,
+            max_rel_error=math.inf,
+            cosine=0.0,
+            allowed_abs_error=0.0,
+            reasons=reasons,
+            mismatches=None,
         )
-    a = actual.astype(np.float64).ravel()
-    e = expected.astype(np.float64).ravel()
-    a_nan, e_nan = np.isnan(a), np.isnan(e)
-    a_inf, e_inf = np.isinf(a), np.isinf(e)
-    nonfinite_match = bool(
-        np.array_equal(a_nan, e_nan) and np.array_equal(a_inf, e_inf) and np.array_equal(a[a_inf], e[e_inf])
-    )
+    with np.errstate(over="ignore", invalid="ignore"):
+        a = actual.astype(np.float64)  # float64 holds every float dtype exactly; never narrower
+        e = expected.astype(np.float64)
+        a_nan, e_nan = np.isnan(a), np.isnan(e)
+        a_inf, e_inf = np.isinf(a), np.isinf(e)
+        nonfinite_match = bool(
+            np.array_equal(a_nan, e_nan) and np.array_equal(a_inf, e_inf) and np.array_equal(a[a_inf], e[e_inf])
+        )
+        finite = np.isfinite(a) & np.isfinite(e)
+        cosine = _cosine(a[finite], e[finite])
+        if is_exact(expected_dtype):
+            bad = ~_exact_equal(actual, expected)
+            max_abs, max_rel = _exact_errors(actual[bad], expected[bad])
+            allowed = 0.0
+        else:
+            diff = np.where(finite, np.abs(a - e), 0.0)
+            scale = float(np.abs(e[finite]).max()) if finite.any() else 0.0
+            allowed = budget.atol + budget.rtol * scale
+            max_abs = float(diff.max()) if diff.size else 0.0
+            rel = diff[finite] / np.maximum(np.abs(e[finite]), 1e-12)
+            max_rel = float(rel.max()) if rel.size else 0.0
+            moved = (a_nan != e_nan) | ((a_inf | e_inf) & (a != e))  # NaN vs NaN is not a move
+            bad = moved | (diff > allowed)
     if not nonfinite_match:
         reasons.append(
             f"NaN/inf positions differ (RLX {int(a_nan.sum())} NaN {int(a_inf.sum())} inf, "
@@ -109,32 +229,28 @@ def compare_output(
         )
     if a.size and bool(a_nan.all()):
         reasons.append("output is entirely NaN")
-    finite = np.isfinite(a) & np.isfinite(e)
-    diff = np.abs(a[finite] - e[finite])
-    max_abs = float(diff.max()) if diff.size else 0.0
-    scale = float(np.abs(e[finite]).max()) if diff.size else 0.0
-    rel = diff / np.maximum(np.abs(e[finite]), 1e-12) if diff.size else diff
-    max_rel = float(rel.max()) if diff.size else 0.0
-    cosine = _cosine(a[finite], e[finite])
-    allowed = budget.atol + budget.rtol * scale
-    if max_abs > allowed:
+    first = _first(bad)
+    mismatches = int(bad.sum())
+    if is_exact(expected_dtype):
+        if mismatches:
+            reasons.append(f"{mismatches} of {a.size} elements differ ({expected_dtype} must match exactly)")
+    elif max_abs > allowed:
         reasons.append(f"max abs error {max_abs:.3g} > allowed {allowed:.3g}")
-    if cosine < budget.min_cosine:
+    if not is_exact(expected_dtype) and not cosine >= budget.min_cosine:  # NaN fails too
         reasons.append(f"cosine {cosine:.8f} < {budget.min_cosine}")
     return OutputParity(
-        name,
-        not reasons,
-        list(actual.shape),
-        list(expected.shape),
-        actual_dtype,
-        expected_dtype,
-        int(a.size),
-        nonfinite_match,
-        max_abs,
-        max_rel,
-        cosine,
-        allowed,
-        reasons,
+        **base,
+        ok=not reasons,
+        nonfinite_match=nonfinite_match,
+        max_abs_error=max_abs,
+        max_rel_error=max_rel,
+        cosine=cosine,
+        allowed_abs_error=allowed,
+        reasons=reasons,
+        mismatches=mismatches,
+        first_mismatch=list(first) if first is not None else None,
+        first_actual=_scalar(actual, first) if first is not None else None,
+        first_expected=_scalar(expected, first) if first is not None else None,
     )
 
 
@@ -179,7 +295,7 @@ class ParityReport:
             mark = "ok " if o.ok else "BAD"
             lines.append(
                 f"  {mark} {o.name} {o.dtype}{o.shape}: max_abs={o.max_abs_error:.3g} "
-                f"max_rel={o.max_rel_error:.3g} cosine={o.cosine:.8f}"
+                f"max_rel={o.max_rel_error:.3g} cosine={o.cosine:.8f} {o.mismatch_text()}"
                 + ("" if o.ok else "  <- " + "; ".join(o.reasons))
             )
         return "\n".join(lines)
@@ -187,7 +303,8 @@ class ParityReport:
     def markdown(self) -> str:
         rows = "\n".join(
             f"| {o.name} | {'pass' if o.ok else 'FAIL'} | {o.dtype} {o.shape} | {o.max_abs_error:.3g} | "
-            f"{o.allowed_abs_error:.3g} | {o.max_rel_error:.3g} | {o.cosine:.8f} | {'; '.join(o.reasons)} |"
+            f"{o.allowed_abs_error:.3g} | {o.max_rel_error:.3g} | {o.cosine:.8f} | {o.mismatch_text()} | "
+            f"{'; '.join(o.reasons)} |"
             for o in self.outputs
         )
         return (
@@ -195,6 +312,7 @@ class ParityReport:
             f"Verdict: **{'PASS' if self.ok else 'FAIL' if self.verified else 'not verified'}** "
             f"(decomposition `{self.decomposition}`, torch {self.torch_version}, RLX {self.rlx_version})\n\n"
             + (f"Auto-decomposed: {', '.join(self.auto_decomposed_ops)}\n\n" if self.auto_decomposed_ops else "")
-            + "| output | verdict | dtype shape | max abs | allowed abs | max rel | cosine | reasons |\n"
-            "|---|---|---|---|---|---|---|---|\n" + rows + "\n"
+            + "| output | verdict | dtype shape | max abs | allowed abs | max rel | cosine | differing elements "
+            "| reasons |\n"
+            "|---|---|---|---|---|---|---|---|---|\n" + rows + "\n"
         )

@@ -3,8 +3,11 @@
 //!
 //! This file is the same in every crate rlx-torch-import writes. RLX 0.2.17's
 //! CPU arena cannot read or write bool, narrow-integer or half-precision values
-//! at the graph boundary, so those cross it as `f32` (exact for their ranges);
-//! the budgets are the ones the Python verifier applies.
+//! at the graph boundary, so those cross it as `f32` (exact for their ranges).
+//! The parity check applies the Python verifier's rules: integer and bool outputs
+//! are compared exactly in their own dtype (as `i64`, never through `f64`), float
+//! outputs within the budgets below, which are written from the verifier's table
+//! when the crate is generated.
 
 use rlx_ir::DType;
 
@@ -70,7 +73,8 @@ impl HostTensor {
         self.dims.iter().product()
     }
 
-    /// Every element widened to `f64` (exact for all supported dtypes but int64 beyond 2^53).
+    /// Every element widened to `f64` (exact for all supported dtypes but int64 beyond 2^53;
+    /// use [`HostTensor::values`] to compare).
     pub fn to_f64(&self) -> Vec<f64> {
         let d = &self.data;
         match self.dtype.as_str() {
@@ -89,6 +93,62 @@ impl HostTensor {
             other => panic!("dtype {other} is not supported"),
         }
     }
+
+    /// Every element exactly: integers and bool as `i64`, floats as `f64`.
+    pub fn values(&self) -> Values {
+        let d = &self.data;
+        match self.dtype.as_str() {
+            "bool" | "uint8" => Values::Int(d.iter().map(|&b| i64::from(b)).collect()),
+            "int8" => Values::Int(d.iter().map(|&b| i64::from(b as i8)).collect()),
+            "int16" => Values::Int(d.chunks_exact(2).map(|c| i64::from(i16::from_le_bytes([c[0], c[1]]))).collect()),
+            "int32" => Values::Int(d.chunks_exact(4).map(|c| i64::from(i32::from_le_bytes(c.try_into().unwrap()))).collect()),
+            "int64" => Values::Int(d.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect()),
+            _ => Values::Float(self.to_f64()),
+        }
+    }
+}
+
+/// Element values as exact as their dtype: integers and bool as `i64`, floats as `f64`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Values {
+    Int(Vec<i64>),
+    Float(Vec<f64>),
+}
+
+impl Values {
+    /// Whether element `i` differs between `self` and `other` (exactly; NaN equals NaN).
+    fn differs(&self, other: &Values, i: usize) -> bool {
+        match (self, other) {
+            (Values::Int(a), Values::Int(b)) => a[i] != b[i],
+            (Values::Float(a), Values::Float(b)) => !(a[i] == b[i] || (a[i].is_nan() && b[i].is_nan())),
+            (Values::Int(a), Values::Float(b)) | (Values::Float(b), Values::Int(a)) => !int_equals_float(a[i], b[i]),
+        }
+    }
+
+    /// |self[i] - other[i]|, exact for two integers.
+    fn abs_diff(&self, other: &Values, i: usize) -> f64 {
+        match (self, other) {
+            (Values::Int(a), Values::Int(b)) => (i128::from(a[i]) - i128::from(b[i])).unsigned_abs() as f64,
+            (Values::Float(a), Values::Float(b)) => (a[i] - b[i]).abs(),
+            (Values::Int(a), Values::Float(b)) | (Values::Float(b), Values::Int(a)) => (a[i] as f64 - b[i]).abs(),
+        }
+    }
+
+    /// Element `i` as its dtype prints it (bool as true/false, floats in their own precision).
+    fn show(&self, i: usize, dtype: &str) -> String {
+        match self {
+            Values::Int(v) if dtype == "bool" => (v[i] != 0).to_string(),
+            Values::Int(v) => v[i].to_string(),
+            Values::Float(v) if dtype == "float64" => format!("{:?}", v[i]),
+            Values::Float(v) => format!("{:?}", v[i] as f32),
+        }
+    }
+}
+
+/// Whether an integer and a float are the same number (no rounding on either side).
+fn int_equals_float(i: i64, f: f64) -> bool {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    f.is_finite() && f.fract() == 0.0 && (-TWO_63..TWO_63).contains(&f) && f as i64 == i
 }
 
 /// `f16` bits → `f32` (exact).
@@ -177,27 +237,48 @@ pub fn from_carrier(data: Vec<u8>, carrier: DType, dtype: &str) -> Vec<u8> {
 }
 
 /// How far a result may be from PyTorch and still pass.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Budget {
     pub atol: f64,
     pub rtol: f64,
     pub min_cosine: f64,
 }
 
+/// The float budgets by PyTorch dtype, written from the Python verifier's table
+/// (`rlx_torch_import.verify.parity`) when this crate was generated.
+pub const FLOAT_BUDGETS: &[(&str, Budget)] = &[
+@@FLOAT_BUDGETS@@
+];
+
+/// Integers and bool: every element equal (cosine is reported, not judged).
+pub const EXACT: Budget = Budget {
+    atol: 0.0,
+    rtol: 0.0,
+    min_cosine: -1.0,
+};
+
 /// The pass budget for an output of this dtype (exact for integers and bool).
 pub fn budget_for(dtype: &str) -> Budget {
-    let (atol, rtol, min_cosine) = match dtype {
-        "float64" => (1e-9, 1e-7, 0.9999999),
-        "float32" => (1e-4, 1e-4, 0.99999),
-        "float16" => (2e-3, 2e-3, 0.999),
-        "bfloat16" => (1.6e-2, 1.6e-2, 0.995),
-        _ => (0.0, 0.0, -1.0),
-    };
-    Budget {
-        atol,
-        rtol,
-        min_cosine,
-    }
+    FLOAT_BUDGETS
+        .iter()
+        .find(|(d, _)| *d == dtype)
+        .map_or(EXACT, |(_, b)| *b)
+}
+
+/// Whether outputs of this dtype must match element for element (integers and bool).
+pub fn is_exact(dtype: &str) -> bool {
+    !FLOAT_BUDGETS.iter().any(|(d, _)| *d == dtype)
+}
+
+/// The first differing element of an output: its index and both values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mismatch {
+    /// Multi-dimensional index, row-major.
+    pub index: Vec<usize>,
+    /// RLX's value there.
+    pub actual: String,
+    /// PyTorch's value there.
+    pub expected: String,
 }
 
 /// Parity of one output against PyTorch.
@@ -207,6 +288,11 @@ pub struct Parity {
     pub max_abs_error: f64,
     pub allowed_abs_error: f64,
     pub cosine: f64,
+    /// Elements that differ (integers and bool: not equal; floats: outside the budget, or
+    /// NaN/inf moved); `None` when the shapes differ and elements cannot be paired.
+    pub mismatches: Option<usize>,
+    /// The row-major first of them.
+    pub first_mismatch: Option<Mismatch>,
     /// Why it failed; empty when it passed.
     pub reasons: Vec<String>,
 }
@@ -225,6 +311,15 @@ impl std::fmt::Display for Parity {
             "{}: {verdict} max_abs_err={:.3e} (allowed {:.3e}) cosine={:.8}",
             self.name, self.max_abs_error, self.allowed_abs_error, self.cosine
         )?;
+        match (&self.mismatches, &self.first_mismatch) {
+            (None, _) => write!(f, " elements not comparable (shapes differ)")?,
+            (Some(n), Some(m)) => write!(
+                f,
+                " {n} differ, first at {:?}: RLX {} vs PyTorch {}",
+                m.index, m.actual, m.expected
+            )?,
+            (Some(n), None) => write!(f, " {n} differ")?,
+        }
         for r in &self.reasons {
             write!(f, "; {r}")?;
         }
@@ -232,59 +327,125 @@ impl std::fmt::Display for Parity {
     }
 }
 
-/// Compare `actual` with `expected` the way the Python verifier does.
+/// Row-major flat position -> multi-dimensional index.
+fn unravel(mut flat: usize, dims: &[usize]) -> Vec<usize> {
+    let mut index = vec![0; dims.len()];
+    for (slot, &d) in index.iter_mut().zip(dims).rev() {
+        *slot = flat % d;
+        flat /= d;
+    }
+    index
+}
+
+/// Cosine similarity on values divided by their largest magnitude (no overflow at 1e300).
+fn scaled_cosine(pairs: &[(f64, f64)]) -> f64 {
+    let scale = pairs.iter().fold(0.0f64, |m, (x, y)| m.max(x.abs()).max(y.abs()));
+    if scale == 0.0 {
+        return 1.0;
+    }
+    let (mut dot, mut na, mut ne) = (0.0f64, 0.0f64, 0.0f64);
+    for (x, y) in pairs {
+        let (x, y) = (x / scale, y / scale);
+        dot += x * y;
+        na += x * x;
+        ne += y * y;
+    }
+    if na == 0.0 || ne == 0.0 {
+        return 0.0;
+    }
+    dot / na.sqrt() / ne.sqrt()
+}
+
+/// Compare `actual` (RLX) with `expected` (PyTorch) the way the Python verifier does.
 pub fn compare(name: &str, actual: &HostTensor, expected: &HostTensor) -> Parity {
     let budget = budget_for(&expected.dtype);
+    let exact = is_exact(&expected.dtype);
     let mut reasons = Vec::new();
     if actual.dtype != expected.dtype {
         reasons.push(format!("dtype {} != {}", actual.dtype, expected.dtype));
     }
     if actual.dims != expected.dims {
+        // A failure even when the element counts agree, or both are all zeros.
         reasons.push(format!("shape {:?} != {:?}", actual.dims, expected.dims));
         return Parity {
             name: name.into(),
             max_abs_error: f64::INFINITY,
             allowed_abs_error: 0.0,
             cosine: 0.0,
+            mismatches: None,
+            first_mismatch: None,
             reasons,
         };
     }
     let (a, e) = (actual.to_f64(), expected.to_f64());
-    let nonfinite_match = a
-        .iter()
-        .zip(&e)
-        .all(|(x, y)| x.is_nan() == y.is_nan() && (!(x.is_infinite() || y.is_infinite()) || x == y));
-    if !nonfinite_match {
+    let moved = |x: f64, y: f64| x.is_nan() != y.is_nan() || ((x.is_infinite() || y.is_infinite()) && x != y);
+    if a.iter().zip(&e).any(|(&x, &y)| moved(x, y)) {
         reasons.push("NaN/inf positions differ".into());
     }
     if !a.is_empty() && a.iter().all(|x| x.is_nan()) {
         reasons.push("output is entirely NaN".into());
     }
-    let (mut max_abs, mut scale, mut dot, mut na, mut ne) = (0.0f64, 0.0f64, 0.0, 0.0, 0.0);
-    for (x, y) in a.iter().zip(&e).filter(|(x, y)| x.is_finite() && y.is_finite()) {
-        max_abs = max_abs.max((x - y).abs());
-        scale = scale.max(y.abs());
-        dot += x * y;
-        na += x * x;
-        ne += y * y;
-    }
-    let cosine = match (na == 0.0, ne == 0.0) {
-        (true, true) => 1.0,
-        (false, false) => dot / (na.sqrt() * ne.sqrt()),
-        _ => 0.0,
+    let finite: Vec<(f64, f64)> = a
+        .iter()
+        .zip(&e)
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+        .map(|(&x, &y)| (x, y))
+        .collect();
+    let cosine = scaled_cosine(&finite);
+    let (av, ev) = (actual.values(), expected.values());
+    let (mut mismatches, mut first, mut max_abs) = (0usize, None, 0.0f64);
+    let allowed = if exact {
+        0.0
+    } else {
+        let scale = finite.iter().fold(0.0f64, |m, (_, y)| m.max(y.abs()));
+        budget.atol + budget.rtol * scale
     };
-    let allowed = budget.atol + budget.rtol * scale;
-    if max_abs > allowed {
-        reasons.push(format!("max abs error {max_abs:.3e} > allowed {allowed:.3e}"));
+    for (i, (&x, &y)) in a.iter().zip(&e).enumerate() {
+        let bad = if exact {
+            let bad = av.differs(&ev, i);
+            if bad {
+                max_abs = max_abs.max(av.abs_diff(&ev, i));
+            }
+            bad
+        } else {
+            let diff = if x.is_finite() && y.is_finite() { (x - y).abs() } else { 0.0 };
+            max_abs = max_abs.max(diff);
+            moved(x, y) || diff > allowed
+        };
+        if bad {
+            mismatches += 1;
+            if first.is_none() {
+                first = Some(i);
+            }
+        }
     }
-    if cosine < budget.min_cosine {
-        reasons.push(format!("cosine {cosine:.8} < {}", budget.min_cosine));
+    if exact {
+        if mismatches > 0 {
+            reasons.push(format!(
+                "{mismatches} of {} elements differ ({} must match exactly)",
+                a.len(),
+                expected.dtype
+            ));
+        }
+    } else {
+        if max_abs > allowed {
+            reasons.push(format!("max abs error {max_abs:.3e} > allowed {allowed:.3e}"));
+        }
+        if cosine.is_nan() || cosine < budget.min_cosine {
+            reasons.push(format!("cosine {cosine:.8} < {}", budget.min_cosine));
+        }
     }
     Parity {
         name: name.into(),
         max_abs_error: max_abs,
         allowed_abs_error: allowed,
         cosine,
+        mismatches: Some(mismatches),
+        first_mismatch: first.map(|i| Mismatch {
+            index: unravel(i, &expected.dims),
+            actual: av.show(i, &actual.dtype),
+            expected: ev.show(i, &expected.dtype),
+        }),
         reasons,
     }
 }
