@@ -462,6 +462,8 @@ NOT_REACHED_BY_EXPORT = {
     "aten.div.Scalar": "export records tensor/scalar division as div.Tensor",
     "aten.sub.Scalar": "export records tensor - scalar as sub.Tensor",
     "aten._unsafe_view.default": "torch 2.15 export emits view.default",
+    "aten.std.correction": "torch 2.15 export records std as var.correction + sqrt",
+    "aten.std_mean.correction": "torch 2.15 export records std_mean as var_mean.correction + sqrt",
 }
 
 
