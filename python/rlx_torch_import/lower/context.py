@@ -215,6 +215,14 @@ class Builder:
         dims[axis] = length
         return self.emit({"Narrow": {"axis": axis, "start": start, "len": length}}, [x], dims, x.dtype)
 
+    def strided(self, x: Value, axis: int, start: int, length: int, step: int) -> Value:
+        """x[start : start + length * step : step] along `axis` (a Narrow when the step does not matter)."""
+        if step == 1 or length == 1:
+            return self.narrow(x, axis, start, length)
+        dims = list(x.dims)
+        dims[axis] = length
+        return self.emit({"Slice": {"axis": axis, "start": start, "len": length, "step": step}}, [x], dims, x.dtype)
+
     def narrow_to(self, x: Value, dims: tuple[int, ...]) -> Value:
         """The leading `dims` block of x (torch's scatter/gather read only that much of src)."""
         for axis, length in enumerate(dims):

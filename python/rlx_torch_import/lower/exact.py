@@ -235,7 +235,7 @@ def conv2d(b: Builder, x: Value, w: Value, spec: dict[str, Any], dims: tuple[int
     taps = []
     for i in range(kh):
         for j in range(kw):
-            t = _strided(b, _strided(b, x, 2, i * dh, oh, sh), 3, j * dw, ow, sw)
+            t = b.strided(b.strided(x, 2, i * dh, oh, sh), 3, j * dw, ow, sw)
             taps.append(b.reshape(t, (n, c, 1, oh * ow)))
     cols = taps[0] if len(taps) == 1 else b.emit({"Concat": {"axis": 2}}, taps, (n, c, kh * kw, oh * ow), x.dtype)
     per_group = co // groups
@@ -246,12 +246,3 @@ def conv2d(b: Builder, x: Value, w: Value, spec: dict[str, Any], dims: tuple[int
         outs.append(b.matmul(b.expand(w_g, (n, per_group, cg * kh * kw)), cols_g))
     out = outs[0] if groups == 1 else b.emit({"Concat": {"axis": 1}}, outs, (n, co, oh * ow), x.dtype)
     return b.reshape(out, dims)
-
-
-def _strided(b: Builder, x: Value, axis: int, start: int, length: int, step: int) -> Value:
-    """x[start : start + length * step : step] along `axis`."""
-    if step == 1 or length == 1:
-        return b.narrow(x, axis, start, length)
-    dims = list(x.dims)
-    dims[axis] = length
-    return b.emit({"Slice": {"axis": axis, "start": start, "len": length, "step": step}}, [x], dims, x.dtype)

@@ -97,15 +97,6 @@ def _pad_axis(b: Builder, x: Value, axis: int, before: int, after: int, fill: fl
     return b.emit({"Concat": {"axis": axis}}, pieces, dims, x.dtype)
 
 
-def _strided(b: Builder, x: Value, axis: int, start: int, length: int, step: int) -> Value:
-    """x[start : start + length*step : step] along `axis`."""
-    if step == 1 or length == 1:
-        return b.narrow(x, axis, start, length)
-    dims = list(x.dims)
-    dims[axis] = length
-    return b.emit({"Slice": {"axis": axis, "start": start, "len": length, "step": step}}, [x], dims, x.dtype)
-
-
 def _taps(b: Builder, x: Value, w: Window, out: tuple[int, ...], fill: float) -> list[tuple[tuple[int, ...], Value]]:
     """(tap, x_pad[.., o*s + i*d, ..]) for every kernel tap in row-major order; `fill` pads (and ceil overhang)."""
     n = len(w.k)
@@ -115,9 +106,7 @@ def _taps(b: Builder, x: Value, w: Window, out: tuple[int, ...], fill: float) ->
         x = _pad_axis(b, x, axis, w.p[a], max(0, extent - x.dims[axis] - w.p[a]), fill)
     taps: list[tuple[tuple[int, ...], Value]] = [((), x)]
     for a in range(n):  # slices of one axis are shared by every tap that follows them
-        taps = [
-            ((*tap, i), _strided(b, v, 2 + a, i * w.d[a], out[a], w.s[a])) for tap, v in taps for i in range(w.k[a])
-        ]
+        taps = [((*tap, i), b.strided(v, 2 + a, i * w.d[a], out[a], w.s[a])) for tap, v in taps for i in range(w.k[a])]
     return taps
 
 

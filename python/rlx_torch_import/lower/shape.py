@@ -101,12 +101,7 @@ def slice_(b: Builder, call: Call) -> Value:
     start, end, step = call.get("start", 0), call.get("end", size), call.get("step", 1)
     start = max(0, min(size, start + size if start < 0 else start))
     end = max(start, min(size, end + size if end < 0 else end))
-    length = call.out_dims[axis]
-    if step == 1:
-        return b.narrow(x, axis, start, length)
-    dims = list(x.dims)
-    dims[axis] = length
-    return b.emit({"Slice": {"axis": axis, "start": start, "len": length, "step": step}}, [x], dims, x.dtype)
+    return b.strided(x, axis, start, call.out_dims[axis], step)
 
 
 @lowers("aten.select.int")
