@@ -47,7 +47,7 @@ def test_extra_project_samples_count(tmp_path) -> None:
     doc = json.loads((out / "coverage.json").read_text())
     assert doc["meta"]["extra_samples"] == 1
     verdict = {"status": "verified", "reason": "", "via": "extra:neg[0]", "level": "core"}
-    assert doc["core_ops"]["aten.neg.default"] == {**verdict, "dtypes": {"float32": verdict}}
+    assert doc["core_ops"]["aten.neg.default"] == {**verdict, "dtypes": {"float32": {**verdict, "failed": []}}}
     assert "plus 1 project samples" in (out / "coverage.md").read_text()
     neg = [r for r in doc["samples"] if r["opinfo"] == "extra:neg"]
     assert [r["level"] for r in neg] == ["core"], "no aten-level run when the core graph has every Core ATen op"
@@ -74,7 +74,7 @@ def test_ops_the_core_table_decomposes_are_judged_at_aten_level(tmp_path) -> Non
     )
     table = doc["core_ops"]
     verdict = {"status": "verified", "reason": "", "via": "extra:squeeze_fill[0]", "level": "aten"}
-    assert table["aten.squeeze.dim"] == {**verdict, "dtypes": {"float32": verdict}}
+    assert table["aten.squeeze.dim"] == {**verdict, "dtypes": {"float32": {**verdict, "failed": []}}}
     assert table["aten.fill.Scalar"]["level"] == "aten" and table["aten.fill.Scalar"]["status"] == "verified"
     assert table["aten.add.Tensor"]["level"] == "core", "an equal verdict keeps the core run"
     runs = [r["level"] for r in doc["samples"] if r["opinfo"] == "extra:squeeze_fill"]
@@ -171,10 +171,17 @@ def test_a_sample_that_kills_its_worker_is_recorded_and_the_run_goes_on(tmp_path
     assert by_name["extra:neg"]["status"] == by_name["extra:neg2"]["status"] == "verified"
     assert by_name["neg"]["status"] == "verified", "the OpInfo task ran too"
     assert len(doc["samples"]) == 4 and doc["meta"]["pool_restarts"] >= 1
-    assert doc["core_ops"]["aten.abs.default"]["dtypes"]["float32"]["status"] == "crashed"
+    abs_f32 = doc["core_ops"]["aten.abs.default"]["dtypes"]["float32"]
+    assert abs_f32["status"] == "crashed" and abs_f32["failed"] == ["extra:bad[0] crashed"]
+    deaths = doc["meta"]["worker_deaths"]
+    assert {"unit": "extra samples 0-2 extra:1", "outcome": "suspect", "crashed_alone": True}.items() <= deaths[
+        0
+    ].items()
+    assert deaths[0]["recent"][-1] == "extra:neg extra:0", "the samples that worker ran before"
     md = (tmp_path / "out" / "coverage.md").read_text()
     assert "| `aten.abs.default` | float32 | crashed | extra:bad[0] | core |" in md
     assert "| extra:bad[0] | float32 | core | crashed | abs.default |" in md
+    assert "| extra samples 0-2 extra:1 | crashes alone |" in md
     assert "re-running alone" in capfd.readouterr().err
 
 

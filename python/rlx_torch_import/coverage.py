@@ -21,18 +21,21 @@ that verdict came from. An op that a sample's graph holds beside an unsupported 
 that sample (not reached), not unsupported itself. Ops that can never verify natively here carry
 their reason (`NOT_NATIVE`).
 
-The work fans out over `--jobs` spawned worker processes (default: one per CPU); a task is one
-OpInfo with all its dtypes, or a slice of the project samples. A sample that kills its worker (RLX
-can abort the process on memory corruption) does not stop the run: the pool is replaced, each
-interrupted task resumes after the samples it finished, and every sample that was in flight is
-re-run alone at the end, where one that still kills its process is recorded as `crashed`. A sample
-running longer than `--sample-timeout` seconds has its worker killed and is recorded as `timeout`.
-`--jobs 0` runs everything in this process instead (no isolation; for debugging and tests).
+The work fans out over `--jobs` spawned worker processes (default: one per CPU, one thread each); a
+task is one OpInfo with all its dtypes, or a slice of the project samples. A sample that kills its
+worker (RLX can abort the process on memory corruption) does not stop the run: the pool is
+replaced, each interrupted task resumes after the samples it finished, and every sample that was in
+flight is re-run at the end alone in a fresh process, where one that kills it too is recorded as
+`crashed` with the process's last words. Each death is listed with the samples that worker ran just
+before (heap corruption can surface later than the sample that caused it). A sample running longer
+than `--sample-timeout` seconds has its worker killed and is recorded as `timeout`. `--jobs 0` runs
+everything in this process instead (no isolation; for debugging and tests).
 
-Writes `coverage.md` (headline, Core ATen op x dtype table, every parity failure, unsupported
-op x dtype and crash with its reason, every failing sample) and `coverage.json` (meta; per Core
-ATen op its best status and its per-dtype best status; per sample opinfo, index, dtype, status,
-reason, ops, level).
+Writes `coverage.md` (headline, per-dtype summary, Core ATen op x dtype table, every parity
+failure, unsupported op x dtype and crash with its reason, every failing sample, worker deaths) and
+`coverage.json` (meta; per Core ATen op its best status and per dtype its best status plus the
+failing runs of graphs holding that op alone; per sample opinfo, index, dtype, status, reason, ops,
+level).
 """
 
 from __future__ import annotations
@@ -569,8 +572,10 @@ class _Runner:
     """Runs tasks over process pools, replacing a pool whenever a worker dies.
 
     Not `isolated`: the units in flight when a worker dies are returned as suspects (any of them
-    may be the culprit). `isolated` (one worker): the unit in flight is the culprit; it is recorded
-    `crashed`. Either way a unit past its time limit is killed and recorded `timeout`."""
+    may be the culprit), and each death is noted with the samples that worker ran just before (heap
+    corruption can surface samples later). `isolated`: every task gets a fresh process of its own, so
+    the unit in flight when it dies is the culprit; it is recorded `crashed`. Either way a unit past
+    its time limit is killed and recorded `timeout`."""
 
     def __init__(
         self,
@@ -585,9 +590,18 @@ class _Runner:
         self.on_done, self.log = on_done, log
         self.results: list[SampleResult] = []
         self.suspects: list[Task] = []
+        self.deaths: list[dict[str, Any]] = []  # per unit in flight when a worker died
+        self.crashed: set[str] = set()  # `label unit` recorded crashed
         self._pools = 0
 
     def run(self, tasks: list[Task]) -> None:
+        if not self.isolated:
+            self._run_queue(tasks)
+            return
+        for task in tasks:
+            self._run_queue([task])
+
+    def _run_queue(self, tasks: list[Task]) -> None:
         queue = list(tasks)
         idle_breaks = 0
         while queue:
@@ -681,6 +695,10 @@ class _Runner:
                 kept += st.results.get(unit, [])
                 kept.append(self._settled(unit, status, why, st))
                 self.log(f"{task.label} {unit}: {status} ({why})")
+                if status == "crashed":
+                    self.crashed.add(f"{task.label} {unit}")
+                else:
+                    self._death(task, unit, st, "timeout")
             else:
                 dtype = _unit_dtype(unit)
                 suspect = replace(task, skip=frozenset(skip - {unit, f"{dtype}:*"}), exact_ops=True)
@@ -689,11 +707,26 @@ class _Runner:
                 else:
                     suspect = replace(suspect, only=unit)
                 self.suspects.append(suspect)
+                self._death(task, unit, st, "suspect")
                 self.log(f"a worker died; {task.label} {unit} was in flight: it re-runs alone at the end")
         self.results += kept
         finished = bool(task.only) and task.only in skip
         self.on_done(task, kept, finished)
         return [] if finished else [replace(task, skip=frozenset(skip))]
+
+    def _death(self, task: Task, unit: str, st: _JournalState, outcome: str) -> None:
+        """Note a unit in flight at a worker's death, with the last samples that worker ran before it."""
+        earlier: list[tuple[float, str]] = []
+        for path in self.workdir.glob(f"p{self._pools}-t*.jsonl"):
+            for line in path.read_text().splitlines():
+                try:
+                    e = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if "begin" in e and e["pid"] == st.pid and e["t"] < st.started and not e["begin"].endswith(":gen"):
+                    earlier.append((e["t"], f"{e['label']} {e['begin']}"))
+        recent = [u for _, u in sorted(earlier)[-5:]]
+        self.deaths.append({"pool": self._pools, "unit": f"{task.label} {unit}", "outcome": outcome, "recent": recent})
 
     @staticmethod
     def _settled(unit: str, status: str, why: str, st: _JournalState) -> SampleResult:
@@ -720,13 +753,18 @@ def _op_verdict(r: SampleResult, op: str) -> tuple[str, str]:
     return r.status, r.reason
 
 
-def _entry() -> dict[str, str]:
-    return {"status": "no-sample", "reason": "", "via": "", "level": ""}
+FAILING = ("parity-failed", "timeout", "crashed", "error")  # runs listed even when a better verdict stands
+
+
+def _entry() -> dict[str, Any]:
+    return {"status": "no-sample", "reason": "", "via": "", "level": "", "failed": []}
 
 
 def summarize(core: list[str], results: list[SampleResult]) -> dict[str, dict[str, Any]]:
     """Core ATen op -> best status over all runs, the level it came from, and the reason (or the
-    sample); and under `dtypes`, the same per dtype of the runs."""
+    sample); under `dtypes`, the same per dtype of the runs, each with `failed`: the runs whose graph
+    holds that op alone that failed parity, crashed, timed out or raised (`sample status`), whatever
+    the verdict (a failing graph of several ops may be any of their doing)."""
     generic = "no sample's graph contains it, at the `core` or the `aten` level"
     table: dict[str, dict[str, Any]] = {
         op: {"status": "no-sample", "reason": generic, "via": "", "level": "", "dtypes": {}} for op in core
@@ -736,16 +774,20 @@ def summarize(core: list[str], results: list[SampleResult]) -> dict[str, dict[st
             if op not in table:
                 continue
             status, reason = _op_verdict(r, op)
-            new = {"status": status, "reason": reason, "via": f"{r.opinfo}[{r.index}]", "level": r.level}
-            for cell in (table[op], table[op]["dtypes"].setdefault(r.dtype, _entry())):
-                if STATUSES.index(status) < STATUSES.index(cell["status"]):
-                    cell.update(new)
+            via = f"{r.opinfo}[{r.index}]"
+            new = {"status": status, "reason": reason, "via": via, "level": r.level}
+            cell = table[op]["dtypes"].setdefault(r.dtype, _entry())
+            if status in FAILING and len(r.ops) == 1 and f"{via} {status}" not in cell["failed"]:
+                cell["failed"].append(f"{via} {status}")
+            for entry in (table[op], cell):
+                if STATUSES.index(status) < STATUSES.index(entry["status"]):
+                    entry.update(new)
     for op, why in NOT_NATIVE.items():
         if op not in table:
             continue
-        for cell in (table[op], *table[op]["dtypes"].values()):
-            if cell["status"] != "verified":
-                cell["reason"] = why
+        for entry in (table[op], *table[op]["dtypes"].values()):
+            if entry["status"] != "verified":
+                entry["reason"] = why
     for v in table.values():
         order = list(DTYPES) + sorted(set(v["dtypes"]) - set(DTYPES))
         v["dtypes"] = {d: v["dtypes"][d] for d in order if d in v["dtypes"]}
@@ -765,16 +807,29 @@ def _short_ops(ops: list[str]) -> str:
     return ", ".join(o.removeprefix("aten.") for o in ops)
 
 
+def _kind(op: str, cell: dict[str, Any]) -> str:
+    """A cell's status, with the unverified cells of ops that cannot verify natively here set apart."""
+    status = cell["status"]
+    if op in NOT_NATIVE and not status.startswith("verified") and status != "no-sample":
+        return "not-native"
+    return status
+
+
+def _masked(cell: dict[str, Any]) -> bool:
+    """Whether a run of this op x dtype failed beside the (better) verdict the cell shows."""
+    return any(f != f"{cell['via']} {cell['status']}" for f in cell.get("failed", []))
+
+
 def render(table: dict[str, dict[str, Any]], meta: dict[str, Any], results: list[SampleResult]) -> str:
     counts = {s: sum(1 for v in table.values() if v["status"] == s) for s in STATUSES}
     total = len(table)
     columns = _columns(table, meta.get("dtypes", []))
     cells = [(op, d, v["dtypes"][d]) for op, v in sorted(table.items()) for d in columns if d in v["dtypes"]]
-    pair = {s: sum(1 for _, _, c in cells if c["status"] == s) for s in STATUSES}
-    verified_pairs = pair["verified"] + pair["verified-decomposed"]
-    other_pairs = sum(pair[s] for s in OTHER)
-    native = {op for r in _opinfo_runs(results) if r.status == "verified" for op in r.ops}
+    kinds = [*STATUSES, "not-native"]
+    pair = {k: sum(1 for op, _, c in cells if _kind(op, c) == k) for k in kinds}
+    native = {op for r in _opinfo_runs(results) for op in r.ops if _op_verdict(r, op)[0] == "verified"}
     by_opinfo = len(native & set(table))
+    masked = sum(1 for _, _, c in cells if _masked(c))
     per = meta.get("samples_per_op", 3), meta.get("samples_per_dtype", 1)
     extra = (
         f" plus {meta['extra_samples']} project samples from `{meta['extra_source']}` (rows marked `extra:`, each "
@@ -802,23 +857,37 @@ def render(table: dict[str, dict[str, Any]], meta: dict[str, Any], results: list
         f"{counts['export-failed']}; error {counts['error']}; timeout {counts['timeout']}; crashed "
         f"{counts['crashed']}; not reached {counts['blocked']}; no sample {counts['no-sample']}",
         f"- Core ATen op x dtype pairs with a sample: **{len(cells)}** of {total * len(columns)}: verified "
-        f"**{verified_pairs}** ({pair['verified']} natively, {pair['verified-decomposed']} through decomposition), "
-        f"parity failed **{pair['parity-failed']}**, unsupported **{pair['unsupported']}**, other **{other_pairs}** "
-        f"(export failed {pair['export-failed']}, error {pair['error']}, timeout {pair['timeout']}, crashed "
-        f"{pair['crashed']}, not reached {pair['blocked']})",
+        f"**{pair['verified'] + pair['verified-decomposed']}** ({pair['verified']} natively, "
+        f"{pair['verified-decomposed']} through decomposition), parity failed **{pair['parity-failed']}**, "
+        f"unsupported **{pair['unsupported']}**, other **{sum(pair[s] for s in OTHER)}** (export failed "
+        f"{pair['export-failed']}, error {pair['error']}, timeout {pair['timeout']}, crashed {pair['crashed']}, "
+        f"not reached {pair['blocked']}), and {pair['not-native']} of the ops that cannot verify natively here "
+        f"(`NOT_NATIVE`); in {masked} pairs a one-op graph of the op failed, crashed, timed out or raised "
+        "beside the better verdict shown (marked `*`)",
+    ]
+    deaths = meta.get("worker_deaths", [])
+    if deaths or meta.get("pool_restarts"):
+        alone = sum(1 for d in deaths if d.get("crashed_alone"))
+        timeouts = sum(1 for d in deaths if d["outcome"] == "timeout")
+        lines.append(
+            f"- worker processes lost: {meta.get('pool_restarts', 0)} times; of the {len(deaths)} samples in flight "
+            f"then, {alone} kill a fresh process alone (`crashed`) and {timeouts} were killed for time (see "
+            "Worker deaths)"
+        )
+    lines += [
         "",
-        "| dtype | samples | skipped | Core ATen ops with a sample | ok | dec | FAIL | uns | other |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| dtype | samples | skipped | Core ATen ops with a sample | ok | dec | FAIL | uns | other | n/a |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for d in columns:
         runs = [r for r in results if r.dtype == d]
         ran = {(r.opinfo, r.index) for r in runs if r.status != SKIPPED}
         skipped = sum(1 for r in runs if r.status == SKIPPED)
-        dc = [c for _, dd, c in cells if dd == d]
-        n = {s: sum(1 for c in dc if c["status"] == s) for s in STATUSES}
+        dc = [_kind(op, c) for op, dd, c in cells if dd == d]
+        n = {k: dc.count(k) for k in kinds}
         lines.append(
             f"| {d} | {len(ran)} | {skipped} | {len(dc)} | {n['verified']} | {n['verified-decomposed']} "
-            f"| {n['parity-failed']} | {n['unsupported']} | {sum(n[s] for s in OTHER)} |"
+            f"| {n['parity-failed']} | {n['unsupported']} | {sum(n[s] for s in OTHER)} | {n['not-native']} |"
         )
     legend = ", ".join(f"`{c}` {s}" for s, c in CELLS.items())
     lines += [
@@ -826,13 +895,17 @@ def render(table: dict[str, dict[str, Any]], meta: dict[str, Any], results: list
         "## Core ATen op x dtype",
         "",
         f"`best` is the best status over every dtype; a cell is the best status of that dtype's runs ({legend}; "
-        "`blk`: every run of it had another op of its graph unsupported).",
+        "`blk`: every run of it had another op of its graph unsupported); `*`: besides the verdict shown, a "
+        "graph of that op alone failed parity, crashed, timed out or raised in that dtype (see Failing samples).",
         "",
         "| Core ATen op | best | level | sample | " + " | ".join(SHORT.get(d, d) for d in columns) + " | reason |",
         "|---|---|---|---|" + "---|" * len(columns) + "---|",
     ]
     for op, v in sorted(table.items()):
-        row = " | ".join(CELLS[v["dtypes"][d]["status"]] if d in v["dtypes"] else "—" for d in columns)
+        row = " | ".join(
+            CELLS[v["dtypes"][d]["status"]] + ("\\*" if _masked(v["dtypes"][d]) else "") if d in v["dtypes"] else "—"
+            for d in columns
+        )
         lines.append(f"| `{op}` | {v['status']} | {v['level']} | {v['via']} | {row} | {_cell_text(v['reason'])} |")
     sections = [
         ("Parity failures (Core ATen op x dtype)", ("parity-failed",)),
@@ -840,7 +913,7 @@ def render(table: dict[str, dict[str, Any]], meta: dict[str, Any], results: list
         ("Crashes, timeouts, errors, export failures, not reached (Core ATen op x dtype)", OTHER),
     ]
     for title, wanted in sections:
-        rows = [(op, d, c) for op, d, c in cells if c["status"] in wanted]
+        rows = [(op, d, c) for op, d, c in cells if _kind(op, c) in wanted]
         lines += ["", f"## {title}", ""]
         if not rows:
             lines.append("None.")
@@ -850,7 +923,14 @@ def render(table: dict[str, dict[str, Any]], meta: dict[str, Any], results: list
             f"| `{op}` | {d} | {c['status']} | {c['via']} | {c['level']} | {_cell_text(c['reason'])} |"
             for op, d, c in rows
         ]
-    bad = [r for r in results if r.status in ("parity-failed", "timeout", "crashed", "error")]
+    unnative = sorted({op for op, _, c in cells if _kind(op, c) == "not-native"})
+    if unnative:
+        lines += [
+            "",
+            f"Not listed above: {pair['not-native']} pairs of ops that cannot verify natively here, for the reason "
+            f"the table gives: {', '.join(f'`{op}`' for op in unnative)}.",
+        ]
+    bad = [r for r in results if r.status in FAILING]
     lines += [
         "",
         "## Failing samples",
@@ -868,6 +948,24 @@ def render(table: dict[str, dict[str, Any]], meta: dict[str, Any], results: list
                 f"| {r.opinfo}[{r.index}] | {r.dtype} | {r.level} | {r.status} | {_short_ops(r.ops)} "
                 f"| {_cell_text(r.reason)} |"
             )
+    if deaths:
+        lines += [
+            "",
+            "## Worker deaths",
+            "",
+            "Samples in flight when a worker process died, each re-run alone in a fresh process. One that does not "
+            "kill that process either got its verdict there; the death it was present at then came from another "
+            "sample in flight, or from heap corruption by a sample that worker ran earlier (its last ones are "
+            "listed).",
+            "",
+            "| pool | in flight | outcome | that worker's previous samples |",
+            "|---|---|---|---|",
+        ]
+        for d in deaths:
+            outcome = (
+                d["outcome"] if d["outcome"] != "suspect" else "crashes alone" if d["crashed_alone"] else "ran alone"
+            )
+            lines.append(f"| {d['pool']} | {d['unit']} | {outcome} | {'; '.join(d['recent'])} |")
     return "\n".join(lines) + "\n"
 
 
@@ -997,17 +1095,26 @@ def main(argv: list[str] | None = None) -> int:
                 results += rs
                 on_done(task, rs, True)
             crashes = 0
+            deaths = []
         else:
             runner = _Runner(args.jobs, args.sample_timeout, Path(tmp), False, on_done, log)
             runner.run(tasks)
             results += runner.results
+            crashed_alone: set[str] = set()
             if runner.suspects:
-                log(f"re-running alone the {len(runner.suspects)} unit(s) in flight when a worker died")
+                log(
+                    f"re-running alone the {len(runner.suspects)} unit(s) in flight when a worker died, "
+                    "each in a fresh process"
+                )
                 alone = _Runner(1, args.sample_timeout, Path(tmp) / "alone", True, lambda t, r, f: None, log)
                 alone.workdir.mkdir()
                 alone.run(runner.suspects)
                 results += alone.results
+                crashed_alone = alone.crashed
             crashes = runner._pools - 1
+            deaths = runner.deaths
+            for d in deaths:
+                d["crashed_alone"] = d["unit"] in crashed_alone
     ran = [r for r in _opinfo_runs(results) if r.index >= 0 and r.status != SKIPPED]
     table = summarize(core, results)
     meta = {
@@ -1025,6 +1132,7 @@ def main(argv: list[str] | None = None) -> int:
         "skipped_eager": sum(1 for r in results if r.status == SKIPPED and r.index >= 0),
         "jobs": args.jobs,
         "pool_restarts": crashes,
+        "worker_deaths": deaths,
         "seconds": time.perf_counter() - start,
     }
     args.out.mkdir(parents=True, exist_ok=True)
