@@ -43,6 +43,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -394,6 +395,7 @@ def _convert(
                 found = _level_ops(module, inputs, level)
             except Exception:
                 found = []
+        reason = re.sub(re.escape(tmp) + r"[^\s:]*: ?", "", reason)  # this run's scratch paths say nothing
         return SampleResult(name, index, dtype, status, reason, found, decomposed or [], level)
 
     with tempfile.TemporaryDirectory() as tmp:
