@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 from ..dtypes import HALF_DTYPES, compute_rlx
 from .context import Builder, Call, Value
@@ -180,13 +181,8 @@ def _saved(b: Builder, call: Call, mean: Value, var: Value) -> list[Value]:
     """save_mean and save_rstd = 1 / sqrt(var + eps), in the dtypes torch records for outputs 1 and 2."""
     rstd = b.unary("Rsqrt", b.binary("Add", var, b.const(float(call["eps"]), var.dtype)))
     stats = _stats_dtype(call, call.tensor("input").dtype)
-    saved = []
-    for v, spec in zip((mean, rstd), call.node.outputs[1:3], strict=True):
-        v = b.round_to(v, stats) if stats in HALF_DTYPES else v
-        # float32 statistics labelled with the half dtype export records keep their float32 values
-        same = compute_rlx(spec.dtype) == compute_rlx(v.dtype)
-        saved.append(replace(v, dtype=spec.dtype) if same else b.cast(v, spec.dtype))
-    return saved
+    rounded = [b.round_to(v, stats) if stats in HALF_DTYPES else v for v in (mean, rstd)]
+    return [_as_recorded(b, v, spec) for v, spec in zip(rounded, call.node.outputs[1:3], strict=True)]
 
 
 def _running_stats(b: Builder, call: Call, mean: Value, var: Value) -> list[Value]:
@@ -242,4 +238,16 @@ def native_batch_norm_legit_functional(b: Builder, call: Call) -> list[Value | N
     if not call["training"]:
         return [_batch_norm(b, call), None, None, call.tensor("running_mean"), call.tensor("running_var")]
     out, mean, var = _batch_stats(b, call)
-    return [out, *_saved(b, call, mean, var), *_running_stats(b, call, mean, var)]
+    new_stats = _running_stats(b, call, mean, var)
+    return [
+        out,
+        *_saved(b, call, mean, var),
+        *(_as_recorded(b, v, o) for v, o in zip(new_stats, call.node.outputs[3:], strict=True)),
+    ]
+
+
+def _as_recorded(b: Builder, v: Value, spec: Any) -> Value:
+    """`v` labelled with the dtype export records for it: export's fake kernels can record float32 for
+    statistics the CPU kernel keeps in the input's half dtype (both compute as float32 here)."""
+    same = compute_rlx(spec.dtype) == compute_rlx(v.dtype)
+    return replace(v, dtype=spec.dtype) if same else b.cast(v, spec.dtype)
