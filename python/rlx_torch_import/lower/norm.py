@@ -6,6 +6,8 @@ import math
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from ..dtypes import HALF_DTYPES, compute_rlx
 from .context import Builder, Call, Value
 from .registry import lowers
@@ -106,7 +108,15 @@ def _batch_norm(b: Builder, call: Call) -> Value:
 @lowers("aten._native_batch_norm_legit_no_training.default", check=_check_bn_eval)
 def native_batch_norm_no_training(b: Builder, call: Call) -> list[Value | None]:
     """Core ATen eval batch norm; the saved mean/rstd outputs are empty in eval."""
-    return [_batch_norm(b, call), None, None]
+    return [_batch_norm(b, call), *_empty_stats(b, call)]
+
+
+def _empty_stats(b: Builder, call: Call) -> list[Value | None]:
+    """Eval mode's saved mean/rstd: the empty tensors torch returns (a model may return them)."""
+    return [
+        b.const(np.zeros(o.shape, dtype=np.float32), o.dtype) if math.prod(o.shape) == 0 else None
+        for o in call.node.outputs[1:3]
+    ]
 
 
 def _group_norm(b: Builder, call: Call, groups: int) -> Value:
@@ -216,7 +226,7 @@ def batch_norm(b: Builder, call: Call) -> Value:
 def native_batch_norm_legit(b: Builder, call: Call) -> list[Value | None]:
     """(out, save_mean, save_rstd); training mode updates running_mean/var in place, eval mode uses them."""
     if not call["training"]:
-        return [_batch_norm(b, call), None, None]
+        return [_batch_norm(b, call), *_empty_stats(b, call)]
     out, mean, var = _train_in_place(b, call)
     return [out, *_saved(b, call, mean, var)]
 
@@ -236,7 +246,7 @@ def native_batch_norm_legit_no_stats(b: Builder, call: Call) -> list[Value | Non
 def native_batch_norm_legit_functional(b: Builder, call: Call) -> list[Value | None]:
     """Functional form (core ATen export of the above): the updated running_mean/var are outputs 3 and 4."""
     if not call["training"]:
-        return [_batch_norm(b, call), None, None, call.tensor("running_mean"), call.tensor("running_var")]
+        return [_batch_norm(b, call), *_empty_stats(b, call), call.tensor("running_mean"), call.tensor("running_var")]
     out, mean, var = _batch_stats(b, call)
     new_stats = _running_stats(b, call, mean, var)
     return [
