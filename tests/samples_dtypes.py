@@ -269,5 +269,66 @@ SAMPLES: list[tuple[str, torch.nn.Module, tuple[torch.Tensor, ...]]] = [
     ),
 ]
 
+SAMPLES += [
+    (
+        "bitwise_ops_integers",
+        of_inputs(lambda a, b, c: (a & b, a | b, a ^ b, ~a, torch.bitwise_xor(c, c.flip(0)), ~c, a.any(), c.all(0))),
+        (
+            torch.tensor([2**40 + 5, -7, 12, 0]),
+            torch.tensor([3, 2**33 - 1, -12, 9]),
+            torch.tensor([200, 7, 0], dtype=torch.uint8),
+        ),
+    ),
+    (
+        "conv_integer",
+        of_inputs(lambda x, w: (F.conv2d(x, w, padding=1), F.conv1d(x[:, :, 0], w[:, :, 0], stride=2))),
+        (torch.randint(-50, 50, (1, 2, 5, 6)), torch.randint(-9, 9, (3, 2, 3, 3))),
+    ),
+    (
+        "log1p_expm1_softplus_edges",
+        of_inputs(lambda x: (torch.log1p(x), torch.expm1(x), F.softplus(x, beta=3, threshold=0.2), F.softplus(x * 30))),
+        (torch.tensor([1e-10, -1e-8, 0.0, 1e-3, 5.0, -0.999, 100.0, -100.0, INF, -INF, NAN, -1.0, 2e-30]),),
+    ),
+    (
+        "scatter_reduce_extremes_int64_float64",
+        of_inputs(
+            lambda x, i, s, d: (
+                x.scatter_reduce(0, i, s, "amax", include_self=False),
+                x.scatter_reduce(0, i, s, "prod"),
+                d.scatter_reduce(0, i, d[:4] * 3, "amin", include_self=False),
+                d.scatter_reduce(0, i, d[:4] - 1, "amax"),
+            )
+        ),
+        (
+            torch.tensor([10, -7, 3, 8, 1]),
+            torch.tensor([0, 0, 3, 0]),
+            torch.tensor([5, -6, 2**40, 4]),
+            torch.randn(5).double(),
+        ),
+    ),
+    (
+        "rank0_reductions_and_args",
+        of_inputs(lambda x: (x.sum(0), x.amax(0), x.argmax(0), x.max(0), x.mean(-1), torch.logsumexp(x, 0))),
+        (torch.tensor(2.5),),
+    ),
+    (
+        "index_add_uint8_wraps",
+        of_inputs(lambda x, s: x.index_add(0, torch.tensor([1, 1]), s)),
+        (torch.tensor([5, 200, 7], dtype=torch.uint8), torch.tensor([100, 30], dtype=torch.uint8)),
+    ),
+    (
+        "grid_sample_half",
+        of_inputs(lambda x, g: F.grid_sample(x, g, align_corners=False)),
+        (torch.randn(1, 2, 5, 7).half(), (torch.rand(1, 4, 3, 2) * 2.4 - 1.2).half()),
+    ),
+    (
+        "half_cast_and_trunc_division",
+        of_inputs(
+            lambda x, y: ((x * 3).half().float() * 7, torch.div(x.bfloat16(), y.bfloat16(), rounding_mode="trunc"))
+        ),
+        (torch.tensor([0.1, 1.0, 2.0 / 3, 70000.0, -1e-8]), torch.tensor([0.1, 0.1, 0.2, 3.0, 1.0])),
+    ),
+]
+
 # Samples whose semantics differ between decomposition levels: also run at `high`.
 ALL_LEVELS = {name for name, _, _ in SAMPLES if name.startswith("sdpa_")}

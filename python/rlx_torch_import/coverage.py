@@ -8,8 +8,9 @@ float32, float64, float16, bfloat16, int64, int32, int16, int8, uint8 and bool (
 them), the first samples (`--samples-per-op` in float32, `--samples-per-dtype` in every other dtype;
 generated with a fixed seed, index-typed arguments such as gather's index as OpInfo makes them) are
 wrapped in a one-op module, exported, converted with the default automatic decomposition fallback,
-and verified against eager PyTorch. Samples whose generation or eager run raises are skipped and
-counted (PyTorch's limits, not ours). Project samples (`--extra-samples`) run once, in their own
+and verified against eager PyTorch. Samples whose generation or eager run raises, or whose eager
+result is entirely NaN (a verdict would prove nothing), are skipped and counted (PyTorch's limits,
+not ours). Project samples (`--extra-samples`) run once, in their own
 dtypes (a sample's dtype is its first input's).
 
 Each sample is converted at the `core` level, and also at the `aten` level when its aten-level graph
@@ -157,7 +158,7 @@ CELLS = {
     "no-sample": "—",
 }
 OTHER = ("export-failed", "error", "timeout", "crashed", "blocked")
-SKIPPED = "skipped"  # a sample-level status only: generation or eager PyTorch raised
+SKIPPED = "skipped"  # a sample-level status only: generation or eager PyTorch raised, or gave only NaN
 DEFAULT_SAMPLE_TIMEOUT = 300.0
 
 
@@ -445,9 +446,14 @@ def run_sample(
 
     try:
         with torch.no_grad():
-            module(*inputs)
+            eager = module(*inputs)
     except Exception as e:
         add(SampleResult(name, index, dtype, SKIPPED, f"eager PyTorch raised {_brief(e, 160)}"))
+        return results
+    leaves = [t for t in torch.utils._pytree.tree_leaves(eager) if isinstance(t, torch.Tensor)]
+    if leaves and all(t.is_floating_point() and t.numel() and bool(t.isnan().all()) for t in leaves):
+        # The verdict never passes an all-NaN output (it would prove nothing); nor can it fail one here.
+        add(SampleResult(name, index, dtype, SKIPPED, "eager PyTorch's result is entirely NaN: no verdict"))
         return results
     try:
         aten_ops = _level_ops(module, inputs, "aten")
@@ -847,7 +853,8 @@ def render(table: dict[str, dict[str, Any]], meta: dict[str, Any], results: list
         f"float32, {per[1]} in each other dtype it supports){extra}, on {meta.get('jobs', 0)} worker processes in "
         f"{meta['seconds']:.0f} s. Skipped as PyTorch's limits, not ours: {meta.get('skipped_generation', 0)} "
         f"(OpInfo, dtype) pairs whose sample generation raised and {meta.get('skipped_eager', 0)} samples whose "
-        "eager run raised. Every sample is converted at the `core` level, and also at `aten` when its aten-level "
+        "eager run raised or gave only NaN. Every sample is converted at the `core` level, and also at `aten` "
+        "when its aten-level "
         f"graph holds Core ATen ops that torch's core table decomposes ({meta.get('aten_runs', 0)} such runs); "
         "`level` says which run gave the verdict.",
         "",

@@ -130,5 +130,7 @@ def iter_torch(tensors: dict[str, object]) -> Iterator[tuple[str, tuple[str, tup
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name!r} is a {type(t).__name__}, not a tensor")
         flat = t.detach().cpu().resolve_conj().resolve_neg().contiguous().reshape(-1)
+        if flat.stride(0) != 1:  # a one-element expanded tensor counts as contiguous yet keeps stride 0
+            flat = flat.clone(memory_format=torch.contiguous_format)
         raw = flat.to(torch.uint8) if flat.dtype == torch.bool else flat.view(torch.uint8)
         yield name, (torch_name(t.dtype), tuple(t.shape), memoryview(raw.numpy()).cast("B"))

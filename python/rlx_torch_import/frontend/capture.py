@@ -12,7 +12,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from .. import __version__
 from ..dtypes import torch_name
-from ..errors import InputError
+from ..errors import ExportError, InputError
 from ..torchir import LAYOUT_SENSITIVE, Node, OutputSpec, TensorSpec, TorchIR, WeightSpec, encode_float
 
 
@@ -267,6 +267,14 @@ def capture(
     for out_name, value, tensor in zip(out_names, user_values, eager_tensors, strict=True):
         if not isinstance(value, torch.fx.Node):
             raise InputError(f"model output {out_name!r} is a constant, not computed from the inputs")
+        traced = value.meta.get("val")
+        if isinstance(traced, torch.Tensor) and tuple(traced.shape) != tuple(tensor.shape):
+            raise ExportError(
+                f"torch.export's graph computes output {out_name!r} with shape {list(traced.shape)}, but eager "
+                f"PyTorch returns {list(tensor.shape)} (node {value.name}, {value.target}): the exported graph "
+                "does not compute what the model does",
+                hint="a torch decomposition disagrees with its kernel; try another --decomposition level",
+            )
         outputs.append(OutputSpec(out_name, encode(value)["tensor"], list(tensor.shape), torch_name(tensor.dtype)))
 
     # Inputs written in place, by torch.export's signature or by the eager run: the value the

@@ -16,6 +16,9 @@ from ..program import Program, Provenance, RlxNode
 from ..torchir import Node, decode_float
 from . import workarounds
 
+# Integer dtypes narrower than int64: a float cast to one goes through int64 first (wrapping, like torch).
+NARROWER_INTS = frozenset({"int32", "int16", "int8", "uint8"})
+
 
 @dataclass(frozen=True)
 class Value:
@@ -251,6 +254,8 @@ class Builder:
             return self.round_to(x, dtype)
         if compute_rlx(x.dtype) == compute_rlx(dtype):
             return Value(x.id, x.dims, dtype)
+        if x.dtype in FLOAT_DTYPES and dtype in NARROWER_INTS:  # float -> narrower int wraps through int64, as
+            x = self.cast(x, "int64")  # torch's conversion does (RLX's direct float -> int cast saturates)
         y = self.emit({"Cast": {"to": compute_rlx(dtype)}}, [x], x.dims, dtype)
         if x.dtype not in FLOAT_DTYPES:
             self.nan_free_ids.add(y.id)
@@ -282,7 +287,7 @@ class Builder:
 
     def reduce(self, op: str, x: Value, axes: list[int], keep_dim: bool) -> Value:
         """Reduce Sum/Mean/Max/Min/Prod over `axes` (Max/Min propagate NaN, as torch's do)."""
-        axes = sorted({norm_axis(a, x.rank) for a in axes})
+        axes = sorted({norm_axis(a, x.rank) for a in axes} - ({0} if x.rank == 0 else set()))  # rank 0: nothing
         dims = tuple((1 if i in axes else d) for i, d in enumerate(x.dims) if keep_dim or i not in axes)
         if not axes:
             return self.reshape(x, dims)
@@ -294,6 +299,8 @@ class Builder:
     def arg_extreme(self, op: str, x: Value, axis: int, keep_dim: bool) -> tuple[Value, Value]:
         """(values, int64 indices) of Max/Min along `axis`; the first index on ties (NaN counts as the
         extreme), like torch."""
+        if x.rank == 0:  # a scalar is its own extreme, at index 0
+            return x, self.const(np.zeros((), dtype=np.int64), "int64")
         values = self.reduce(op, x, [axis], keep_dim=True)
         dims = tuple((1 if a == axis else d) for a, d in enumerate(x.dims) if keep_dim or a != axis)
         kind = "ArgMax" if op == "Max" else "ArgMin"

@@ -617,7 +617,7 @@ DEFECTS: tuple[Defect, ...] = (
         "ScatterElements and ScatterNd corrupt F64 data (overwrite and add)",
         _SEEN,
         "overwrite: the position of each update is scattered in F32 and the winners gathered (exact for every "
-        "value); add: F64 one-hot matmuls; multiply/max/min: refused",
+        "value); add: F64 one-hot matmuls; multiply/max/min: a dense [target, update] one-hot reduced exactly",
         _is("ScatterElements", "ScatterNd", dtypes=F64_ONLY, at=(0, 2)),
         _probe_scatter_f64,
     ),
@@ -635,7 +635,7 @@ DEFECTS: tuple[Defect, ...] = (
         "ScatterElements and ScatterNd corrupt I64 data",
         _SEEN,
         "overwrite: the winning updates are gathered (exact); add sums hi*2**24 + lo halves by F64 one-hot "
-        "matmuls (exact while sums < 2**53); multiply/max/min: refused",
+        "matmuls (exact while sums < 2**53); multiply/max/min: a dense [target, update] one-hot reduced exactly",
         _is("ScatterElements", "ScatterNd", dtypes=frozenset({"I64", "I32"}), at=(0, 2)),
         _probe_scatter_i64,
     ),
@@ -757,18 +757,19 @@ DEFECTS: tuple[Defect, ...] = (
     ),
     Defect(
         "conv-f64",
-        "Conv on F64 reads the data as f32",
+        "Conv on F64 or integer data reads it as f32",
         _SEEN,
-        "an F64 convolution as strided-slice taps contracted by F64 MatMul",
-        _is("Conv", dtypes=F64_ONLY),
+        "an F64 convolution as strided-slice taps contracted by F64 MatMul (integers through it, exact while "
+        "|sums| < 2**53)",
+        _is("Conv", dtypes=frozenset({"F64", *INTS})),
         _probe_conv_f64,
     ),
     Defect(
         "conv-transpose-f64",
-        "ConvTranspose2d on F64 reads the data as f32",
+        "ConvTranspose2d on F64 or integer data reads it as f32",
         _SEEN,
-        "refused for float64 (transposed convolution, col2im)",
-        _is("ConvTranspose2d", dtypes=F64_ONLY),
+        "refused for float64 and integers (transposed convolution, col2im)",
+        _is("ConvTranspose2d", dtypes=frozenset({"F64", *INTS})),
         _probe_conv_transpose_f64,
     ),
     Defect(

@@ -234,36 +234,47 @@ for _name, _op in {"eq": "Eq", "ne": "Ne", "lt": "Lt", "le": "Le", "gt": "Gt", "
     lowers(f"aten.{_name}.Tensor", f"aten.{_name}.Scalar")(_compare(_op))
 
 
-def _check_bool_operands(call: Call) -> str | None:
-    if call.target.startswith(("aten.bitwise", "aten.__")) and call.out_dtype != "bool":
-        return f"bitwise ops on {call.out_dtype} are not supported (only bool)"
-    return None
-
-
-@lowers("aten.logical_not.default", "aten.bitwise_not.default", check=_check_bool_operands)
-def logical_not(b: Builder, call: Call) -> Value:
-    """not x  ==  (x == 0)."""
-    x = b.as_float(call.tensor("self"))
-    return b.compare("Eq", x, b.const(0.0, x.dtype))
-
-
 def _truth(b: Builder, x: Value) -> Value:
     """x != 0 as float32 0/1."""
     return b.cast(b.compare("Ne", b.as_float(x), b.const(0.0, "float32")), "float32")
 
 
-@lowers("aten.logical_and.default", "aten.bitwise_and.Tensor", "aten.__and__.Tensor", check=_check_bool_operands)
-def logical_and(b: Builder, call: Call) -> Value:
-    """(x != 0) * (y != 0) != 0."""
-    both = b.binary("Mul", _truth(b, call.tensor("self")), _truth(b, call.tensor("other")))
-    return b.compare("Ne", both, b.const(0.0, "float32"))
+@lowers("aten.logical_not.default", "aten.bitwise_not.default")
+def logical_not(b: Builder, call: Call) -> Value:
+    """not x == (x == 0) for logical_not and bool; ~x == -x - 1 for integers (two's complement, exact in int64)."""
+    x = call.tensor("self")
+    if call.target == "aten.bitwise_not.default" and call.out_dtype != "bool":
+        wide = b.cast(x, "int64")
+        return b.cast(b.binary("Sub", b.binary("Sub", b.const(0, "int64"), wide), b.const(1, "int64")), call.out_dtype)
+    x = b.as_float(x)
+    return b.cast(b.compare("Eq", x, b.const(0.0, x.dtype)), call.out_dtype)
 
 
-@lowers("aten.logical_or.default", "aten.bitwise_or.Tensor", "aten.__or__.Tensor", check=_check_bool_operands)
-def logical_or(b: Builder, call: Call) -> Value:
-    """max(x != 0, y != 0) != 0."""
-    either = b.binary("Max", _truth(b, call.tensor("self")), _truth(b, call.tensor("other")))
-    return b.compare("Ne", either, b.const(0.0, "float32"))
+def _logical(kind: str):  # noqa: ANN202 - factory returning a lowering
+    """and/or/xor of truth values for bool results; RLX's exact int64 BitAnd/BitOr/BitXor for integers."""
+
+    def lower_logical(b: Builder, call: Call) -> Value:
+        x, y = _operand(b, call, "self"), _operand(b, call, "other")
+        if call.out_dtype != "bool":
+            bits = b.binary(f"Bit{kind.capitalize()}", b.cast(x, "int64"), b.cast(y, "int64"))
+            return b.cast(bits, call.out_dtype)
+        p, q = _truth(b, x), _truth(b, y)
+        if kind == "xor":
+            return b.compare("Ne", p, q)
+        both = b.binary("Mul" if kind == "and" else "Max", p, q)
+        return b.compare("Ne", both, b.const(0.0, "float32"))
+
+    lower_logical.__name__ = f"logical_{kind}"
+    lower_logical.__doc__ = {
+        "and": "x and y: (x != 0) * (y != 0) != 0; bitwise on integers.",
+        "or": "x or y: max(x != 0, y != 0) != 0; bitwise on integers.",
+        "xor": "x xor y: (x != 0) != (y != 0); bitwise on integers.",
+    }[kind]
+    return lower_logical
+
+
+for _kind in ("and", "or", "xor"):
+    lowers(f"aten.logical_{_kind}.default", f"aten.bitwise_{_kind}.Tensor", f"aten.__{_kind}__.Tensor")(_logical(_kind))
 
 
 @lowers("aten.where.self", "aten.where.ScalarOther", "aten.where.ScalarSelf", "aten.where.Scalar")
@@ -275,30 +286,52 @@ def where(b: Builder, call: Call) -> Value:
     return b.emit("Where", [b.expand(cond, dims), x, y], dims, dtype)
 
 
-def _check_softplus(call: Call) -> str | None:
-    if call.get("beta", 1) != 1 or call.get("threshold", 20) != 20:
-        return f"softplus with beta={call.get('beta')}, threshold={call.get('threshold')} is not supported"
-    return None
+def _log1p(b: Builder, x: Value) -> Value:
+    """log(1 + x) without losing small x (Kahan): log(u) * x / (u - 1) for u = 1 + x, x where u rounds to 1."""
+    one = b.const(1.0, x.dtype)
+    u = b.binary("Add", x, one)
+    d = b.binary("Sub", u, one)
+    log_u = b.unary("Log", u)
+    r = b.binary("Mul", log_u, b.binary("Div", x, d))
+    r = _when(b, b.cast(b.compare("Eq", u, b.const(math.inf, x.dtype)), "float32"), log_u, r)
+    return _when(b, b.cast(b.compare("Eq", d, b.const(0.0, x.dtype)), "float32"), x, r)
 
 
-@lowers("aten.softplus.default", check=_check_softplus)
+def _expm1(b: Builder, x: Value) -> Value:
+    """exp(x) - 1 without losing small x (Kahan): (u - 1) * x / log(u) for u = exp(x)."""
+    one = b.const(1.0, x.dtype)
+    u = b.unary("Exp", x)
+    um1 = b.binary("Sub", u, one)
+    r = b.binary("Mul", um1, b.binary("Div", x, b.unary("Log", u)))
+    r = _when(b, b.cast(b.compare("Eq", u, b.const(math.inf, x.dtype)), "float32"), u, r)
+    r = _when(
+        b, b.cast(b.compare("Eq", um1, b.const(-1.0, x.dtype)), "float32"), b.expand(b.const(-1.0, x.dtype), x.dims), r
+    )
+    return _when(b, b.cast(b.compare("Eq", u, one), "float32"), x, r)
+
+
+@lowers("aten.softplus.default")
 def softplus(b: Builder, call: Call) -> Value:
-    """log(1 + exp(x)) (beta 1, threshold 20)."""
-    return b.unary("Softplus", call.tensor("self"))
+    """x where beta * x > threshold, else log1p(exp(beta * x)) / beta (torch's definition)."""
+    x = b.cast(call.tensor("self"), call.out_dtype)
+    beta, threshold = float(call.get("beta", 1)), float(call.get("threshold", 20))
+    bx = x if beta == 1 else b.binary("Mul", x, b.const(beta, x.dtype))
+    soft = _log1p(b, b.unary("Exp", bx))
+    soft = soft if beta == 1 else b.binary("Div", soft, b.const(beta, x.dtype))
+    linear = b.cast(b.compare("Gt", bx, b.const(threshold, x.dtype)), "float32")
+    return _when(b, linear, x, soft)
 
 
 @lowers("aten.log1p.default")
 def log1p(b: Builder, call: Call) -> Value:
-    """log(1 + x)."""
-    x = b.cast(call.tensor("self"), call.out_dtype)
-    return b.unary("Log", b.binary("Add", x, b.const(1.0, x.dtype)))
+    """log(1 + x), accurate for small x."""
+    return _log1p(b, b.cast(call.tensor("self"), call.out_dtype))
 
 
 @lowers("aten.expm1.default")
 def expm1(b: Builder, call: Call) -> Value:
-    """exp(x) - 1."""
-    x = b.cast(call.tensor("self"), call.out_dtype)
-    return b.binary("Sub", b.unary("Exp", x), b.const(1.0, x.dtype))
+    """exp(x) - 1, accurate for small x."""
+    return _expm1(b, b.cast(call.tensor("self"), call.out_dtype))
 
 
 @lowers("aten.clamp.default", "aten.clamp.Tensor", "aten.clamp_min.default", "aten.clamp_max.default")
@@ -439,12 +472,6 @@ def isinf(b: Builder, call: Call) -> Value:
     """|x| == inf (the infinity is a constant tensor, never an op field)."""
     x = b.as_float(call.tensor("self"))
     return b.compare("Eq", b.unary("Abs", x), b.const(float("inf"), x.dtype))
-
-
-@lowers("aten.logical_xor.default", "aten.bitwise_xor.Tensor", "aten.__xor__.Tensor", check=_check_bool_operands)
-def logical_xor(b: Builder, call: Call) -> Value:
-    """(x != 0) != (y != 0)."""
-    return b.compare("Ne", _truth(b, call.tensor("self")), _truth(b, call.tensor("other")))
 
 
 @lowers("aten.asinh.default")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..dtypes import F32_EXACT, FLOAT_DTYPES
+from ..dtypes import F32_EXACT, FLOAT_DTYPES, HALF_DTYPES
 from .context import Builder, Call, Value, norm_axis
 from .registry import lowers
 
@@ -404,8 +404,8 @@ def _check_grid_sampler(call: Call) -> str | None:
     x = call.tensor("input")
     if x.rank != 4:
         return f"grid_sample on rank-{x.rank} input is not supported (4-D only)"
-    if x.dtype != "float32":
-        return f"grid_sample on {x.dtype} is not supported (float32 only: GatherElements takes its index dtype)"
+    if x.dtype not in FLOAT_DTYPES:
+        return f"grid_sample on {x.dtype} is not supported (torch samples floating-point images only)"
     if x.dims[2] * x.dims[3] >= F32_EXACT:
         return f"grid_sample on a {x.dims[2]}x{x.dims[3]} image is not supported (float32 indices, < 2**24 pixels)"
     if call["interpolation_mode"] not in _MODES or call["padding_mode"] not in _PADDINGS:
@@ -416,23 +416,32 @@ def _check_grid_sampler(call: Call) -> str | None:
 class _Ew:
     """Elementwise float helpers over one Builder (shorthand for the coordinate math)."""
 
-    def __init__(self, b: Builder, dtype: str) -> None:
-        self.b, self.dtype = b, dtype
+    def __init__(self, b: Builder, dtype: str, rounding: str | None = None) -> None:
+        self.b, self.dtype, self.rounding = b, dtype, rounding
+
+    @property
+    def exact(self) -> _Ew:
+        """The same helpers without rounding (for integer index math, which torch does in int64)."""
+        return _Ew(self.b, self.dtype)
+
+    def _r(self, v: Value) -> Value:
+        """Round to the half dtype torch's kernel computes in (each scalar_t op rounds there)."""
+        return self.b.cast(self.b.round_to(v, self.rounding), self.dtype) if self.rounding else v
 
     def c(self, v: float) -> Value:
-        return self.b.const(v, self.dtype)
+        return self.b.const(v, self.rounding or self.dtype) if self.rounding else self.b.const(v, self.dtype)
 
     def add(self, a: Value, v: Value | float) -> Value:
-        return self.b.binary("Add", a, v if isinstance(v, Value) else self.c(v))
+        return self._r(self.b.binary("Add", a, v if isinstance(v, Value) else self.c(v), self.dtype))
 
     def sub(self, a: Value, v: Value | float) -> Value:
-        return self.b.binary("Sub", a, v if isinstance(v, Value) else self.c(v))
+        return self._r(self.b.binary("Sub", a, v if isinstance(v, Value) else self.c(v), self.dtype))
 
     def mul(self, a: Value, v: Value | float) -> Value:
-        return self.b.binary("Mul", a, v if isinstance(v, Value) else self.c(v))
+        return self._r(self.b.binary("Mul", a, v if isinstance(v, Value) else self.c(v), self.dtype))
 
     def div(self, a: Value, v: float) -> Value:
-        return self.b.binary("Div", a, self.c(v))
+        return self._r(self.b.binary("Div", a, self.c(v), self.dtype))
 
     def floor(self, a: Value) -> Value:
         return self.b.unary("Floor", a)
@@ -467,20 +476,6 @@ def _reflect(e: _Ew, v: Value, twice_low: int, twice_high: int) -> Value:
     return e.b.emit("Where", [even, e.add(extra, low), e.add(e.sub(e.c(span), extra), low)], v.dims, v.dtype)
 
 
-def _round_half_even(e: _Ew, v: Value) -> Value:
-    """nearbyint(v): floor(v) + [frac > 1/2] + [frac == 1/2] * (floor(v) odd); exact in float.
-
-    RLX's Round activation rounds ties away from zero (Rust f32::round), torch's grid_sample
-    rounds them to even, and identity-like grids put every coordinate on a tie.
-    """
-    lo = e.floor(v)
-    frac = e.sub(v, lo)
-    odd = e.sub(lo, e.mul(e.floor(e.div(lo, 2.0)), 2.0))
-    above = e.b.cast(e.b.compare("Gt", frac, e.c(0.5)), e.dtype)
-    tie = e.b.cast(e.b.compare("Eq", frac, e.c(0.5)), e.dtype)
-    return e.add(e.add(lo, above), e.mul(tie, odd))
-
-
 def _pad_coord(e: _Ew, v: Value, size: int, padding: str, align: bool) -> Value:
     """torch's compute_coordinates: border clips, reflection mirrors then clips, zeros leaves as is."""
     if padding == "reflection":
@@ -492,13 +487,13 @@ def _pad_coord(e: _Ew, v: Value, size: int, padding: str, align: bool) -> Value:
 
 def _tap(e: _Ew, flat: Value, ix: Value, iy: Value, weight: Value, h: int, w: int) -> Value:
     """weight * x[n, c, iy, ix] with out-of-bounds taps reading 0 (ix, iy integer-valued [N, 1, P])."""
-    b = e.b
-    valid = e.mul(e.inside(ix, w), e.inside(iy, h))
-    lin = e.add(e.mul(e.clip(iy, 0.0, float(h - 1)), float(w)), e.clip(ix, 0.0, float(w - 1)))
+    b, ei = e.b, e.exact
+    valid = ei.mul(ei.inside(ix, w), ei.inside(iy, h))
+    lin = ei.add(ei.mul(ei.clip(iy, 0.0, float(h - 1)), float(w)), ei.clip(ix, 0.0, float(w - 1)))
     n, c, _ = flat.dims
     idx = b.expand(lin, (n, c, lin.dims[2]))  # float32 positions, exact below 2**24
     vals = b.emit({"GatherElements": {"axis": 2}}, [flat, idx], idx.dims, flat.dtype)
-    return e.mul(vals, e.mul(weight, valid))
+    return e.mul(vals, ei.mul(weight, valid))
 
 
 def _cubic_weights(e: _Ew, t: Value) -> list[Value]:
@@ -519,9 +514,11 @@ def _cubic_weights(e: _Ew, t: Value) -> list[Value]:
 def grid_sampler(b: Builder, call: Call) -> Value:
     """out[n,c,p] = sum over taps of w(grid[n,p]) * x[n,c,tap] (bilinear/nearest/bicubic; zeros/border/reflection)."""
     x, grid = call.tensor("input"), call.tensor("grid")
+    half = x.dtype if x.dtype in HALF_DTYPES else None  # torch's kernel computes half in half: every op rounds
+    x = b.cast(x, "float32") if half else x
     mode, padding = _MODES[call["interpolation_mode"]], _PADDINGS[call["padding_mode"]]
     align = bool(call["align_corners"])
-    e = _Ew(b, x.dtype)
+    e = _Ew(b, x.dtype, half)
     n, c, h, w = x.dims
     _, ho, wo, _ = grid.dims
     p = ho * wo
@@ -533,7 +530,7 @@ def grid_sampler(b: Builder, call: Call) -> Value:
     one = e.c(1.0)
     if mode == "nearest":
         ix, iy = _pad_coord(e, ix, w, padding, align), _pad_coord(e, iy, h, padding, align)
-        out = _tap(e, flat, _round_half_even(e, ix), _round_half_even(e, iy), one, h, w)
+        out = _tap(e, flat, b.unary("Round", ix), b.unary("Round", iy), one, h, w)
     elif mode == "bilinear":
         ix, iy = _pad_coord(e, ix, w, padding, align), _pad_coord(e, iy, h, padding, align)
         x0, y0 = e.floor(ix), e.floor(iy)
@@ -550,7 +547,7 @@ def grid_sampler(b: Builder, call: Call) -> Value:
         xs, ys = [e.floor(v) for v in xs], [e.floor(v) for v in ys]
         parts = [_tap(e, flat, xs[i], ys[j], e.mul(wx[i], wy[j]), h, w) for j in range(4) for i in range(4)]
         out = _sum(parts, e)
-    return b.reshape(out, call.out_dims)
+    return b.cast(b.reshape(out, call.out_dims), call.out_dtype)
 
 
 def _sum(parts: list[Value], e: _Ew) -> Value:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
+
+import numpy as np
 
 from ..dtypes import HALF_DTYPES, compute_rlx
 from .context import Builder, Call, Value
@@ -105,7 +108,15 @@ def _batch_norm(b: Builder, call: Call) -> Value:
 @lowers("aten._native_batch_norm_legit_no_training.default", check=_check_bn_eval)
 def native_batch_norm_no_training(b: Builder, call: Call) -> list[Value | None]:
     """Core ATen eval batch norm; the saved mean/rstd outputs are empty in eval."""
-    return [_batch_norm(b, call), None, None]
+    return [_batch_norm(b, call), *_empty_stats(b, call)]
+
+
+def _empty_stats(b: Builder, call: Call) -> list[Value | None]:
+    """Eval mode's saved mean/rstd: the empty tensors torch returns (a model may return them)."""
+    return [
+        b.const(np.zeros(o.shape, dtype=np.float32), o.dtype) if math.prod(o.shape) == 0 else None
+        for o in call.node.outputs[1:3]
+    ]
 
 
 def _group_norm(b: Builder, call: Call, groups: int) -> Value:
@@ -180,13 +191,8 @@ def _saved(b: Builder, call: Call, mean: Value, var: Value) -> list[Value]:
     """save_mean and save_rstd = 1 / sqrt(var + eps), in the dtypes torch records for outputs 1 and 2."""
     rstd = b.unary("Rsqrt", b.binary("Add", var, b.const(float(call["eps"]), var.dtype)))
     stats = _stats_dtype(call, call.tensor("input").dtype)
-    saved = []
-    for v, spec in zip((mean, rstd), call.node.outputs[1:3], strict=True):
-        v = b.round_to(v, stats) if stats in HALF_DTYPES else v
-        # float32 statistics labelled with the half dtype export records keep their float32 values
-        same = compute_rlx(spec.dtype) == compute_rlx(v.dtype)
-        saved.append(replace(v, dtype=spec.dtype) if same else b.cast(v, spec.dtype))
-    return saved
+    rounded = [b.round_to(v, stats) if stats in HALF_DTYPES else v for v in (mean, rstd)]
+    return [_as_recorded(b, v, spec) for v, spec in zip(rounded, call.node.outputs[1:3], strict=True)]
 
 
 def _running_stats(b: Builder, call: Call, mean: Value, var: Value) -> list[Value]:
@@ -220,7 +226,7 @@ def batch_norm(b: Builder, call: Call) -> Value:
 def native_batch_norm_legit(b: Builder, call: Call) -> list[Value | None]:
     """(out, save_mean, save_rstd); training mode updates running_mean/var in place, eval mode uses them."""
     if not call["training"]:
-        return [_batch_norm(b, call), None, None]
+        return [_batch_norm(b, call), *_empty_stats(b, call)]
     out, mean, var = _train_in_place(b, call)
     return [out, *_saved(b, call, mean, var)]
 
@@ -240,6 +246,18 @@ def native_batch_norm_legit_no_stats(b: Builder, call: Call) -> list[Value | Non
 def native_batch_norm_legit_functional(b: Builder, call: Call) -> list[Value | None]:
     """Functional form (core ATen export of the above): the updated running_mean/var are outputs 3 and 4."""
     if not call["training"]:
-        return [_batch_norm(b, call), None, None, call.tensor("running_mean"), call.tensor("running_var")]
+        return [_batch_norm(b, call), *_empty_stats(b, call), call.tensor("running_mean"), call.tensor("running_var")]
     out, mean, var = _batch_stats(b, call)
-    return [out, *_saved(b, call, mean, var), *_running_stats(b, call, mean, var)]
+    new_stats = _running_stats(b, call, mean, var)
+    return [
+        out,
+        *_saved(b, call, mean, var),
+        *(_as_recorded(b, v, o) for v, o in zip(new_stats, call.node.outputs[3:], strict=True)),
+    ]
+
+
+def _as_recorded(b: Builder, v: Value, spec: Any) -> Value:
+    """`v` labelled with the dtype export records for it: export's fake kernels can record float32 for
+    statistics the CPU kernel keeps in the input's half dtype (both compute as float32 here)."""
+    same = compute_rlx(spec.dtype) == compute_rlx(v.dtype)
+    return replace(v, dtype=spec.dtype) if same else b.cast(v, spec.dtype)

@@ -34,11 +34,11 @@ lowers("aten.amin.default")(_reduce("Min"))
 
 @lowers("aten.any.dim", "aten.any.dims", "aten.any.default")
 def any_(b: Builder, call: Call) -> Value:
-    """any(x) == max(x != 0) over the axes."""
+    """any(x) == max(x != 0) over the axes (uint8 input gives uint8, as in torch)."""
     x = call.tensor("self")
     f = b.cast(x, "float32")
     m = b.reduce("Max", f, _axes(call, x), bool(call.get("keepdim", False)))
-    return b.reshape(b.compare("Ne", m, b.const(0.0, "float32")), call.out_dims)
+    return b.cast(b.reshape(b.compare("Ne", m, b.const(0.0, "float32")), call.out_dims), call.out_dtype)
 
 
 def _check_softmax(call: Call) -> str | None:
@@ -85,11 +85,11 @@ lowers("aten.prod.dim_int", "aten.prod.default")(_reduce("Prod"))
 
 @lowers("aten.all.dim", "aten.all.dims", "aten.all.default")
 def all_(b: Builder, call: Call) -> Value:
-    """all(x) == min(x != 0) over the axes."""
+    """all(x) == min(x != 0) over the axes (uint8 input gives uint8, as in torch)."""
     x = call.tensor("self")
     truth = b.cast(b.compare("Ne", b.as_float(x), b.const(0.0, "float32")), "float32")
     m = b.reduce("Min", truth, _axes(call, x), bool(call.get("keepdim", False)))
-    return b.reshape(b.compare("Ne", m, b.const(0.0, "float32")), call.out_dims)
+    return b.cast(b.reshape(b.compare("Ne", m, b.const(0.0, "float32")), call.out_dims), call.out_dtype)
 
 
 @lowers("aten.max.default", "aten.min.default")

@@ -255,8 +255,50 @@ def _scatter(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dt
         return _scatter_by_winner(b, kind, op, x, index, src, dtype)
     if reduction == "Add" and rlx in ("I64", "I32", "F64"):
         return _scatter_add_one_hot(b, kind, op, x, index, src, dtype)
+    if kind == "ScatterElements":
+        return _scatter_dense(b, op, x, index, src, dtype)
     raise RlxLimit(f"{kind} with reduction {reduction} on {x.dtype} has no exact RLX route (RLX's scatters are "
                    "right for float32 data only)")  # fmt: skip
+
+
+_MAX_DENSE_SCATTER = 1 << 24
+
+
+def _scatter_dense(b: Builder, op: Any, x: Value, index: Value, src: Value, dtype: str) -> Value:
+    """ScatterElements with a Mul/Max/Min reduction on integer/float64 data, exactly: along the scattered axis,
+    a [target, update] one-hot selects each target's updates, which exact reductions combine with x."""
+    spec = op["ScatterElements"]
+    axis, reduction = spec["axis"] % x.rank, spec["reduction"]
+    n, m = x.dims[axis], index.dims[axis]
+    if index.numel * n > _MAX_DENSE_SCATTER:
+        raise RlxLimit(f"scatter with reduction {reduction} on {x.dtype} is exact only up to {_MAX_DENSE_SCATTER} "
+                       "(update, target) pairs (dense one-hot)")  # fmt: skip
+    wide = "int64" if dtype not in ("float64",) else "float64"
+    xt, back = b.to_last_axis(b.cast(x, wide), axis)
+    it, _ = b.to_last_axis(b.cast(index, "int64"), axis)
+    st, _ = b.to_last_axis(b.cast(src, wide), axis)
+    lead = it.dims[:-1]  # the index's other extents (at most x's)
+    sub = b.narrow_to(xt, (*lead, n))
+    grid = (*lead, n, m)
+    targets = b.expand(b.const(np.arange(n, dtype=np.int64).reshape(n, 1), "int64"), grid)
+    hot = b.compare("Eq", b.expand(b.reshape(it, (*lead, 1, m)), grid), targets)
+    identity = {"Mul": 1, "Max": -math.inf, "Min": math.inf}[reduction]
+    if wide == "int64" and reduction != "Mul":
+        info = np.iinfo(np.int64)
+        identity = int(info.min) if reduction == "Max" else int(info.max)
+    updates = b.expand(b.reshape(st, (*lead, 1, m)), grid)
+    picked = b.emit("Where", [hot, updates, b.expand(b.const(identity, wide), grid)], grid, wide)
+    reduced = b.reduce({"Mul": "Prod", "Max": "Max", "Min": "Min"}[reduction], picked, [len(grid) - 1], keep_dim=False)
+    touched = b.compare("Ne", b.reduce("Sum", b.cast(hot, "float32"), [len(grid) - 1], keep_dim=False),
+                        b.const(0.0, "float32"))  # fmt: skip
+    combined = b.emit("Where", [touched, b.binary(reduction, sub, reduced), sub], sub.dims, wide)
+    if sub.dims != xt.dims:  # positions beyond the index's extent keep x
+        pads = [[0, xt.dims[a] - sub.dims[a]] for a in range(xt.rank)]
+        combined = b.emit({"Pad": {"pads": pads, "mode": {"Constant": 0.0}}}, [combined], xt.dims, wide)
+        inside = b.emit({"Pad": {"pads": pads, "mode": {"Constant": 0.0}}},
+                        [b.expand(b.const(1.0, "float32"), sub.dims)], xt.dims, "float32")  # fmt: skip
+        combined = b.emit("Where", [b.compare("Ne", inside, b.const(0.0, "float32")), combined, xt], xt.dims, wide)
+    return b.cast(b.transpose(combined, back), dtype)
 
 
 _F32_MAX = float(np.finfo(np.float32).max)
@@ -278,7 +320,8 @@ def _scatter_f32(b: Builder, kind: str, op: Any, x: Value, index: Value, src: Va
     if reduction == "None":
         changed = raw
     else:
-        base = b.expand(b.const(_SCATTER_IDENTITY[reduction], dtype), x.dims)
+        identity = b.const(_SCATTER_IDENTITY[reduction], "float32")  # finite in float32, whatever dtype x is
+        base = b.expand(replace(identity, dtype=dtype), x.dims)
         part = b.raw(op, [base, index, src], x.dims, dtype, compensated="scatter-nonfinite")
         changed = b.binary(reduction, x, part)
     finite = b.compare("Eq", b.binary("Sub", x, x), b.const(0.0, dtype))  # inf - inf and NaN - NaN are NaN
@@ -340,7 +383,9 @@ def _reduce(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dty
     (x,) = inputs
     spec = op["Reduce"]
     red, keep = spec["op"], spec["keep_dim"]
-    axes = sorted({a % max(x.rank, 1) for a in spec["axes"]})
+    axes = sorted({a % x.rank for a in spec["axes"]}) if x.rank else []
+    if not axes:  # a rank-0 tensor, or no axes: nothing to reduce (RLX's kernel panics on rank 0)
+        return b.reshape(x, dims)
     rlx = _rlx(x)
     if rlx == "Bool":
         return b.cast(b.emit({"Reduce": {**spec, "axes": axes}}, [b.cast(x, "float32")], dims, "float32"), dtype)
@@ -464,14 +509,18 @@ def _matmul(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dty
 
 def _conv(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
     x, w = inputs
+    if _rlx(x) in defects.INTS:  # conv-f64 (integers too): in float64, exact while |sums| < 2**53
+        wide = exact.conv2d(b, b.cast(x, "float64"), b.cast(w, "float64"), op["Conv"], dims)
+        return b.cast(wide, dtype)
     if _rlx(x) != "F64":
         return b.raw(op, inputs, dims, dtype)
     return exact.conv2d(b, x, w, op["Conv"], dims)  # conv-f64
 
 
 def _conv_transpose(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
-    if _rlx(inputs[0]) == "F64":  # conv-transpose-f64
-        raise RlxLimit("float64 transposed convolution has no exact RLX route (ConvTranspose2d reads F64 as f32)")
+    if _rlx(inputs[0]) not in ("F32",):  # conv-transpose-f64 (integers too)
+        raise RlxLimit(f"{inputs[0].dtype} transposed convolution has no exact RLX route (ConvTranspose2d reads "
+                       "float64 and integer data as f32)")  # fmt: skip
     return b.raw(op, inputs, dims, dtype)
 
 
