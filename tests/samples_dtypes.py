@@ -330,5 +330,13 @@ SAMPLES += [
     ),
 ]
 
+SAMPLES.append(
+    (
+        "avg_pool_integers_truncate",
+        of_inputs(lambda x: (F.avg_pool2d(x, 2, ceil_mode=True), F.avg_pool1d(x[0], 3, stride=1, padding=1))),
+        (torch.tensor([[[-3, 0, 5, 2, -7], [-8, 1, 1, 4, 9], [2**40, 3, -1, 0, 6]]]),),
+    )
+)
+
 # Samples whose semantics differ between decomposition levels: also run at `high`.
 ALL_LEVELS = {name for name, _, _ in SAMPLES if name.startswith("sdpa_")}

@@ -19,12 +19,6 @@ CASES = [
         (torch.randn(1, 8, 4).double(),),
         "float64 transposed convolution has no exact RLX route",
     ),
-    (
-        "aten.avg_pool2d.default",
-        lambda x: F.avg_pool2d(x, 2),
-        (torch.randint(0, 9, (1, 2, 4, 4)),),
-        "float, or integer for max pooling",
-    ),
 ]
 
 

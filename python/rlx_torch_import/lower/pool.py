@@ -74,8 +74,8 @@ def _check_pool(call: Call) -> str | None:
     rank, dtype = getattr(x, "rank", n + 2), getattr(x, "dtype", "float32")
     if rank not in (n + 1, n + 2):
         return f"rank-{rank} input is not supported by {n}-D pooling (rank {n + 1} or {n + 2})"
-    if dtype not in FLOAT_DTYPES and not (dtype in INT_DTYPES and "max_pool" in call.target):
-        return f"pooling {dtype} input is not supported (float, or integer for max pooling)"
+    if dtype not in FLOAT_DTYPES and dtype not in INT_DTYPES:
+        return f"pooling {dtype} input is not supported (float or integer)"
     return None
 
 
@@ -220,12 +220,17 @@ def _avg_divisors(call: Call, in_sp: tuple[int, ...], out: tuple[int, ...], w: W
 
 @lowers("aten.avg_pool1d.default", "aten.avg_pool2d.default", "aten.avg_pool3d.default", check=_check_pool)
 def avg_pool(b: Builder, call: Call) -> Value:
-    """Window sum (padding counts as 0) divided by torch's divisor map (count_include_pad, ceil_mode, override)."""
+    """Window sum (padding counts as 0) divided by torch's divisor map (count_include_pad, ceil_mode, override);
+    integers divide truncating toward zero."""
     n = _spatial(call)
     x, w = _batched(b, call.tensor("self"), n), Window.of(call, n)
-    out = call.out_dims[-n:]
+    out, dtype = call.out_dims[-n:], x.dtype
+    if dtype not in FLOAT_DTYPES:  # integers: exact float64 sums, divided and truncated as torch's int kernel does
+        x = b.cast(x, "float64")
     total = _rlx_pool(b, x, "Sum", w, out) if _native(x, w) else _fold(b, _taps(b, x, w, out, 0.0), "Add")
     y = b.binary("Div", total, b.const(_avg_divisors(call, x.dims[2:], out, w), x.dtype))
+    if dtype not in FLOAT_DTYPES:
+        y = b.cast(b.binary("Mul", b.unary("Sign", y), b.unary("Floor", b.unary("Abs", y))), dtype)
     return b.reshape(y, call.out_dims)
 
 
