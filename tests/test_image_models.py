@@ -68,3 +68,15 @@ def test_grid_sample_float64_and_half(tmp_path) -> None:
         inputs = (torch.randn(1, 2, 4, 4).to(dtype), (torch.rand(1, 3, 3, 2) * 2 - 1).to(dtype))
         report = rti.from_torch(M(), inputs, tmp_path / str(dtype), decomposition="core", auto_decompose=False)
         assert report.ok, report.summary()
+
+
+def test_uint8_bilinear_is_refused_not_decomposed(tmp_path) -> None:
+    """torch's uint8 bilinear kernel and its decomposition disagree: the fallback leaves the op a gap."""
+
+    class M(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.interpolate(x, scale_factor=2, mode="bilinear")
+
+    with pytest.raises(rti.UnsupportedOpsError) as err:
+        rti.from_torch(M(), (torch.randint(0, 255, (1, 3, 4, 4), dtype=torch.uint8),), tmp_path / "o")
+    assert "fixed-point weights" in str(err.value)

@@ -32,6 +32,8 @@ def compute_rlx(dtype: str) -> str:
     return "F32" if dtype in HALF_DTYPES else to_rlx(dtype)
 
 
+# Integer dtypes narrower than int64 (RLX's exact integer kernels are int64; these compute there).
+NARROWER_INTS = frozenset({"int32", "int16", "int8", "uint8"})
 # Integers below this magnitude are exact in float32 (RLX's f32-encoded indices and counts).
 F32_EXACT = 1 << 24
 

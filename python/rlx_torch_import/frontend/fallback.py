@@ -21,6 +21,38 @@ class FallbackRound:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
+# torch decompositions that do not compute what torch's own CPU kernel computes for some input dtypes:
+# using one would convert the model into something eager PyTorch does not run, so those stay gaps.
+_UINT8_RESAMPLE = (
+    "torch's uint8 resampling kernel uses fixed-point weights (a CPU-dependent AVX2 path) that its float "
+    "decomposition does not reproduce; convert the image to float first"
+)
+KERNEL_MISMATCH: dict[str, tuple[frozenset[torch.dtype], str]] = {
+    f"aten.{op}": (frozenset({torch.uint8}), _UINT8_RESAMPLE)
+    for op in (
+        "upsample_bilinear2d.vec",
+        "upsample_bilinear2d.default",
+        "upsample_bicubic2d.vec",
+        "upsample_bicubic2d.default",
+        "_upsample_bilinear2d_aa.vec",
+        "_upsample_bilinear2d_aa.default",
+        "_upsample_bicubic2d_aa.vec",
+        "_upsample_bicubic2d_aa.default",
+    )
+}
+
+
+def _kernel_mismatch(ep: torch.export.ExportedProgram, target: str) -> str:
+    """Why torch's decomposition of `target` would disagree with its kernel on this graph's dtypes ("" if not)."""
+    dtypes, reason = KERNEL_MISMATCH.get(target, (frozenset(), ""))
+    for node in ep.graph.nodes:
+        if node.op == "call_function" and str(node.target) == target and node.args:
+            val = getattr(node.args[0], "meta", {}).get("val")
+            if isinstance(val, torch.Tensor) and val.dtype in dtypes:
+                return reason
+    return ""
+
+
 def _resolve(target: str) -> Any:
     _, packet, overload = target.split(".", 2)
     return getattr(getattr(torch.ops.aten, packet), overload)
@@ -67,6 +99,10 @@ def decompose_targets(
         fn = torch._decomp.decomposition_table.get(op) or (export_table[op] if op in export_table else None)
         if fn is None:
             result.skipped[target] = "torch has no decomposition for it"
+            continue
+        mismatch = _kernel_mismatch(ep, target)
+        if mismatch:
+            result.skipped[target] = mismatch
             continue
         candidates[target] = (op, fn)
     if not candidates:

@@ -11,13 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import FLOAT_DTYPES, HALF_DTYPES, compute_rlx, promote
+from ..dtypes import FLOAT_DTYPES, HALF_DTYPES, NARROWER_INTS, compute_rlx, promote
 from ..program import Program, Provenance, RlxNode
 from ..torchir import Node, decode_float
 from . import workarounds
-
-# Integer dtypes narrower than int64: a float cast to one goes through int64 first (wrapping, like torch).
-NARROWER_INTS = frozenset({"int32", "int16", "int8", "uint8"})
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..dtypes import F32_EXACT, HALF_DTYPES, NARROW_DTYPES, compute_rlx, numpy_dtype, promote, round_half
+from ..dtypes import F32_EXACT, HALF_DTYPES, NARROW_DTYPES, NARROWER_INTS, compute_rlx, numpy_dtype, promote, round_half
 from ..errors import LoweringError
 from ..program import Program, op_name
 from . import defects, exact
@@ -45,8 +45,9 @@ def route(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype
     return rule(b, op, inputs, dims, dtype) if rule else b.raw(op, inputs, dims, dtype)
 
 
-def _via(b: Builder, op: Any, inputs: list[Value], data: tuple[int, ...], dims: tuple[int, ...], dtype: str,
-         carrier: str) -> Value:  # fmt: skip
+def _via(
+    b: Builder, op: Any, inputs: list[Value], data: tuple[int, ...], dims: tuple[int, ...], dtype: str, carrier: str
+) -> Value:
     """The op on data operands (positions `data`, and the result) cast to `carrier`, then cast back."""
     moved = [b.cast(v, carrier) if i in data else v for i, v in enumerate(inputs)]
     return b.cast(b.emit(op, moved, dims, carrier), dtype)
@@ -76,13 +77,11 @@ def constant(b: Builder, array: Any, dtype: str) -> Value:
 
 # ── elementwise ──────────────────────────────────────────────────────────────────────────────
 
-_NARROW_INTS = frozenset({"int32", "int16", "int8", "uint8"})
-
 
 def _compare(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
     x, y = inputs
     common = promote(x.dtype, y.dtype)
-    if common in _NARROW_INTS:  # compare-narrow-int
+    if common in NARROWER_INTS:  # compare-narrow-int
         common = "int64"
     x, y = b.cast(x, common), b.cast(y, common)
     if compute_rlx(common) == "F64":  # compare-f64
