@@ -338,5 +338,67 @@ SAMPLES.append(
     )
 )
 
+
+def _half_scalars(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Python-scalar operands torch's half kernels read in float32 (mul, div, floor/trunc division, the
+    parameters of leaky_relu/elu/softplus/lerp) and those it rounds to the dtype first (add, remainder)."""
+    return (
+        x // 0.1,
+        x // 0.3,
+        torch.div(x, 0.1, rounding_mode="trunc"),
+        x * 0.1,
+        x / 0.3,
+        x + 0.1,
+        x % 0.3,
+        F.leaky_relu(-x, 0.1),
+        F.elu(-x / 8, 0.3),
+        F.softplus(x / 8, beta=0.7, threshold=1.1),
+        torch.lerp(x, 2 * x + 1, 0.3),
+    )
+
+
+_HALF_X = torch.cat([torch.arange(1.0, 41.0), torch.arange(-40.0, 0.0) / 7])
+for _dt in ("float16", "bfloat16"):
+    SAMPLES.append((f"half_scalar_operands_{_dt}", of_inputs(_half_scalars), (_HALF_X.to(getattr(torch, _dt)),)))
+    # 0.7 / x is reciprocal(x) * 0.7: torch rounds the reciprocal to the dtype, RLX keeps it in float32
+    SAMPLES.append((f"reflected_scalar_div_{_dt}", of_inputs(lambda x: 0.7 / x), (_HALF_X.to(getattr(torch, _dt)),)))
+SAMPLES.append(
+    (
+        "half_scalar_tensor_operands",  # a rank-0 float32 `other` is read in float32 too
+        of_inputs(lambda x, s: (x * s, x / s, torch.floor_divide(x, s))),
+        (_HALF_X.half(), torch.tensor(0.1)),
+    )
+)
+
+# remainder by +-inf: x where the signs agree, +-inf where they differ (torch's fmod + b), NaN never.
+_INF_DEN = torch.tensor([INF, INF, INF, -INF, 2.0, -INF, -INF, INF])
+_INF_NUM = torch.tensor([1.0, -1.0, 0.0, 3.0, 5.0, -2.5, 0.0, INF])
+for _dt in ("float32", "float64", "float16", "bfloat16"):
+    _t = getattr(torch, _dt)
+    SAMPLES.append(
+        (
+            f"remainder_infinite_divisor_{_dt}",
+            of_inputs(lambda a, d: (*_div_family(a, d), torch.remainder(a, INF), torch.remainder(a, -INF))),
+            (_INF_NUM.to(_t), _INF_DEN.to(_t)),
+        )
+    )
+
+# Casts to bfloat16 keep float32's subnormals (rounded to multiples of 2**-133, ties to even), overflow to inf.
+SAMPLES.append(
+    (
+        "half_subnormal_casts",
+        of_inputs(lambda x: (x.to(torch.bfloat16), x.to(torch.float16), (x * 2).to(torch.bfloat16))),
+        (
+            torch.tensor(
+                [1e-39, -3e-40, 2.0**-133, 3 * 2.0**-134, 2.0**-134, 1e-45, 1.17e-38, 1.2e-38, 1.0, 3.4e38, 70000.0]
+            ),
+        ),
+    )
+)
+
 # Samples whose semantics differ between decomposition levels: also run at `high`.
-ALL_LEVELS = {name for name, _, _ in SAMPLES if name.startswith("sdpa_")}
+ALL_LEVELS = {name for name, _, _ in SAMPLES if name.startswith(("sdpa_", "half_scalar_"))}
+# Samples whose every output must equal eager PyTorch bit for bit (tests/test_ops.py).
+BIT_EXACT = {
+    name for name, _, _ in SAMPLES if name.startswith(("half_scalar_", "remainder_infinite_", "half_subnormal_"))
+}

@@ -186,3 +186,12 @@ def test_comma_emit_and_verify_end_to_end(tmp_path, capsys) -> None:
     assert capsys.readouterr().out.startswith("PASS mlp")
     assert main(["build", str(out), "--emit", "bundle,crate", "--no-verify", "-q"]) == 0
     assert capsys.readouterr().out.startswith("NOT VERIFIED mlp")
+
+
+def test_version_and_defects_arguments(tmp_path) -> None:
+    r = cli("--version")
+    assert r.returncode == 0 and "rlx-torch-import" in r.stdout and "RLX 0.2.19" in r.stdout
+    r = cli("defects", "now")
+    assert r.returncode == ExitCode.BAD_INPUT and "takes no arguments" in r.stderr
+    r = cli(str(tmp_path), "-o", str(tmp_path / "out"))
+    assert r.returncode == ExitCode.BAD_INPUT and "is a directory" in r.stderr

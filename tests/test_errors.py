@@ -232,3 +232,39 @@ def test_output_a_lowering_does_not_compute_is_reported(tmp_path) -> None:
         rti.from_torch(model, inputs, tmp_path / "o", decomposition="aten")
     assert info.value.targets == ["<output>"] and info.value.exit_code == ExitCode.UNSUPPORTED
     assert "an output its producer does not compute in RLX" in info.value.message
+
+
+def test_output_path_that_cannot_be_created_is_bad_input(tmp_path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(rti.InputError, match="cannot create the output directory") as info:
+        rti.from_torch(nn.Linear(3, 4), (torch.randn(2, 3),), blocker / "sub" / "out")
+    assert info.value.exit_code == ExitCode.BAD_INPUT
+
+
+def test_model_failing_in_eager_is_bad_input_even_when_export_fails_first(tmp_path) -> None:
+    with pytest.raises(rti.InputError, match="raised RuntimeError when run eagerly") as info:
+        rti.from_torch(nn.Linear(3, 4), (torch.randn(2, 5),), tmp_path / "o")
+    assert info.value.exit_code == ExitCode.BAD_INPUT and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("level", ["high", "core"])
+def test_linalg_error_checks_are_dropped_and_the_op_reported(level: str, tmp_path) -> None:
+    """torch.export orders linalg's singular-matrix check by an effect token; the check is dropped and the
+    op itself is what the error names (exit 3), never the token."""
+    with pytest.raises(rti.UnsupportedOpsError) as info:
+        rti.from_torch(of_inputs(torch.linalg.inv), (torch.randn(3, 3),), tmp_path / "o", decomposition=level)
+    assert info.value.targets == ["aten.linalg_inv_ex.default"]
+    assert "token" not in str(info.value).lower()
+
+
+def test_emit_accepts_a_string(tmp_path) -> None:
+    from rlx_torch_import.api import emit_targets
+
+    assert emit_targets("crate") == ("crate",)
+    assert emit_targets("bundle, crate") == ("bundle", "crate")
+    assert emit_targets(["bundle", "crate"]) == ("bundle", "crate")
+    report = rti.from_torch(nn.Linear(3, 4), (torch.randn(2, 3),), tmp_path / "o", emit="bundle")
+    assert report.ok and (tmp_path / "o" / "bundle").is_dir()
+    with pytest.raises(rti.InputError, match="emit target 'wheel'"):
+        rti.from_torch(nn.Linear(3, 4), (torch.randn(2, 3),), tmp_path / "p", emit="bundle,wheel")

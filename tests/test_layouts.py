@@ -127,4 +127,5 @@ def test_int16_weights_are_refused_clearly(tmp_path) -> None:
     assert info.value.exit_code == ExitCode.UNSUPPORTED
     assert info.value.targets == ["<weight>"]
     assert "buffer 'w' is int16" in info.value.message and "int32 or int64" in info.value.message
+    assert "--decomposition core" not in info.value.explain()  # decomposing cannot change a weight's dtype
     assert not (tmp_path / "o").exists()

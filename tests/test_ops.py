@@ -476,6 +476,8 @@ def test_op_sample(name: str, module: nn.Module, inputs: tuple[torch.Tensor, ...
     n_out = len(torch.utils._pytree.tree_leaves(eager))
     # Inputs the op writes in place (e.g. batch norm's running statistics) add `mutated_<input>` outputs.
     assert len([o for o in report.outputs if not o.name.startswith("mutated_")]) == n_out
+    if name in samples_dtypes.BIT_EXACT:
+        assert all(o.max_abs_error == 0 and o.nonfinite_match for o in report.outputs), report.summary()
     LOWERED[(name, level)] = set(report.aten_histogram)
 
 
@@ -487,6 +489,8 @@ def test_op_sample_at_high(name: str, module: nn.Module, inputs: tuple[torch.Ten
     """Samples whose lowering differs at the default `high` level run there too."""
     report = rti.from_torch(module, inputs, tmp_path / name, decomposition="high")
     assert report.verified and report.ok, report.summary()
+    if name in samples_dtypes.BIT_EXACT:
+        assert all(o.max_abs_error == 0 and o.nonfinite_match for o in report.outputs), report.summary()
 
 
 def test_every_registered_op_has_a_sample() -> None:

@@ -14,7 +14,7 @@ import numpy as np
 from . import _core, safetensors_io, torchir
 from .emit.bundle import write_bundle
 from .emit.crate import STYLES, check_style, crate_names, write_crate
-from .errors import InputError, UnsupportedOpsError
+from .errors import ExportError, InputError, UnsupportedOpsError
 from .lower import find_unsupported, lower
 from .outdir import staged
 from .progress import Progress
@@ -24,6 +24,12 @@ from .verify.parity import ParityReport, compare_output
 EMIT_TARGETS = ("bundle", "crate")
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
+
+
+def emit_targets(emit: str | Sequence[str]) -> tuple[str, ...]:
+    """`emit` as a tuple of targets: a sequence, or one string that may list several ("bundle,crate")."""
+    items = [emit] if isinstance(emit, str) else list(emit)
+    return tuple(t.strip() for item in items for t in str(item).split(",") if t.strip())
 
 
 def _check_options(emit: Sequence[str], device: str, max_decompose_rounds: int = 0, emit_style: str = "graph") -> None:
@@ -51,7 +57,7 @@ def from_torch(
     out_dir: str | os.PathLike[str],
     *,
     verify: bool = True,
-    emit: Sequence[str] = ("bundle",),
+    emit: str | Sequence[str] = ("bundle",),
     decomposition: str = "high",
     dynamic_shapes: Any = None,
     strict: bool = False,
@@ -65,7 +71,8 @@ def from_torch(
     """Export `model`, lower it to RLX, write `out_dir/`, and verify against PyTorch.
 
     `out_dir` gets torch-ir.json, weights.safetensors, reference.safetensors,
-    bundle/ and report.json/report.md; with "crate" in `emit`, also rlx-<name>/,
+    bundle/ and report.json/report.md; with "crate" in `emit` (a sequence of targets,
+    or one string such as "crate" or "bundle,crate"), also rlx-<name>/,
     a Rust crate in `emit_style` ("graph", "tensor" or "flow") that loads the
     bundle's weights. The bundle is always written (the crate reads its weights).
     Parity failure is reported (`report.ok`), not raised; unsupported ops, bad
@@ -79,6 +86,7 @@ def from_torch(
     from .frontend.export import check_example_inputs, export_program
     from .frontend.fallback import decompose_targets
 
+    emit = emit_targets(emit)
     _check_options(emit, device, max_decompose_rounds, emit_style)
     inputs = check_example_inputs(example_inputs)
     pristine = clone_inputs(inputs)  # the reference inputs: as given, before any run could write them
@@ -86,9 +94,13 @@ def from_torch(
     prog = Progress(progress)
     with staged(Path(out_dir)) as stage:
         with prog.phase("export"):
-            ep = export_program(  # traces with fake tensors: the inputs' values are neither read nor written
-                model, inputs, decomposition=decomposition, dynamic_shapes=dynamic_shapes, strict=strict
-            )
+            try:
+                ep = export_program(  # traces with fake tensors: the inputs' values are neither read nor written
+                    model, inputs, decomposition=decomposition, dynamic_shapes=dynamic_shapes, strict=strict
+                )
+            except ExportError:
+                eager_outputs(model, pristine)  # a model that fails in eager PyTorch too is bad input (exit 2)
+                raise
         with prog.phase("reference"):
             eager = eager_outputs(model, pristine)  # runs on its own copies
         with prog.phase("capture"):
@@ -137,11 +149,12 @@ def build(
     *,
     verify: bool = True,
     progress: bool = False,
-    emit: Sequence[str] = ("bundle",),
+    emit: str | Sequence[str] = ("bundle",),
     emit_style: str = "graph",
 ) -> ParityReport:
     """Lower an existing torch-ir directory again into `directory/bundle` (and
     `directory/rlx-<name>/` with "crate" in `emit`) and verify it."""
+    emit = emit_targets(emit)
     _check_options(emit, "cpu", 0, emit_style)
     directory = Path(directory)
     prog = Progress(progress)

@@ -1,4 +1,5 @@
-"""Command line: `rlx-torch-import MODEL.py -o OUT ...` and `rlx-torch-import build DIR`.
+"""Command line: `rlx-torch-import MODEL.py -o OUT ...`, `rlx-torch-import build DIR`,
+`rlx-torch-import coverage ...` and `rlx-torch-import defects`.
 
 Exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 4 torch.export
 failed, 5 internal error (see README "Exit codes").
@@ -11,14 +12,16 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from .errors import ExitCode, RtiError
+from .errors import ExitCode, InputError, RtiError
 
 
 def _convert_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rlx-torch-import",
         description="Convert a PyTorch model to an RLX bundle and verify it against PyTorch. "
-        "Also: `rlx-torch-import build DIR` re-lowers an existing torch-ir directory.",
+        "Also: `rlx-torch-import build DIR` re-lowers an existing torch-ir directory; "
+        "`rlx-torch-import coverage` verifies Core ATen ops on PyTorch's OpInfo samples; "
+        "`rlx-torch-import defects` probes the installed RLX for the defects the lowering works around.",
         epilog="exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 4 torch.export failed, "
         "5 internal error",
     )
@@ -52,7 +55,14 @@ def _convert_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--device", default="cpu", help="RLX device (default: cpu)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--version", action="version", version=_version())
     return p
+
+
+def _version() -> str:
+    from . import __version__, _core
+
+    return f"rlx-torch-import {__version__} (RLX {_core.rlx_version()})"
 
 
 EMIT_CHOICES = ("bundle", "crate")
@@ -124,6 +134,12 @@ def _run(argv: Sequence[str]) -> int:
         from .coverage import main as coverage_main
 
         return coverage_main(list(argv[1:]))
+    if argv and argv[0] == "defects":
+        from .lower.defects import main as defects_main
+
+        if argv[1:]:
+            raise InputError(f"`rlx-torch-import defects` takes no arguments, got {' '.join(argv[1:])}")
+        return defects_main()
     if argv and argv[0] == "build":
         args = _build_parser().parse_args(argv[1:])
         report = api.build(

@@ -101,7 +101,8 @@ class UnsupportedOpsError(RtiError):
     def __post_init__(self) -> None:
         targets = sorted({i.target for i in self.items})
         lines = "\n".join(f"  - {i.line()}" for i in self.items)
-        if self.decomposition == "core":
+        if self.decomposition == "core" or all(i.target.startswith("<") for i in self.items):
+            # already Core ATen, or only non-op gaps (a weight's dtype): decomposing cannot help
             hint = "see docs/adding-an-op.md to add a lowering"
         else:
             hint = (

@@ -43,9 +43,7 @@ def defect_table() -> str:
         "torch semantics only, and `workarounds.audit` rejects any program holding a raw op on a listed path\n"
         "(accepted rows excepted). Each probe runs the raw RLX op on a tiny graph; `tests/test_rlx_defects.py`\n"
         "fails when one finds the defect gone, naming the workaround that can then be dropped. Run\n"
-        "`python -m rlx_torch_import.lower.defects` to see what the installed RLX still gets wrong.\n\n"
-        + "\n".join(rows)
-        + "\n"
+        "`rlx-torch-import defects` to see what the installed RLX still gets wrong.\n\n" + "\n".join(rows) + "\n"
     )
 
 

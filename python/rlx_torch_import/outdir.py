@@ -42,10 +42,18 @@ def _is_our_crate(path: Path) -> bool:
 @contextmanager
 def staged(out_dir: Path) -> Iterator[Path]:
     """Yield a fresh folder beside `out_dir`; on success it replaces `out_dir`, on error it is removed."""
+    from .errors import InputError
+
     out_dir = Path(out_dir).absolute()
     check_replaceable(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
+    except OSError as e:
+        raise InputError(
+            f"cannot create the output directory {out_dir}: {e.strerror or e}",
+            hint="choose an output path in a folder you can write to",
+        ) from e
     umask = os.umask(0)
     os.umask(umask)
     stage.chmod(0o777 & ~umask)  # mkdtemp makes 0700; the result should look like any new folder

@@ -169,6 +169,10 @@ def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a, b)
 
 
+# Side-effecting ops that only raise on bad values (torch.linalg's checks): dropped from the graph.
+_ERROR_CHECKS = {torch.ops.aten._linalg_check_errors.default}
+
+
 def capture(
     ep: torch.export.ExportedProgram,
     example_inputs: tuple[torch.Tensor, ...],
@@ -207,6 +211,8 @@ def capture(
             tensor = tensor.detach()
             weights.append(WeightSpec(node.name, key, kinds[spec.kind], list(tensor.shape), torch_name(tensor.dtype)))
             weight_tensors[key] = tensor
+        elif spec.kind == InputKind.TOKEN:  # orders side-effecting ops (with_effects); carries no data
+            continue
         else:
             raise InputError(f"graph input {node.name!r} has kind {spec.kind.name}, which is not supported")
 
@@ -228,6 +234,14 @@ def capture(
     for node in graph.nodes:
         if node.op != "call_function" or node.target is operator.getitem:
             continue
+        target, args = str(node.target), list(node.args)
+        if node.target is torch.ops.higher_order.with_effects:
+            # (token, op, *args): an op torch.export orders by a token. A pure error check (linalg's
+            # singular-matrix check) has no result to compute: RLX does not raise, the values are the same.
+            # Any other op is kept under its own name, so the registry reports it as unsupported.
+            if args[1] in _ERROR_CHECKS:
+                continue
+            target, args = f"{args[1]} (with_effects)", args[2:]
         val = node.meta.get("val")
         if isinstance(val, (tuple, list)):
             outs = []
@@ -243,8 +257,8 @@ def capture(
         nodes.append(
             Node(
                 name=node.name,
-                target=str(node.target),
-                args=[encode(a) for a in node.args],
+                target=target,
+                args=[encode(a) for a in args],
                 kwargs={k: encode(v) for k, v in node.kwargs.items()},
                 outputs=outs,
                 module_path=path,

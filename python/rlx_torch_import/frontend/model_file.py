@@ -22,6 +22,8 @@ def load_model_file(path: str | Path) -> tuple[Any, Any]:
     import torch
 
     path = Path(path)
+    if path.is_dir():
+        raise ModelLoadError(f"model file {path} is a directory", hint="pass the path of a .py file")
     if not path.is_file():
         raise ModelLoadError(f"model file {path} does not exist", hint="pass the path of a .py file")
     if path.suffix != ".py":

@@ -77,7 +77,7 @@ def _explicit(b: Builder, q: Value, k: Value, v: Value, scale: float, mask: Valu
     """Masked attention as matmul/softmax/matmul (torch's top-left causal alignment)."""
     perm = [*range(k.rank - 2), k.rank - 1, k.rank - 2]
     scores = b.matmul(q, b.transpose(k, perm))
-    scores = b.binary("Mul", scores, b.const(scale, scores.dtype))
+    scores = b.binary("Mul", scores, b.opmath(scale, scores.dtype))
     sq, sk = q.dims[-2], k.dims[-2]
     if causal:
         import numpy as np

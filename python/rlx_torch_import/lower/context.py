@@ -172,6 +172,17 @@ class Builder:
                 self.nan_free_ids.add(value.id)
         return self._consts[key]
 
+    def opmath(self, value: float | int, dtype: str) -> Value:
+        """A scalar as torch's CPU kernels read it in a `dtype` computation: for float16/bfloat16, in the
+        op-math type float32, unrounded (e.g. `x * 0.1`, `x // 0.1`, leaky_relu's slope; torch's
+        `opmath_type` and `iter.original_scalar_value`), labelled `dtype`; otherwise `const(value, dtype)`.
+        Python scalars that torch converts to the tensor's dtype first (add, sub, remainder, fmod, pow,
+        clamp, fill values) stay `const`."""
+        if dtype not in HALF_DTYPES:
+            return self.const(value, dtype)
+        v = self.const(np.float32(value), "float32")
+        return Value(v.id, v.dims, dtype)
+
     def constant_value(self, v: Value) -> np.ndarray | None:
         """The numbers of a constant made by `const` (None for computed values)."""
         return self._const_values.get(v.id)

@@ -11,28 +11,32 @@ from .context import Builder, Call, Value
 from .registry import lowers
 
 
-def _operand(b: Builder, call: Call, name: str) -> Value:
-    """A tensor argument, or a Python scalar as a rank-0 constant of the result dtype."""
-    value = call[name]
+def _operand(b: Builder, call: Call, name: str, opmath: bool = False) -> Value:
+    """A tensor argument, or a Python scalar as a rank-0 constant of the result dtype.
+
+    `opmath`: the op reads a scalar `other` as torch's CPU mul/div kernels do for float16/bfloat16
+    results: a Python scalar or a rank-0 float32/float64 tensor in float32, unrounded (`Builder.opmath`)."""
+    value, dtype = call[name], call.out_dtype
+    half_scalar = opmath and dtype in HALF_DTYPES
     if isinstance(value, Value):
+        if half_scalar and name == "other" and value.rank == 0 and value.dtype in ("float32", "float64"):
+            wide = b.cast(value, "float32")
+            return Value(wide.id, wide.dims, dtype)
         return value
-    return b.const(value, call.out_dtype if call.out_dtype != "bool" else "float32")
+    if half_scalar:
+        return b.opmath(value, dtype)
+    return b.const(value, dtype if dtype != "bool" else "float32")
 
 
-def _operands(b: Builder, call: Call) -> tuple[Value, Value]:
+def _operands(b: Builder, call: Call, opmath: bool = False) -> tuple[Value, Value]:
     """(self, other) in the result dtype; either may be a Python scalar in Core ATen graphs."""
     dtype = call.out_dtype
-    return b.cast(_operand(b, call, "self"), dtype), b.cast(_operand(b, call, "other"), dtype)
+    return b.cast(_operand(b, call, "self"), dtype), b.cast(_operand(b, call, "other", opmath), dtype)
 
 
-def _scaled(b: Builder, x: Value, alpha: float | int) -> Value:
-    return x if alpha == 1 else b.binary("Mul", x, b.const(alpha, x.dtype))
-
-
-def _arith(op: str, b: Builder, call: Call) -> Value:
-    """out = self <op> other, in the result dtype torch reports."""
-    x, y = _operands(b, call)
-    return b.binary(op, x, y, call.out_dtype)
+def _scaled(b: Builder, x: Value, alpha: float | int, opmath: bool = False) -> Value:
+    """alpha * x; `opmath`: alpha as torch's half kernels read it (`Builder.opmath`), else in x's dtype."""
+    return x if alpha == 1 else b.binary("Mul", x, b.opmath(alpha, x.dtype) if opmath else b.const(alpha, x.dtype))
 
 
 @lowers("aten.add.Tensor", "aten.add.Scalar")
@@ -58,8 +62,9 @@ def rsub(b: Builder, call: Call) -> Value:
 
 @lowers("aten.mul.Tensor", "aten.mul.Scalar")
 def mul(b: Builder, call: Call) -> Value:
-    """self * other."""
-    return _arith("Mul", b, call)
+    """self * other (a scalar `other` of a float16/bfloat16 product in float32, as torch reads it)."""
+    x, y = _operands(b, call, opmath=True)
+    return b.binary("Mul", x, y, call.out_dtype)
 
 
 def _trunc(b: Builder, q: Value) -> Value:
@@ -115,8 +120,8 @@ def _remainder(b: Builder, x: Value, y: Value, dtype: str, floor: bool) -> Value
         mod = b.binary("Sub", a, b.binary("Mul", b.binary("Div", a, c), c))
     else:
         mod = b.binary("Mod", a, c)
-    if floor:
-        mod = b.binary("Add", mod, b.binary("Mul", b.cast(_fix_sign(b, a, c, mod), wide), c))
+    if floor:  # mod + b where the signs differ, selected (not mod + fix * b: 0 * inf is NaN for b = +-inf)
+        mod = _when(b, _fix_sign(b, a, c, mod), b.binary("Add", mod, c), mod)
     return b.cast(mod, dtype)
 
 
@@ -136,8 +141,9 @@ def _check_div(call: Call) -> str | None:
     check=_check_div,
 )
 def div(b: Builder, call: Call) -> Value:
-    """self / other; rounding_mode='floor' (and floor_divide) and 'trunc' follow torch's c10 kernels exactly."""
-    x, y, dtype = _operand(b, call, "self"), _operand(b, call, "other"), call.out_dtype
+    """self / other; rounding_mode='floor' (and floor_divide) and 'trunc' follow torch's c10 kernels exactly
+    (a scalar divisor of a float16/bfloat16 quotient in float32, as torch reads it)."""
+    x, y, dtype = _operand(b, call, "self"), _operand(b, call, "other", opmath=True), call.out_dtype
     mode = "floor" if call.target == "aten.floor_divide.default" else call.get("rounding_mode")
     if mode == "floor":
         return b.cast(floor_divide(b, x, y), dtype)
@@ -315,10 +321,10 @@ def softplus(b: Builder, call: Call) -> Value:
     """x where beta * x > threshold, else log1p(exp(beta * x)) / beta (torch's definition)."""
     x = b.cast(call.tensor("self"), call.out_dtype)
     beta, threshold = float(call.get("beta", 1)), float(call.get("threshold", 20))
-    bx = x if beta == 1 else b.binary("Mul", x, b.const(beta, x.dtype))
+    bx = _scaled(b, x, beta, opmath=True)
     soft = _log1p(b, b.unary("Exp", bx))
-    soft = soft if beta == 1 else b.binary("Div", soft, b.const(beta, x.dtype))
-    linear = b.cast(b.compare("Gt", bx, b.const(threshold, x.dtype)), "float32")
+    soft = soft if beta == 1 else b.binary("Div", soft, b.opmath(beta, x.dtype))
+    linear = b.cast(b.compare("Gt", bx, b.opmath(threshold, x.dtype)), "float32")
     return _when(b, linear, x, soft)
 
 
@@ -358,7 +364,7 @@ def maximum_minimum(b: Builder, call: Call) -> Value:
 def exp2(b: Builder, call: Call) -> Value:
     """2 ** x == exp(x * ln 2)."""
     x = b.cast(call.tensor("self"), call.out_dtype)
-    return b.unary("Exp", b.binary("Mul", x, b.const(math.log(2.0), x.dtype)))
+    return b.unary("Exp", b.binary("Mul", x, b.opmath(math.log(2.0), x.dtype)))
 
 
 def _mod(trunc: bool):  # noqa: ANN202 - factory returning a lowering
@@ -441,7 +447,7 @@ def log_base(b: Builder, call: Call) -> Value:
     """log(x) / log(base)."""
     x = _float_in(b, call)
     base = 2.0 if "log2" in call.target else 10.0
-    return b.binary("Div", b.unary("Log", x), b.const(math.log(base), x.dtype))
+    return b.binary("Div", b.unary("Log", x), b.opmath(math.log(base), x.dtype))
 
 
 @lowers("aten.trunc.default")
@@ -509,7 +515,7 @@ def _pos_neg(b: Builder, x: Value) -> tuple[Value, Value]:
 def leaky_relu(b: Builder, call: Call) -> Value:
     """max(x, 0) + negative_slope * min(x, 0)."""
     pos, neg = _pos_neg(b, _float_in(b, call))
-    return b.binary("Add", pos, b.binary("Mul", neg, b.const(call.get("negative_slope", 0.01), neg.dtype)))
+    return b.binary("Add", pos, _scaled(b, neg, call.get("negative_slope", 0.01), opmath=True))
 
 
 @lowers("aten.hardtanh.default")
@@ -528,8 +534,8 @@ def elu(b: Builder, call: Call) -> Value:
     if alpha == scale == input_scale == 1.0:
         return b.unary("Elu", x)
     pos, neg = _pos_neg(b, x)
-    neg = b.binary("Sub", b.unary("Exp", _scaled(b, neg, input_scale)), b.const(1.0, x.dtype))
-    return _scaled(b, b.binary("Add", pos, _scaled(b, neg, alpha)), scale)
+    neg = b.binary("Sub", b.unary("Exp", _scaled(b, neg, input_scale, opmath=True)), b.const(1.0, x.dtype))
+    return _scaled(b, b.binary("Add", pos, _scaled(b, neg, alpha, opmath=True)), scale, opmath=True)
 
 
 # ── bitwise and/or/xor with a scalar (integers and bool) ─────────────────

@@ -33,12 +33,12 @@ def addmm(b: Builder, call: Call) -> Value:
     prod = b.matmul(call.tensor("mat1"), call.tensor("mat2"))
     alpha, beta = call.get("alpha", 1), call.get("beta", 1)
     if alpha != 1:
-        prod = b.binary("Mul", prod, b.const(alpha, prod.dtype))
+        prod = b.binary("Mul", prod, b.opmath(alpha, prod.dtype))
     bias = call.tensor("self")
     if beta == 0:
         return prod
     if beta != 1:
-        bias = b.binary("Mul", bias, b.const(beta, bias.dtype))
+        bias = b.binary("Mul", bias, b.opmath(beta, bias.dtype))
     return b.binary("Add", prod, bias)
 
 
@@ -84,8 +84,8 @@ def _p_norm(b: Builder, diff: Value, p: float) -> Value:
         return b.reduce("Sum", a, [axis], keep_dim=False)
     if p == 2:
         return b.unary("Sqrt", b.reduce("Sum", b.binary("Mul", diff, diff), [axis], keep_dim=False))
-    total = b.reduce("Sum", b.binary("Pow", a, b.const(p, a.dtype)), [axis], keep_dim=False)
-    return b.binary("Pow", total, b.const(1.0 / p, a.dtype))
+    total = b.reduce("Sum", b.binary("Pow", a, b.opmath(p, a.dtype)), [axis], keep_dim=False)
+    return b.binary("Pow", total, b.opmath(1.0 / p, a.dtype))
 
 
 def _euclidean_mm(b: Builder, x1: Value, x2: Value) -> Value:

@@ -54,7 +54,7 @@ def _mean_rstd(b: Builder, call: Call, x: Value, rows: int) -> list[Value]:
     mean = b.reduce("Mean", flat, [1], keep_dim=True)
     centered = b.binary("Sub", flat, mean)
     var = b.reduce("Mean", b.binary("Mul", centered, centered), [1], keep_dim=True)
-    rstd = b.unary("Rsqrt", b.binary("Add", var, b.const(float(call["eps"]), var.dtype)))
+    rstd = b.unary("Rsqrt", b.binary("Add", var, b.opmath(float(call["eps"]), var.dtype)))
     specs = call.node.outputs[1:3]
     return [b.cast(b.reshape(v, tuple(o.shape)), o.dtype) for v, o in zip((mean, rstd), specs, strict=True)]
 
@@ -173,7 +173,7 @@ def _batch_stats(b: Builder, call: Call) -> tuple[Value, Value, Value]:
     mean = b.reduce("Mean", x, axes, keep_dim=True)
     centered = b.binary("Sub", x, mean)
     var = b.reduce("Mean", b.binary("Mul", centered, centered), axes, keep_dim=True)
-    rstd = b.unary("Rsqrt", b.binary("Add", var, b.const(float(call["eps"]), x.dtype)))
+    rstd = b.unary("Rsqrt", b.binary("Add", var, b.opmath(float(call["eps"]), x.dtype)))
     stats = _stats_dtype(call, given.dtype)
     if stats in HALF_DTYPES:  # torch's CPU kernel keeps the batch mean and invstd in that dtype, rounded
         mean_h, rstd_h = (b.cast(b.round_to(v, stats), "float32") for v in (mean, rstd))
@@ -189,7 +189,7 @@ def _batch_stats(b: Builder, call: Call) -> tuple[Value, Value, Value]:
 
 def _saved(b: Builder, call: Call, mean: Value, var: Value) -> list[Value]:
     """save_mean and save_rstd = 1 / sqrt(var + eps), in the dtypes torch records for outputs 1 and 2."""
-    rstd = b.unary("Rsqrt", b.binary("Add", var, b.const(float(call["eps"]), var.dtype)))
+    rstd = b.unary("Rsqrt", b.binary("Add", var, b.opmath(float(call["eps"]), var.dtype)))
     stats = _stats_dtype(call, call.tensor("input").dtype)
     rounded = [b.round_to(v, stats) if stats in HALF_DTYPES else v for v in (mean, rstd)]
     return [_as_recorded(b, v, spec) for v, spec in zip(rounded, call.node.outputs[1:3], strict=True)]
@@ -200,10 +200,10 @@ def _running_stats(b: Builder, call: Call, mean: Value, var: Value) -> list[Valu
     m = float(call["momentum"])
     n = call.tensor("input").numel // mean.dims[0]
     new = []
-    for name, stat in (("running_mean", mean), ("running_var", b.binary("Mul", var, b.const(n / (n - 1), var.dtype)))):
+    for name, stat in (("running_mean", mean), ("running_var", b.binary("Mul", var, b.opmath(n / (n - 1), var.dtype)))):
         running = call.tensor(name)
-        step = b.cast(b.binary("Mul", stat, b.const(m, stat.dtype)), running.dtype)
-        new.append(b.binary("Add", b.binary("Mul", running, b.const(1.0 - m, running.dtype)), step))
+        step = b.cast(b.binary("Mul", stat, b.opmath(m, stat.dtype)), running.dtype)
+        new.append(b.binary("Add", b.binary("Mul", running, b.opmath(1.0 - m, running.dtype)), step))
     return new
 
 

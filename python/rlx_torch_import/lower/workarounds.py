@@ -185,13 +185,25 @@ def round_to(b: Builder, x: Value, dtype: str) -> Value:
     """x (computed as float32) rounded to `dtype`'s grid, nearest even, as torch stores a half tensor.
 
     RLX's RoundToFormat saturates at the format's largest value where IEEE rounding overflows to
-    ±inf (round-to-format), so magnitudes at or past the overflow threshold become x * inf."""
+    ±inf (round-to-format), so magnitudes at or past the overflow threshold become x * inf; and it
+    flushes float32 subnormals to zero, so bfloat16's subnormals (|x| < 2**-126, multiples of
+    2**-133) are rounded as x * 2**133 to an integer, half to even, then scaled back (both exact)."""
     fmt, overflow = _HALF_FORMATS[dtype]
     x = b.cast(x, "float32") if x.dtype not in HALF_DTYPES else replace(x, dtype="float32")
     op = {"RoundToFormat": {"format": fmt, "scaling": "None"}}
     rounded = b.raw(op, [x], x.dims, "float32", compensated="round-to-format")
-    big = b.compare("Ge", b.unary("Abs", x), b.const(overflow, "float32"))
+    magnitude = b.unary("Abs", x)
+    big = b.compare("Ge", magnitude, b.const(overflow, "float32"))
     out = b.emit("Where", [big, b.binary("Mul", x, b.const(math.inf, "float32")), rounded], x.dims, "float32")
+    if dtype == "bfloat16":
+        scales = (2.0**66, 2.0**67)  # 2**133 in two exact steps: it is past float32's range
+        steps = _round_half_even(
+            b, b.binary("Mul", b.binary("Mul", x, b.const(scales[0], "float32")), b.const(scales[1], "float32"))
+        )
+        for scale in scales:
+            steps = b.binary("Mul", steps, b.const(1.0 / scale, "float32"))
+        tiny = b.compare("Lt", magnitude, b.const(2.0**-126, "float32"))
+        out = b.emit("Where", [tiny, steps, out], x.dims, "float32")
     return replace(out, dtype=dtype)
 
 
