@@ -478,6 +478,8 @@ def test_op_sample(name: str, module: nn.Module, inputs: tuple[torch.Tensor, ...
     assert len([o for o in report.outputs if not o.name.startswith("mutated_")]) == n_out
     if name in samples_dtypes.BIT_EXACT:
         assert all(o.max_abs_error == 0 and o.nonfinite_match for o in report.outputs), report.summary()
+    if name in samples_dtypes.RELATIVE:
+        assert all(o.max_rel_error <= 1e-6 for o in report.outputs), report.summary()
     LOWERED[(name, level)] = set(report.aten_histogram)
 
 

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ..dtypes import FLOAT_DTYPES, HALF_DTYPES, promote
+from . import exact
 from .context import Builder, Call, Value
 from .registry import lowers
 
@@ -303,19 +304,6 @@ def _log1p(b: Builder, x: Value) -> Value:
     return _when(b, b.cast(b.compare("Eq", d, b.const(0.0, x.dtype)), "float32"), x, r)
 
 
-def _expm1(b: Builder, x: Value) -> Value:
-    """exp(x) - 1 without losing small x (Kahan): (u - 1) * x / log(u) for u = exp(x)."""
-    one = b.const(1.0, x.dtype)
-    u = b.unary("Exp", x)
-    um1 = b.binary("Sub", u, one)
-    r = b.binary("Mul", um1, b.binary("Div", x, b.unary("Log", u)))
-    r = _when(b, b.cast(b.compare("Eq", u, b.const(math.inf, x.dtype)), "float32"), u, r)
-    r = _when(
-        b, b.cast(b.compare("Eq", um1, b.const(-1.0, x.dtype)), "float32"), b.expand(b.const(-1.0, x.dtype), x.dims), r
-    )
-    return _when(b, b.cast(b.compare("Eq", u, one), "float32"), x, r)
-
-
 @lowers("aten.softplus.default")
 def softplus(b: Builder, call: Call) -> Value:
     """x where beta * x > threshold, else log1p(exp(beta * x)) / beta (torch's definition)."""
@@ -337,7 +325,7 @@ def log1p(b: Builder, call: Call) -> Value:
 @lowers("aten.expm1.default")
 def expm1(b: Builder, call: Call) -> Value:
     """exp(x) - 1, accurate for small x."""
-    return _expm1(b, b.cast(call.tensor("self"), call.out_dtype))
+    return exact.expm1(b, b.cast(call.tensor("self"), call.out_dtype))
 
 
 @lowers("aten.clamp.default", "aten.clamp.Tensor", "aten.clamp_min.default", "aten.clamp_max.default")
@@ -528,14 +516,13 @@ def hardtanh(b: Builder, call: Call) -> Value:
 
 @lowers("aten.elu.default")
 def elu(b: Builder, call: Call) -> Value:
-    """scale * (x if x > 0 else alpha * (exp(input_scale * x) - 1)); RLX Elu when all three are 1."""
+    """x * scale if x > 0 else expm1(x * input_scale) * (alpha * scale), as torch's CPU kernel computes it:
+    RLX's Elu (x if x > 0 else expm1(x)) of min(x, 0) * input_scale for the negative part."""
     x = _float_in(b, call)
     alpha, scale, input_scale = (float(call.get(k, 1)) for k in ("alpha", "scale", "input_scale"))
-    if alpha == scale == input_scale == 1.0:
-        return b.unary("Elu", x)
     pos, neg = _pos_neg(b, x)
-    neg = b.binary("Sub", b.unary("Exp", _scaled(b, neg, input_scale, opmath=True)), b.const(1.0, x.dtype))
-    return _scaled(b, b.binary("Add", pos, _scaled(b, neg, alpha, opmath=True)), scale, opmath=True)
+    neg = _scaled(b, b.unary("Elu", _scaled(b, neg, input_scale, opmath=True)), alpha * scale, opmath=True)
+    return b.binary("Add", _scaled(b, pos, scale, opmath=True), neg)
 
 
 # ── bitwise and/or/xor with a scalar (integers and bool) ─────────────────

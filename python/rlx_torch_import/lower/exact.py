@@ -1,4 +1,4 @@
-"""Exact building blocks for the RLX workaround layer (`workarounds.py` is their only caller).
+"""Exact building blocks for the RLX workaround layer (and `expm1`, which op families use too).
 
 Each computes an op RLX gets wrong from kernels that are right (see `defects.py`):
 F32 compares and reductions, I64 integer arithmetic, F64 elementwise math and Sum,
@@ -35,6 +35,22 @@ def any_true(b: Builder, conds: list[Value]) -> Value:
     for c in conds[1:]:
         acc = b.binary("Max", acc, flag(b, c))
     return b.compare("Ne", acc, b.const(0.0, "float32"))
+
+
+def expm1(b: Builder, x: Value) -> Value:
+    """exp(x) - 1 without losing small x (Kahan): (u - 1) * x / log(u) for u = exp(x); x where u rounds
+    to 1, u for u = inf, -1 where u - 1 rounds to -1 (float dtypes)."""
+    one = b.const(1.0, x.dtype)
+    u = b.unary("Exp", x)
+    um1 = b.binary("Sub", u, one)
+    r = b.binary("Mul", um1, b.binary("Div", x, b.unary("Log", u)))
+    for cond, value in (
+        (b.compare("Eq", u, b.const(math.inf, x.dtype)), u),
+        (b.compare("Eq", um1, b.const(-1.0, x.dtype)), b.expand(b.const(-1.0, x.dtype), x.dims)),
+        (b.compare("Eq", u, one), x),
+    ):
+        r = b.emit("Where", [cond, value, r], x.dims, x.dtype)
+    return r
 
 
 def is_nan(b: Builder, x: Value) -> Value:

@@ -149,6 +149,8 @@ def _activation(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...],
         return b.cast(wide, dtype)
     if name == "Round":  # round-fold: half to even from Floor, whatever folds
         return _round_half_even(b, x)
+    if name == "Elu":  # elu-expm1: RLX's Elu computes exp(x) - 1
+        return b.emit("Where", [b.compare("Gt", x, b.const(0.0, x.dtype)), x, exact.expm1(b, x)], dims, dtype)
     return b.raw(op, inputs, dims, dtype)
 
 
@@ -187,7 +189,8 @@ def round_to(b: Builder, x: Value, dtype: str) -> Value:
     RLX's RoundToFormat saturates at the format's largest value where IEEE rounding overflows to
     ±inf (round-to-format), so magnitudes at or past the overflow threshold become x * inf; and it
     flushes float32 subnormals to zero, so bfloat16's subnormals (|x| < 2**-126, multiples of
-    2**-133) are rounded as x * 2**133 to an integer, half to even, then scaled back (both exact)."""
+    2**-133) are rounded as |x| * 2**133 to an integer, half to even, scaled back (both exact) and
+    given x's sign (a negative zero included)."""
     fmt, overflow = _HALF_FORMATS[dtype]
     x = b.cast(x, "float32") if x.dtype not in HALF_DTYPES else replace(x, dtype="float32")
     op = {"RoundToFormat": {"format": fmt, "scaling": "None"}}
@@ -198,10 +201,12 @@ def round_to(b: Builder, x: Value, dtype: str) -> Value:
     if dtype == "bfloat16":
         scales = (2.0**66, 2.0**67)  # 2**133 in two exact steps: it is past float32's range
         steps = _round_half_even(
-            b, b.binary("Mul", b.binary("Mul", x, b.const(scales[0], "float32")), b.const(scales[1], "float32"))
+            b, b.binary("Mul", b.binary("Mul", magnitude, b.const(scales[0], "float32")), b.const(scales[1], "float32"))
         )
         for scale in scales:
             steps = b.binary("Mul", steps, b.const(1.0 / scale, "float32"))
+        negative = b.compare("Lt", b.unary("Recip", x), b.const(0.0, "float32"))  # -0.0 too (1 / -0 = -inf)
+        steps = b.emit("Where", [negative, b.unary("Neg", steps), steps], x.dims, "float32")
         tiny = b.compare("Lt", magnitude, b.const(2.0**-126, "float32"))
         out = b.emit("Where", [tiny, steps, out], x.dims, "float32")
     return replace(out, dtype=dtype)
