@@ -286,6 +286,10 @@ class Builder:
         """Elementwise RLX Activation in x's dtype."""
         return self.emit({"Activation": activation}, [x], x.dims, x.dtype)
 
+    def trunc(self, x: Value) -> Value:
+        """Round toward zero: sign(x) * floor(|x|) (torch.trunc)."""
+        return self.binary("Mul", self.unary("Sign", x), self.unary("Floor", self.unary("Abs", x)))
+
     def compare(self, op: str, a: Value, b: Value) -> Value:
         """Elementwise comparison -> bool, operands promoted to a common dtype."""
         dtype = promote(a.dtype, b.dtype)

@@ -68,11 +68,6 @@ def mul(b: Builder, call: Call) -> Value:
     return b.binary("Mul", x, y, call.out_dtype)
 
 
-def _trunc(b: Builder, q: Value) -> Value:
-    """trunc(q) == sign(q) * floor(|q|)."""
-    return b.binary("Mul", b.unary("Sign", q), b.unary("Floor", b.unary("Abs", q)))
-
-
 def _signs_differ(b: Builder, x: Value, y: Value) -> Value:
     """(x < 0) != (y < 0), as float32 0/1."""
     zero = b.const(0, x.dtype)
@@ -80,10 +75,9 @@ def _signs_differ(b: Builder, x: Value, y: Value) -> Value:
 
 
 def _when(b: Builder, cond: Value, x: Value, y: Value) -> Value:
-    """cond (float32 0/1) ? x : y, broadcast."""
+    """cond (bool) ? x : y, broadcast."""
     dims = tuple(np.broadcast_shapes(cond.dims, x.dims, y.dims))
-    flag = b.expand(b.compare("Ne", cond, b.const(0.0, "float32")), dims)
-    return b.emit("Where", [flag, b.expand(x, dims), b.expand(y, dims)], dims, x.dtype)
+    return b.emit("Where", [b.expand(cond, dims), b.expand(x, dims), b.expand(y, dims)], dims, x.dtype)
 
 
 def _fix_sign(b: Builder, x: Value, y: Value, mod: Value) -> Value:
@@ -109,20 +103,17 @@ def floor_divide(b: Builder, x: Value, y: Value) -> Value:
     floor = b.unary("Floor", div)
     bump = b.cast(b.compare("Gt", b.binary("Sub", div, floor), b.const(0.5, dtype)), dtype)
     result = b.binary("Add", floor, bump)
-    zero_divisor = b.cast(b.compare("Eq", c, b.const(0.0, dtype)), "float32")
-    return _when(b, zero_divisor, b.binary("Div", a, c), result)
+    return _when(b, b.compare("Eq", c, b.const(0.0, dtype)), b.binary("Div", a, c), result)
 
 
 def _remainder(b: Builder, x: Value, y: Value, dtype: str, floor: bool) -> Value:
     """C fmod (sign of x), or Python's % (sign of y: fmod + y where the signs differ), exact in every dtype."""
     wide = "int64" if dtype not in FLOAT_DTYPES else dtype
     a, c = b.cast(x, wide), b.cast(y, wide)
-    if wide == "int64":  # a - trunc(a / b) * b with int64 Div (exact; the Mod kernel panics on b == 0)
-        mod = b.binary("Sub", a, b.binary("Mul", b.binary("Div", a, c), c))
-    else:
-        mod = b.binary("Mod", a, c)
+    mod = b.binary("Mod", a, c)  # int64 Mod is a - trunc(a / b) * b in the workaround layer
     if floor:  # mod + b where the signs differ, selected (not mod + fix * b: 0 * inf is NaN for b = +-inf)
-        mod = _when(b, _fix_sign(b, a, c, mod), b.binary("Add", mod, c), mod)
+        differ = b.compare("Ne", _fix_sign(b, a, c, mod), b.const(0.0, "float32"))
+        mod = _when(b, differ, b.binary("Add", mod, c), mod)
     return b.cast(mod, dtype)
 
 
@@ -153,7 +144,7 @@ def div(b: Builder, call: Call) -> Value:
     q = b.binary("Div", b.cast(x, dtype), b.cast(y, dtype), dtype)
     if mode == "trunc" and dtype in HALF_DTYPES:  # torch truncates the quotient after rounding it to the dtype
         q = b.round_to(q, dtype)
-    return _trunc(b, q) if mode == "trunc" else q
+    return b.trunc(q) if mode == "trunc" else q
 
 
 def _check_pow(call: Call) -> str | None:
@@ -293,33 +284,21 @@ def where(b: Builder, call: Call) -> Value:
     return b.emit("Where", [b.expand(cond, dims), x, y], dims, dtype)
 
 
-def _log1p(b: Builder, x: Value) -> Value:
-    """log(1 + x) without losing small x (Kahan): log(u) * x / (u - 1) for u = 1 + x, x where u rounds to 1."""
-    one = b.const(1.0, x.dtype)
-    u = b.binary("Add", x, one)
-    d = b.binary("Sub", u, one)
-    log_u = b.unary("Log", u)
-    r = b.binary("Mul", log_u, b.binary("Div", x, d))
-    r = _when(b, b.cast(b.compare("Eq", u, b.const(math.inf, x.dtype)), "float32"), log_u, r)
-    return _when(b, b.cast(b.compare("Eq", d, b.const(0.0, x.dtype)), "float32"), x, r)
-
-
 @lowers("aten.softplus.default")
 def softplus(b: Builder, call: Call) -> Value:
     """x where beta * x > threshold, else log1p(exp(beta * x)) / beta (torch's definition)."""
     x = b.cast(call.tensor("self"), call.out_dtype)
     beta, threshold = float(call.get("beta", 1)), float(call.get("threshold", 20))
     bx = _scaled(b, x, beta, opmath=True)
-    soft = _log1p(b, b.unary("Exp", bx))
+    soft = exact.log1p(b, b.unary("Exp", bx))
     soft = soft if beta == 1 else b.binary("Div", soft, b.opmath(beta, x.dtype))
-    linear = b.cast(b.compare("Gt", bx, b.opmath(threshold, x.dtype)), "float32")
-    return _when(b, linear, x, soft)
+    return _when(b, b.compare("Gt", bx, b.opmath(threshold, x.dtype)), x, soft)
 
 
 @lowers("aten.log1p.default")
 def log1p(b: Builder, call: Call) -> Value:
     """log(1 + x), accurate for small x."""
-    return _log1p(b, b.cast(call.tensor("self"), call.out_dtype))
+    return exact.log1p(b, b.cast(call.tensor("self"), call.out_dtype))
 
 
 @lowers("aten.expm1.default")
@@ -441,7 +420,7 @@ def log_base(b: Builder, call: Call) -> Value:
 @lowers("aten.trunc.default")
 def trunc(b: Builder, call: Call) -> Value:
     """Round toward zero: sign(x) * floor(|x|)."""
-    return _trunc(b, _float_in(b, call))
+    return b.trunc(_float_in(b, call))
 
 
 def _check_round(call: Call) -> str | None:

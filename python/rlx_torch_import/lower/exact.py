@@ -1,4 +1,4 @@
-"""Exact building blocks for the RLX workaround layer (and `expm1`, which op families use too).
+"""Exact building blocks for the RLX workaround layer (and `expm1`/`log1p`, which op families use too).
 
 Each computes an op RLX gets wrong from kernels that are right (see `defects.py`):
 F32 compares and reductions, I64 integer arithmetic, F64 elementwise math and Sum,
@@ -51,6 +51,18 @@ def expm1(b: Builder, x: Value) -> Value:
     ):
         r = b.emit("Where", [cond, value, r], x.dims, x.dtype)
     return r
+
+
+def log1p(b: Builder, x: Value) -> Value:
+    """log(1 + x) without losing small x (Kahan): log(u) * x / (u - 1) for u = 1 + x; x where u rounds
+    to 1, log(u) for u = inf (float dtypes)."""
+    one = b.const(1.0, x.dtype)
+    u = b.binary("Add", x, one)
+    d = b.binary("Sub", u, one)
+    log_u = b.unary("Log", u)
+    r = b.binary("Mul", log_u, b.binary("Div", x, d))
+    r = b.emit("Where", [b.compare("Eq", u, b.const(math.inf, x.dtype)), log_u, r], x.dims, x.dtype)
+    return b.emit("Where", [b.compare("Eq", d, b.const(0.0, x.dtype)), x, r], x.dims, x.dtype)
 
 
 def is_nan(b: Builder, x: Value) -> Value:

@@ -163,8 +163,9 @@ def _stats_dtype(call: Call, dtype: str) -> str:
     return dtype if all(p is None or p.dtype == dtype for p in params) else "float32"
 
 
-def _batch_stats(b: Builder, call: Call) -> tuple[Value, Value, Value]:
-    """Normalize by the batch mean and biased variance over all axes but channels: (out, mean[C], var[C])."""
+def _batch_stats(b: Builder, call: Call) -> tuple[Value, Value, Value, list[Value]]:
+    """Normalize by the batch mean and biased variance over all axes but channels: (out, mean[C], var[C],
+    [save_mean[C], save_rstd[C]]), the saved statistics in the dtype torch's CPU kernel keeps them in."""
     given = call.tensor("input")
     x = _widened(b, given)
     c = x.dims[1] if x.rank > 1 else x.dims[0]
@@ -175,24 +176,23 @@ def _batch_stats(b: Builder, call: Call) -> tuple[Value, Value, Value]:
     var = b.reduce("Mean", b.binary("Mul", centered, centered), axes, keep_dim=True)
     rstd = b.unary("Rsqrt", b.binary("Add", var, b.opmath(float(call["eps"]), x.dtype)))
     stats = _stats_dtype(call, given.dtype)
+    saved = [mean, rstd]
     if stats in HALF_DTYPES:  # torch's CPU kernel keeps the batch mean and invstd in that dtype, rounded
-        mean_h, rstd_h = (b.cast(b.round_to(v, stats), "float32") for v in (mean, rstd))
-        centered = b.binary("Sub", x, mean_h)
-        rstd = rstd_h
+        saved = [b.round_to(v, stats) for v in saved]
+        centered = b.binary("Sub", x, b.cast(saved[0], "float32"))
+        rstd = b.cast(saved[1], "float32")
     out = b.binary("Mul", centered, rstd)
     if call.get("weight") is not None:
         out = b.binary("Mul", out, b.reshape(call.tensor("weight"), shape))
     if call.get("bias") is not None:
         out = b.binary("Add", out, b.reshape(call.tensor("bias"), shape))
-    return b.cast(out, call.out_dtype), b.reshape(mean, (c,)), b.reshape(var, (c,))
+    saved = [b.reshape(v, (c,)) for v in saved]
+    return b.cast(out, call.out_dtype), b.reshape(mean, (c,)), b.reshape(var, (c,)), saved
 
 
-def _saved(b: Builder, call: Call, mean: Value, var: Value) -> list[Value]:
+def _saved(b: Builder, call: Call, saved: list[Value]) -> list[Value]:
     """save_mean and save_rstd = 1 / sqrt(var + eps), in the dtypes torch records for outputs 1 and 2."""
-    rstd = b.unary("Rsqrt", b.binary("Add", var, b.opmath(float(call["eps"]), var.dtype)))
-    stats = _stats_dtype(call, call.tensor("input").dtype)
-    rounded = [b.round_to(v, stats) if stats in HALF_DTYPES else v for v in (mean, rstd)]
-    return [_as_recorded(b, v, spec) for v, spec in zip(rounded, call.node.outputs[1:3], strict=True)]
+    return [_as_recorded(b, v, spec) for v, spec in zip(saved, call.node.outputs[1:3], strict=True)]
 
 
 def _running_stats(b: Builder, call: Call, mean: Value, var: Value) -> list[Value]:
@@ -207,13 +207,14 @@ def _running_stats(b: Builder, call: Call, mean: Value, var: Value) -> list[Valu
     return new
 
 
-def _train_in_place(b: Builder, call: Call) -> tuple[Value, Value, Value]:
-    """Training-mode batch norm that writes the updated running statistics back in place (when given)."""
-    out, mean, var = _batch_stats(b, call)
+def _train_in_place(b: Builder, call: Call) -> tuple[Value, list[Value]]:
+    """Training-mode batch norm that writes the updated running statistics back in place (when given):
+    (out, [save_mean, save_rstd])."""
+    out, mean, var, saved = _batch_stats(b, call)
     if call.get("running_mean") is not None and call.get("running_var") is not None:
         for name, value in zip(("running_mean", "running_var"), _running_stats(b, call, mean, var), strict=True):
             call.mutate(name, value)
-    return out, mean, var
+    return out, saved
 
 
 @lowers("aten.batch_norm.default", check=_check_bn)
@@ -227,8 +228,8 @@ def native_batch_norm_legit(b: Builder, call: Call) -> list[Value | None]:
     """(out, save_mean, save_rstd); training mode updates running_mean/var in place, eval mode uses them."""
     if not call["training"]:
         return [_batch_norm(b, call), *_empty_stats(b, call)]
-    out, mean, var = _train_in_place(b, call)
-    return [out, *_saved(b, call, mean, var)]
+    out, saved = _train_in_place(b, call)
+    return [out, *_saved(b, call, saved)]
 
 
 def _check_no_stats(call: Call) -> str | None:
@@ -238,8 +239,8 @@ def _check_no_stats(call: Call) -> str | None:
 @lowers("aten._native_batch_norm_legit.no_stats", check=_check_no_stats)
 def native_batch_norm_legit_no_stats(b: Builder, call: Call) -> list[Value | None]:
     """(out, save_mean, save_rstd) of training-mode batch norm without running statistics."""
-    out, mean, var = _batch_stats(b, call)
-    return [out, *_saved(b, call, mean, var)]
+    out, _, _, saved = _batch_stats(b, call)
+    return [out, *_saved(b, call, saved)]
 
 
 @lowers("aten._native_batch_norm_legit_functional.default", check=_check_bn)
@@ -247,11 +248,11 @@ def native_batch_norm_legit_functional(b: Builder, call: Call) -> list[Value | N
     """Functional form (core ATen export of the above): the updated running_mean/var are outputs 3 and 4."""
     if not call["training"]:
         return [_batch_norm(b, call), *_empty_stats(b, call), call.tensor("running_mean"), call.tensor("running_var")]
-    out, mean, var = _batch_stats(b, call)
+    out, mean, var, saved = _batch_stats(b, call)
     new_stats = _running_stats(b, call, mean, var)
     return [
         out,
-        *_saved(b, call, mean, var),
+        *_saved(b, call, saved),
         *(_as_recorded(b, v, o) for v, o in zip(new_stats, call.node.outputs[3:], strict=True)),
     ]
 

@@ -230,7 +230,7 @@ def avg_pool(b: Builder, call: Call) -> Value:
     total = _rlx_pool(b, x, "Sum", w, out) if _native(x, w) else _fold(b, _taps(b, x, w, out, 0.0), "Add")
     y = b.binary("Div", total, b.const(_avg_divisors(call, x.dims[2:], out, w), x.dtype))
     if dtype not in FLOAT_DTYPES:
-        y = b.cast(b.binary("Mul", b.unary("Sign", y), b.unary("Floor", b.unary("Abs", y))), dtype)
+        y = b.cast(b.trunc(y), dtype)
     return b.reshape(y, call.out_dims)
 
 
