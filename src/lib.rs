@@ -6,6 +6,9 @@
 //! source for the generated crates. Everything here is plain Rust and
 //! testable with `cargo test`; PyO3 types live in `python.rs` only.
 
+#[cfg(target_endian = "big")]
+compile_error!("tensors cross the core as little-endian bytes");
+
 pub mod program;
 pub mod runner;
 pub mod rust_syntax;

@@ -3,12 +3,12 @@
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::PyByteArray;
 
 use crate::runner::Runner;
 
-/// One output as Python sees it: raw bytes, RLX dtype name, dims.
-type PyTensor<'py> = (Bound<'py, PyBytes>, String, Vec<usize>);
+/// One output as Python sees it: raw bytes (a bytearray numpy can view writably), RLX dtype name, dims.
+type PyTensor<'py> = (Bound<'py, PyByteArray>, String, Vec<usize>);
 
 fn err(msg: String) -> PyErr {
     PyRuntimeError::new_err(msg)
@@ -39,6 +39,21 @@ fn program_to_hir_json(py: Python<'_>, program_json: &str) -> PyResult<String> {
 fn op_to_rust(op_json: &str, data_expr: &str) -> PyResult<(String, Vec<String>)> {
     let expr = crate::rust_syntax::op_json_to_rust(op_json, data_expr).map_err(err)?;
     Ok((expr.code, expr.types.into_iter().collect()))
+}
+
+/// Set (`Some`) or clear (`None`) an `RLX_*` setting as an in-process override
+/// (`rlx_ir::env`), e.g. `RLX_PROFILE_THUNKS` around a profiled run.
+#[pyfunction]
+#[pyo3(signature = (key, value=None))]
+fn set_rlx_env(key: &str, value: Option<&str>) -> PyResult<()> {
+    if !key.starts_with("RLX_") {
+        return Err(PyValueError::new_err(format!("{key:?} is not an RLX_* setting")));
+    }
+    match value {
+        Some(v) => rlx_ir::env::set(key, v),
+        None => rlx_ir::env::unset(key),
+    }
+    Ok(())
 }
 
 /// RLX version the core was built against.
@@ -87,7 +102,7 @@ impl PyCompiledModel {
         let outputs = self.runner.run(&typed).map_err(err)?;
         Ok(outputs
             .into_iter()
-            .map(|(bytes, dtype, dims)| (PyBytes::new(py, &bytes), crate::dtype_name(dtype), dims))
+            .map(|(bytes, dtype, dims)| (PyByteArray::new(py, &bytes), crate::dtype_name(dtype), dims))
             .collect())
     }
 
@@ -104,6 +119,7 @@ impl PyCompiledModel {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(program_to_hir_json, m)?)?;
     m.add_function(wrap_pyfunction!(rlx_version, m)?)?;
+    m.add_function(wrap_pyfunction!(set_rlx_env, m)?)?;
     m.add_function(wrap_pyfunction!(op_to_rust, m)?)?;
     m.add_class::<PyCompiledModel>()?;
     Ok(())

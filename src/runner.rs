@@ -81,7 +81,28 @@ impl Runner {
     }
 
     /// Run once; returns each output's bytes in its declared dtype and its dims.
+    ///
+    /// When every input and output is `F32` this takes RLX's f32 entry point
+    /// (`CompiledGraph::run`), which copies outputs out of the arena in one
+    /// pass; `run_typed` re-encodes every output element by element (slower by
+    /// about 1 ms per MB of output on a 2-core machine; docs/design.md).
     pub fn run(&mut self, inputs: &[(&str, &[u8], DType)]) -> Result<Vec<TensorBytes>, String> {
+        let all_f32 = inputs.iter().all(|(_, _, d)| *d == DType::F32)
+            && self.output_dtypes.iter().all(|d| *d == DType::F32);
+        if all_f32 {
+            let owned: Vec<Vec<f32>> = inputs.iter().map(|(_, b, _)| f32_values(b)).collect();
+            let named: Vec<(&str, &[f32])> = inputs
+                .iter()
+                .zip(owned.iter())
+                .map(|((n, _, _), v)| (*n, v.as_slice()))
+                .collect();
+            let raw = guarded("running the graph", || self.graph.run(&named))?;
+            return Ok(raw
+                .into_iter()
+                .zip(self.output_dims.iter())
+                .map(|(values, dims)| (f32_bytes(&values), DType::F32, dims.clone()))
+                .collect());
+        }
         let raw = guarded("running the graph", || self.graph.run_typed(inputs))?;
         Ok(raw
             .into_iter()
@@ -94,6 +115,23 @@ impl Runner {
     pub fn output_dtypes(&self) -> &[DType] {
         &self.output_dtypes
     }
+}
+
+/// Little-endian `f32` bytes → values (one copy; the input need not be aligned).
+fn f32_values(bytes: &[u8]) -> Vec<f32> {
+    let mut out = vec![0f32; bytes.len() / 4];
+    // SAFETY: `out` owns `bytes.len() / 4` f32s, i.e. at least that many bytes,
+    // and every bit pattern is a valid f32; x86-64 and aarch64 are little-endian.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), out.as_mut_ptr().cast::<u8>(), out.len() * 4);
+    }
+    out
+}
+
+/// `f32` values → little-endian bytes in one copy.
+fn f32_bytes(values: &[f32]) -> Vec<u8> {
+    // SAFETY: a `[f32]` is `len * 4` initialized bytes; u8 has no alignment needs.
+    unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), values.len() * 4) }.to_vec()
 }
 
 #[cfg(test)]

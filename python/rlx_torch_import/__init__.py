@@ -2,6 +2,12 @@
 
 __version__ = "0.1.0"
 
+from . import rlx_config
+
+rlx_config.prepare_process()  # before the Rust core (and OpenBLAS with it) loads
+
+# ruff: noqa: E402
+
 from .api import build, from_torch
 from .errors import (
     BundleError,

@@ -8,12 +8,15 @@ def program_to_hir_json(program_json: str) -> str:
 def rlx_version() -> str:
     """Version of the RLX crates the core was built against."""
 
+def set_rlx_env(key: str, value: str | None = None) -> None:
+    """Set or clear an in-process `RLX_*` override (rlx_ir::env); ValueError for other keys."""
+
 class CompiledModel:
     """A HIR module compiled on the RLX CPU runtime."""
 
     def __init__(self, hir_json: str) -> None: ...
     def set_param(self, name: str, data: Buffer, dtype: str) -> None: ...
-    def run(self, inputs: list[tuple[str, Buffer, str]]) -> list[tuple[bytes, str, list[int]]]: ...
+    def run(self, inputs: list[tuple[str, Buffer, str]]) -> list[tuple[bytearray, str, list[int]]]: ...
     def output_dtypes(self) -> list[str]: ...
 
 def op_to_rust(op_json: str, data_expr: str) -> tuple[str, list[str]]:

@@ -3,23 +3,32 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import _core, safetensors_io
+from . import _core, rlx_config, safetensors_io
 from .dtypes import HALF_DTYPES, numpy_dtype, to_host, to_rlx
 from .emit.bundle import BUNDLE_FORMAT, BUNDLE_VERSION, HIR, META, WEIGHTS
 from .errors import BundleError, InputError
 
 
 class BundleModel:
-    """A compiled bundle; call `run` as many times as needed."""
+    """A compiled bundle; call `run` as many times as needed.
 
-    def __init__(self, path: Path | str) -> None:
+    `threads` sizes RLX's thread pool (default: every core this process may use;
+    `rlx_config`). The pool is process-wide and fixed once the first model is
+    compiled, so a different `threads` after that raises `InputError`.
+    """
+
+    def __init__(self, path: Path | str, *, threads: int | None = None) -> None:
         self.path = Path(path)
+        self.threads = rlx_config.set_threads(threads)
         for f in (HIR, WEIGHTS, META):
             if not (self.path / f).is_file():
                 raise BundleError(f"{self.path}: not a complete bundle ({f} is missing)")
@@ -34,6 +43,7 @@ class BundleModel:
             raise BundleError(f"{self.path / META}: a half-precision rlx_dtype at the boundary is not supported")
         try:
             self._model = _core.CompiledModel((self.path / HIR).read_text())
+            rlx_config.mark_started()
             for name, t in safetensors_io.read(self.path / WEIGHTS).items():
                 self._model.set_param(name, t.data, to_rlx(t.dtype))
         except RuntimeError as e:
@@ -77,10 +87,55 @@ class BundleModel:
         return outputs
 
 
-def _from_bytes(data: bytes, dtype: str, dims: list[int]) -> np.ndarray:
-    return np.frombuffer(data, dtype=numpy_dtype(dtype)).reshape(dims).copy()
+    def profile(self, inputs: Mapping[str, Any] | Sequence[Any], runs: int = 5) -> dict[str, tuple[float, int]]:
+        """Where a run's time goes: RLX op kind -> (milliseconds per run, calls per run).
+
+        Uses RLX's own per-thunk timer (`RLX_PROFILE_THUNKS`), which reports compiled
+        kernels (after RLX's fusion), summed over `runs` runs of `inputs`.
+        """
+        self.run(inputs)  # warm-up, unprofiled
+        totals: dict[str, list[float]] = {}
+        for _ in range(runs):
+            for kind, (ms, calls) in _thunk_profile(lambda: self.run(inputs)).items():
+                acc = totals.setdefault(kind, [0.0, 0.0])
+                acc[0] += ms / runs
+                acc[1] += calls / runs
+        return {k: (v[0], round(v[1])) for k, v in sorted(totals.items(), key=lambda kv: -kv[1][0])}
 
 
-def run_bundle(path: Path | str, inputs: Mapping[str, Any] | Sequence[Any]) -> dict[str, np.ndarray]:
+_PROFILE_LINE = re.compile(r"^\s+(\S+)\s+([0-9.]+)ms\s+\((\d+) calls\)")
+
+
+def _thunk_profile(run: Any) -> dict[str, tuple[float, int]]:
+    """Run `run()` under RLX_PROFILE_THUNKS and parse the table RLX prints to stderr."""
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        saved = os.dup(2)
+        os.dup2(sink.fileno(), 2)
+        try:
+            _core.set_rlx_env("RLX_PROFILE_THUNKS", "1")
+            run()
+        finally:
+            _core.set_rlx_env("RLX_PROFILE_THUNKS", None)
+            os.dup2(saved, 2)
+            os.close(saved)
+        sink.seek(0)
+        text = sink.read().decode(errors="replace")
+    found: dict[str, tuple[float, int]] = {}
+    for line in text.splitlines():
+        m = _PROFILE_LINE.match(line)
+        if m:
+            ms, calls = found.get(m[1], (0.0, 0))
+            found[m[1]] = (ms + float(m[2]), calls + int(m[3]))
+    return found
+
+
+def _from_bytes(data: bytes | bytearray, dtype: str, dims: list[int]) -> np.ndarray:
+    array = np.frombuffer(data, dtype=numpy_dtype(dtype)).reshape(dims)
+    return array if isinstance(data, bytearray) else array.copy()  # a bytearray is ours and writable
+
+
+def run_bundle(
+    path: Path | str, inputs: Mapping[str, Any] | Sequence[Any], *, threads: int | None = None
+) -> dict[str, np.ndarray]:
     """Compile the bundle at `path` on RLX (CPU) and run it once."""
-    return BundleModel(path).run(inputs)
+    return BundleModel(path, threads=threads).run(inputs)
