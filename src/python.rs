@@ -78,6 +78,11 @@ impl PyCompiledModel {
         Ok(Self { runner })
     }
 
+    /// Run with flush-to-zero / denormals-are-zero on RLX's threads (restored after each run).
+    fn set_flush_denormals(&mut self, on: bool) {
+        self.runner.set_flush_denormals(on);
+    }
+
     fn set_param(&mut self, name: &str, data: PyBuffer<u8>, dtype: &str) -> PyResult<()> {
         let dtype = crate::parse_dtype(dtype).map_err(err)?;
         self.runner

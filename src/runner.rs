@@ -7,11 +7,13 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use rlx_ir::DType;
 use rlx_ir::hir::HirModule;
-use rlx_runtime::{CompileOptions, CompiledGraph, Device, Session};
+use rlx_runtime::{CompileOptions, CompiledGraph, Device, FusionOptions, Session};
 
 /// A compiled RLX graph plus the declared shapes of its outputs.
 pub struct Runner {
     graph: CompiledGraph,
+    /// Run with flush-to-zero / denormals-are-zero (`fpmode`).
+    flush_denormals: bool,
     output_dims: Vec<Vec<usize>>,
     output_dtypes: Vec<DType>,
 }
@@ -35,6 +37,22 @@ pub fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, String> {
         .map_err(|p| format!("RLX panicked while {what}: {}", panic_message(p)))
 }
 
+/// The compile options every graph here (and every generated crate) uses.
+///
+/// `no_weight_concat`: RLX's QKV and gate/up fusions concatenate the separate
+/// weight parameters into one on every run (a copy of most of a transformer's
+/// weights per call); reading them in place was faster on every benchmark model
+/// (docs/design.md, "Compile options").
+pub fn compile_options() -> CompileOptions {
+    CompileOptions {
+        fusion_opts: FusionOptions {
+            no_weight_concat: true,
+            ..FusionOptions::default()
+        },
+        ..CompileOptions::default()
+    }
+}
+
 impl Runner {
     /// Compile `hir` for the CPU device.
     pub fn compile(hir: HirModule) -> Result<Self, String> {
@@ -56,11 +74,12 @@ impl Runner {
             output_dtypes.push(shape.dtype());
         }
         let graph = guarded("compiling the graph", || {
-            Session::new(Device::Cpu).compile_hir_with(hir, &CompileOptions::default())
+            Session::new(Device::Cpu).compile_hir_with(hir, &compile_options())
         })?
         .map_err(|e| format!("RLX could not lower the graph: {e:?}"))?;
         Ok(Self {
             graph,
+            flush_denormals: false,
             output_dims,
             output_dtypes,
         })
@@ -80,6 +99,11 @@ impl Runner {
         })
     }
 
+    /// Run later calls with flush-to-zero / denormals-are-zero on RLX's threads (`fpmode`).
+    pub fn set_flush_denormals(&mut self, on: bool) {
+        self.flush_denormals = on;
+    }
+
     /// Run once; returns each output's bytes in its declared dtype and its dims.
     ///
     /// When every input and output is `F32` this takes RLX's f32 entry point
@@ -87,6 +111,19 @@ impl Runner {
     /// pass; `run_typed` re-encodes every output element by element (slower by
     /// about 1 ms per MB of output on a 2-core machine; docs/design.md).
     pub fn run(&mut self, inputs: &[(&str, &[u8], DType)]) -> Result<Vec<TensorBytes>, String> {
+        let saved = self.flush_denormals.then(|| {
+            crate::fpmode::set_pool(true);
+            crate::fpmode::set_this_thread(true)
+        });
+        let result = self.run_inner(inputs);
+        if let Some(csr) = saved {
+            crate::fpmode::restore(csr);
+            crate::fpmode::set_pool(false);
+        }
+        result
+    }
+
+    fn run_inner(&mut self, inputs: &[(&str, &[u8], DType)]) -> Result<Vec<TensorBytes>, String> {
         let all_f32 = inputs.iter().all(|(_, _, d)| *d == DType::F32)
             && self.output_dtypes.iter().all(|d| *d == DType::F32);
         if all_f32 {

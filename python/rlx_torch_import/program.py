@@ -47,6 +47,18 @@ class RlxNode:
     provenance: Provenance
 
 
+@dataclass(frozen=True)
+class DerivedParam:
+    """A parameter computed once at conversion from a stored weight (`lower/optimize.py`).
+
+    `steps` apply in order to the weight `source`: ("transpose", perm) or ("reshape", dims).
+    Both only move elements, so the derived tensor holds exactly the weight's values.
+    """
+
+    source: str
+    steps: tuple[tuple[str, tuple[int, ...]], ...]
+
+
 @dataclass
 class Program:
     """A whole lowered graph; values are referenced by name."""
@@ -63,6 +75,14 @@ class Program:
     # ATen overload -> how many torch-ir nodes of it were lowered (including ones
     # that emit no RLX node, such as views that are already the right shape).
     aten_counts: dict[str, int] = field(default_factory=dict)
+    # Parameters made at conversion from stored weights (a weight in the layout RLX's kernels read).
+    derived_params: dict[str, DerivedParam] = field(default_factory=dict)
+    # What the conversion-time passes changed (`lower/optimize.py`), e.g. {"constants_folded": 3}.
+    rewrites: dict[str, int] = field(default_factory=dict)
+
+    def weight_sources(self) -> set[str]:
+        """The stored weights the parameters are read from (derived ones through their source)."""
+        return {self.derived_params[p.name].source if p.name in self.derived_params else p.name for p in self.params}
 
     def op_histogram(self) -> dict[str, int]:
         """How many RLX nodes of each op variant the program has."""

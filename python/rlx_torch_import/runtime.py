@@ -24,9 +24,12 @@ class BundleModel:
     `threads` sizes RLX's thread pool (default: every core this process may use;
     `rlx_config`). The pool is process-wide and fixed once the first model is
     compiled, so a different `threads` after that raises `InputError`.
+    `flush_denormals` runs RLX's threads with flush-to-zero / denormals-are-zero;
+    the default (None) follows the bundle's `meta.json`, where verification set it
+    only if flushing left the verified outputs bit-identical (docs/design.md).
     """
 
-    def __init__(self, path: Path | str, *, threads: int | None = None) -> None:
+    def __init__(self, path: Path | str, *, threads: int | None = None, flush_denormals: bool | None = None) -> None:
         self.path = Path(path)
         self.threads = rlx_config.set_threads(threads)
         for f in (HIR, WEIGHTS, META):
@@ -44,6 +47,10 @@ class BundleModel:
         try:
             self._model = _core.CompiledModel((self.path / HIR).read_text())
             rlx_config.mark_started()
+            self.flush_denormals = bool(
+                self.meta.get("flush_denormals", False) if flush_denormals is None else flush_denormals
+            )
+            self._model.set_flush_denormals(self.flush_denormals)
             for name, t in safetensors_io.read(self.path / WEIGHTS).items():
                 self._model.set_param(name, t.data, to_rlx(t.dtype))
         except RuntimeError as e:
@@ -86,6 +93,10 @@ class BundleModel:
             outputs[spec["name"]] = value
         return outputs
 
+    def set_flush_denormals(self, on: bool) -> None:
+        """Turn flush-to-zero / denormals-are-zero on or off for later runs of this model."""
+        self.flush_denormals = bool(on)
+        self._model.set_flush_denormals(self.flush_denormals)
 
     def profile(self, inputs: Mapping[str, Any] | Sequence[Any], runs: int = 5) -> dict[str, tuple[float, int]]:
         """Where a run's time goes: RLX op kind -> (milliseconds per run, calls per run).

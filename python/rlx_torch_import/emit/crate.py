@@ -247,14 +247,14 @@ def _tensor_graph_rs(program: Program, ir: TorchIR) -> str:
 _LOAD = {
     "graph": """\
         let mut graph = Session::new(Device::Cpu)
-            .compile_hir_with(graph::build(), &CompileOptions::default())
+            .compile_hir_with(graph::build(), &compile_options())
             .map_err(|e| format!("RLX could not compile {NAME}: {e:?}"))?;
         for (spec, t) in &tensors {
             graph.set_param_typed(spec.name, &t.data, host::rlx_dtype(&t.dtype).expect("checked on load"));
         }
         Ok(Self { graph })""",
     "tensor": """\
-        let mut graph = Session::new(Device::Cpu).compile(graph::build());
+        let mut graph = Session::new(Device::Cpu).compile_with(graph::build(), &compile_options());
         for (spec, t) in &tensors {
             graph.set_param_typed(spec.name, &t.data, host::rlx_dtype(&t.dtype).expect("checked on load"));
         }
@@ -273,7 +273,7 @@ _LOAD = {
         let built = flow::build(&mut f32_weights).map_err(|e| format!("building the flow of {NAME}: {e}"))?;
         let (hir, params) = built.into_parts().map_err(|e| format!("{NAME}: {e}"))?;
         let mut graph = Session::new(Device::Cpu)
-            .compile_hir_with(hir, &CompileOptions::default())
+            .compile_hir_with(hir, &compile_options())
             .map_err(|e| format!("RLX could not compile {NAME}: {e:?}"))?;
         for (name, data) in &params {
             graph.set_param(name, data);
@@ -284,10 +284,10 @@ _LOAD = {
         Ok(Self { graph })""",
 }
 
-_RUNTIME_USES = "use rlx_ir::DType;\nuse rlx_runtime::{CompileOptions, CompiledGraph, Device, Session};"
+_RUNTIME_USES = "use rlx_ir::DType;\nuse rlx_runtime::{CompileOptions, CompiledGraph, Device, FusionOptions, Session};"
 _IMPORTS = {
     "graph": _RUNTIME_USES,
-    "tensor": "use rlx_ir::DType;\nuse rlx_runtime::{CompiledGraph, Device, Session};",
+    "tensor": _RUNTIME_USES,
     "flow": "use rlx_flow::MapWeights;\n" + _RUNTIME_USES,
 }
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .context import Builder, Call, Value
 from .registry import lowers
 
@@ -56,6 +58,10 @@ def sdpa(b: Builder, call: Call) -> Value:
     scale = float(scale) if scale is not None else 1.0 / math.sqrt(head_dim)
     mask = call.get("attn_mask")
     causal = bool(call.get("is_causal", False))
+    if mask is not None:  # a mask computed from constants (e.g. Hugging Face's causal mask from arange)
+        kind = _known_mask_kind(b, mask, sq, sk)
+        if kind is not None:
+            mask, causal = None, kind == "Causal"
     if mask is None and (not causal or sq == sk):
         qf, kf, vf = _fold(b, q), _fold(b, k), _fold(b, v)
         op = {
@@ -73,6 +79,27 @@ def sdpa(b: Builder, call: Call) -> Value:
     return _explicit(b, q, k, v, scale, mask, causal)
 
 
+def _known_mask_kind(b: Builder, mask: Value, sq: int, sk: int) -> str | None:
+    """ "None" when a constant mask lets every query see every key, "Causal" when it is torch's
+    top-left causal pattern with sq == sk (where RLX's bottom-right alignment agrees), else None.
+    Bool masks keep True; float masks add 0 (kept) or -inf (masked)."""
+    value = b.known(mask)
+    if value is None:
+        return None
+    value = np.broadcast_to(value, (*value.shape[:-2], sq, sk) if value.ndim >= 2 else (sq, sk))
+    if mask.dtype == "bool":
+        keep = value.astype(bool)
+    elif np.all((value == 0) | (value == -np.inf)):
+        keep = value == 0
+    else:  # a float mask with other values is a real bias
+        return None
+    if keep.all():
+        return "None"
+    if sq == sk and (keep == np.tril(np.ones((sq, sk), dtype=bool))).all():
+        return "Causal"
+    return None
+
+
 def _explicit(b: Builder, q: Value, k: Value, v: Value, scale: float, mask: Value | None, causal: bool) -> Value:
     """Masked attention as matmul/softmax/matmul (torch's top-left causal alignment)."""
     perm = [*range(k.rank - 2), k.rank - 1, k.rank - 2]
@@ -80,8 +107,6 @@ def _explicit(b: Builder, q: Value, k: Value, v: Value, scale: float, mask: Valu
     scores = b.binary("Mul", scores, b.opmath(scale, scores.dtype))
     sq, sk = q.dims[-2], k.dims[-2]
     if causal:
-        import numpy as np
-
         keep = np.tril(np.ones((sq, sk), dtype=bool))
         mask = b.const(keep, "bool")
     if mask is not None:

@@ -187,6 +187,21 @@ class Builder:
         """The numbers of a constant made by `const` (None for computed values)."""
         return self._const_values.get(v.id)
 
+    def known(self, v: Value, max_elements: int = 1 << 18) -> np.ndarray | None:
+        """The numbers of `v` when it depends on constants only (e.g. a mask built from `arange`),
+        computed by RLX itself (`optimize.evaluate`); None for values that depend on inputs or
+        parameters, or have more than `max_elements` elements. Dtype: numpy's spelling of `v`'s RLX dtype."""
+        from .optimize import constant_ids, evaluate
+
+        if math.prod(v.dims) > max_elements:
+            return None
+        literal = self.constant_value(v)
+        if literal is not None:
+            return np.asarray(literal)
+        if v.id not in constant_ids(self.program):
+            return None
+        return evaluate(self.program, [v.id])[v.id]
+
     def finite(self, v: Value) -> bool:
         """Whether `v` cannot hold inf or NaN: not a float, a finite constant, or a float made from integers/bool."""
         if v.dtype not in FLOAT_DTYPES or v.id in self.finite_ids:

@@ -147,8 +147,11 @@ class _Refused(Value):
     """The output of a node that could not be lowered (lowering goes on to find every gap)."""
 
 
-def lower(ir: TorchIR) -> Program:
-    """TorchIR -> lowered program. Raises UnsupportedOpsError listing every gap first."""
+def lower(ir: TorchIR, *, optimize: bool = True) -> Program:
+    """TorchIR -> lowered program. Raises UnsupportedOpsError listing every gap first.
+
+    With `optimize`, the conversion-time passes of `lower/optimize.py` run last (weights
+    stored in the layout RLX reads, constants folded, dead nodes dropped)."""
     checked = _check_calls(ir)
     if any(i.target == "<input>" for i in checked):
         raise UnsupportedOpsError(items=checked, decomposition=ir.decomposition)
@@ -235,6 +238,10 @@ def lower(ir: TorchIR) -> Program:
             value = builder.cast(value, "float32")
         program.outputs.append(value.id)
     audit(program, builder.nan_free_ids, builder.compensated)
+    if optimize:
+        from .optimize import optimize as run_passes
+
+        program.rewrites = run_passes(program)
     return program
 
 

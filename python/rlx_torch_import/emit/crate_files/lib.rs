@@ -31,6 +31,28 @@ pub fn default_reference() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/reference.safetensors")
 }
 
+/// The compile options rlx-torch-import's own runner uses, so this crate computes
+/// the bundle's outputs bit for bit: matmuls read their weights in place (no
+/// per-run concatenation of the QKV or gate/up weights).
+pub fn compile_options() -> CompileOptions {
+    CompileOptions {
+        fusion_opts: FusionOptions {
+            no_weight_concat: true,
+            ..FusionOptions::default()
+        },
+        ..CompileOptions::default()
+    }
+}
+
+/// Size RLX's thread pool like rlx-torch-import does: every core this process
+/// may use, unless `RLX_WORKERS` is set (RLX's own default is 3/4 of the cores).
+fn configure_threads() {
+    if std::env::var_os("RLX_WORKERS").is_none() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        rlx_ir::env::set("RLX_WORKERS", cores.to_string());
+    }
+}
+
 /// The model compiled for RLX's CPU backend, with its weights bound.
 pub struct Model {
     graph: CompiledGraph,
@@ -40,6 +62,7 @@ impl Model {
     /// Build the graph, compile it, and bind the `state_dict`-named weights
     /// read from the safetensors file at `weights`.
     pub fn load(weights: impl AsRef<Path>) -> Result<Self, String> {
+        configure_threads();
         let tensors = weights::load(weights.as_ref(), PARAMS)?;
 @@LOAD@@
     }
