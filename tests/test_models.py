@@ -36,10 +36,16 @@ def test_model_verifies(name: str, level: str, tmp_path) -> None:
     assert torch.allclose(torch.from_numpy(got["output"]), want, atol=1e-4, rtol=1e-4)
 
     meta = json.loads((out / "bundle" / "meta.json").read_text())
-    derived = meta["derived_params"]  # weights stored in the layout RLX reads, made from state_dict entries
-    assert {derived[p["name"]]["source"] if p["name"] in derived else p["name"] for p in meta["params"]} <= set(
-        model.state_dict()
-    )
+    derived = meta["derived_params"]  # weights in the layout RLX reads / batch norm folded, from state_dict entries
+
+    def stored(name: str) -> set[str]:
+        d = derived.get(name)
+        if d is None:
+            return {name}
+        refs = [d["source"]] if "source" in d else [d[k] for k in ("conv", "gamma", "beta", "mean", "var") if d[k]]
+        return set().union(*(stored(r) for r in refs))
+
+    assert set().union(*(stored(p["name"]) for p in meta["params"])) <= set(model.state_dict())
     if name == "mlp":  # Linear's weight transpose is done once, at conversion, not on every run
         assert "Transpose" not in meta["op_histogram"] and meta["rewrites"]["param_layouts_folded"] == 2
     if level != "core":

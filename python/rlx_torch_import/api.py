@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _core, safetensors_io, torchir
+from . import _core, rlx_config, safetensors_io, torchir
 from .emit.bundle import META, write_bundle
 from .emit.crate import STYLES, check_style, crate_names, write_crate
 from .errors import ExportError, InputError, UnsupportedOpsError
@@ -68,6 +68,7 @@ def from_torch(
     auto_decompose: bool = True,
     max_decompose_rounds: int = 4,
     emit_style: str = "graph",
+    threads: int | None = None,
 ) -> ParityReport:
     """Export `model`, lower it to RLX, write `out_dir/`, and verify against PyTorch.
 
@@ -82,6 +83,8 @@ def from_torch(
     the model writes in place becomes one more output, `mutated_<input name>`.
     With `auto_decompose`, ops the registry cannot lower are decomposed through
     torch's decomposition table (up to `max_decompose_rounds` rounds) first.
+    `threads` sizes RLX's thread pool for verification (default: every available
+    core; process-wide, see `rlx_config.set_threads`).
     """
     from .frontend.capture import capture, clone_inputs, eager_outputs
     from .frontend.export import check_example_inputs, export_program
@@ -89,6 +92,7 @@ def from_torch(
 
     emit = emit_targets(emit)
     _check_options(emit, device, max_decompose_rounds, emit_style)
+    rlx_config.set_threads(threads)
     inputs = check_example_inputs(example_inputs)
     pristine = clone_inputs(inputs)  # the reference inputs: as given, before any run could write them
     name = name or _default_name(model)
@@ -152,11 +156,13 @@ def build(
     progress: bool = False,
     emit: str | Sequence[str] = ("bundle",),
     emit_style: str = "graph",
+    threads: int | None = None,
 ) -> ParityReport:
     """Lower an existing torch-ir directory again into `directory/bundle` (and
-    `directory/rlx-<name>/` with "crate" in `emit`) and verify it."""
+    `directory/rlx-<name>/` with "crate" in `emit`) and verify it (RLX's pool sized `threads`)."""
     emit = emit_targets(emit)
     _check_options(emit, "cpu", 0, emit_style)
+    rlx_config.set_threads(threads)
     directory = Path(directory)
     prog = Progress(progress)
     with staged(directory / "bundle") as stage:

@@ -54,6 +54,7 @@ def _convert_parser() -> argparse.ArgumentParser:
         help="rounds of automatic decomposition (default: 4)",
     )
     p.add_argument("--device", default="cpu", help="RLX device (default: cpu)")
+    _add_threads_arg(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--version", action="version", version=_version())
     return p
@@ -98,6 +99,16 @@ def _add_verify_args(p: argparse.ArgumentParser) -> None:
     group.add_argument("--no-verify", dest="verify", action="store_false", help="skip the parity check against PyTorch")
 
 
+def _add_threads_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="threads RLX runs verification on (default: every core available to the process; "
+        "RLX_WORKERS sets the same)",
+    )
+
+
 def _add_emit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--emit",
@@ -123,6 +134,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("directory", metavar="DIR", help="a directory with torch-ir.json and weights.safetensors")
     _add_verify_args(p)
     _add_emit_args(p)
+    _add_threads_arg(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return p
 
@@ -148,6 +160,7 @@ def _run(argv: Sequence[str]) -> int:
             progress=not args.quiet,
             emit=_emits(args),
             emit_style=args.emit_style,
+            threads=args.threads,
         )
     else:
         args = _convert_parser().parse_args(argv)
@@ -168,6 +181,7 @@ def _run(argv: Sequence[str]) -> int:
             auto_decompose=not args.no_auto_decompose,
             max_decompose_rounds=args.max_decompose_rounds,
             emit_style=args.emit_style,
+            threads=args.threads,
         )
     print(report.summary())
     return ExitCode.OK if report.ok else ExitCode.PARITY_FAILED

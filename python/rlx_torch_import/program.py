@@ -49,7 +49,7 @@ class RlxNode:
 
 @dataclass(frozen=True)
 class DerivedParam:
-    """A parameter computed once at conversion from a stored weight (`lower/optimize.py`).
+    """A parameter computed once at conversion from stored weights (`lower/optimize.py`).
 
     `steps` apply in order to the weight `source`: ("transpose", perm) or ("reshape", dims).
     Both only move elements, so the derived tensor holds exactly the weight's values.
@@ -57,6 +57,39 @@ class DerivedParam:
 
     source: str
     steps: tuple[tuple[str, tuple[int, ...]], ...]
+
+    def sources(self) -> tuple[str, ...]:
+        return (self.source,)
+
+    def describe(self) -> dict[str, Any]:
+        return {"source": self.source, "steps": [[kind, list(arg)] for kind, arg in self.steps]}
+
+
+@dataclass(frozen=True)
+class FoldedBatchNorm:
+    """Eval-mode batch norm folded into the convolution before it (or into a scale and a shift).
+
+    With s = gamma / sqrt(var + eps) (in float64, rounded once to float32):
+    role "weight": conv weight [C_out, ...] times s per output channel; role "bias":
+    (conv bias or 0 - mean) * s + beta; role "scale": s; role "shift": beta - mean * s.
+    `dims` is the stored shape (biases/scales broadcast as [1, C, 1, ...]).
+    """
+
+    role: str
+    conv: str | None
+    gamma: str
+    beta: str
+    mean: str
+    var: str
+    eps: float
+    dims: tuple[int, ...]
+
+    def sources(self) -> tuple[str, ...]:
+        return tuple(n for n in (self.conv, self.gamma, self.beta, self.mean, self.var) if n is not None)
+
+    def describe(self) -> dict[str, Any]:
+        return {"batch_norm_fold": self.role, "conv": self.conv, "gamma": self.gamma, "beta": self.beta,
+                "mean": self.mean, "var": self.var, "eps": self.eps}  # fmt: skip
 
 
 @dataclass
@@ -76,13 +109,21 @@ class Program:
     # that emit no RLX node, such as views that are already the right shape).
     aten_counts: dict[str, int] = field(default_factory=dict)
     # Parameters made at conversion from stored weights (a weight in the layout RLX's kernels read).
-    derived_params: dict[str, DerivedParam] = field(default_factory=dict)
+    derived_params: dict[str, DerivedParam | FoldedBatchNorm] = field(default_factory=dict)
     # What the conversion-time passes changed (`lower/optimize.py`), e.g. {"constants_folded": 3}.
     rewrites: dict[str, int] = field(default_factory=dict)
 
     def weight_sources(self) -> set[str]:
-        """The stored weights the parameters are read from (derived ones through their source)."""
-        return {self.derived_params[p.name].source if p.name in self.derived_params else p.name for p in self.params}
+        """The stored weights the parameters are read from (derived ones through their sources)."""
+        found: set[str] = set()
+        todo = [p.name for p in self.params]
+        while todo:
+            name = todo.pop()
+            if name in self.derived_params:
+                todo.extend(self.derived_params[name].sources())
+            else:
+                found.add(name)
+        return found
 
     def op_histogram(self) -> dict[str, int]:
         """How many RLX nodes of each op variant the program has."""

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__, _core, safetensors_io
-from ..dtypes import from_rlx, numpy_dtype
-from ..lower.optimize import derive
+from ..dtypes import from_rlx
+from ..lower.optimize import materialize
 from ..program import Program
 from ..torchir import TorchIR
 
@@ -34,11 +34,9 @@ def write_bundle(
     tensors: dict[str, tuple[str, tuple[int, ...], bytes | memoryview]] = {
         k: (t.dtype, t.shape, t.data) for k, t in weights.items() if k in used
     }
-    for name, d in program.derived_params.items():  # a weight in the layout RLX reads (lower/optimize.py)
-        src = weights[d.source]
-        elements = np.frombuffer(src.data, dtype=f"<u{numpy_dtype(src.dtype).itemsize}").reshape(src.shape)
-        moved = derive(elements, d.steps)
-        tensors[name] = (src.dtype, tuple(moved.shape), memoryview(moved.view(np.uint8).reshape(-1)))
+    for name in program.derived_params:  # weights in the layout RLX reads, batch norms folded (lower/optimize.py)
+        dtype, array = materialize(program, name, weights)
+        tensors[name] = (dtype, tuple(array.shape), memoryview(np.ascontiguousarray(array).view(np.uint8).reshape(-1)))
     safetensors_io.write(directory / WEIGHTS, tensors)
     meta = {
         "format": BUNDLE_FORMAT,
@@ -67,10 +65,7 @@ def write_bundle(
             for o, value in zip(ir.outputs, program.outputs, strict=True)
         ],
         "params": [{"name": v.name, "shape": list(v.dims), "dtype": from_rlx(v.dtype)} for v in program.params],
-        "derived_params": {
-            name: {"source": d.source, "steps": [[kind, list(arg)] for kind, arg in d.steps]}
-            for name, d in program.derived_params.items()
-        },
+        "derived_params": {name: d.describe() for name, d in program.derived_params.items()},
         "rewrites": program.rewrites,
         # Set by verification when flushing subnormals leaves the verified outputs bit-identical.
         "flush_denormals": False,

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..program import DerivedParam, Program, Provenance, RlxNode
+from ..program import DerivedParam, FoldedBatchNorm, Program, Provenance, RlxNode, ValueDecl
 from .defects import _BOUNDARY, _NP
 
 # A folded value larger than this stays computed at run time (a Constant is stored inline in the HIR JSON).
@@ -61,7 +61,9 @@ def fold_param_layouts(program: Program) -> int:
             else:
                 step = ("reshape", node.dims)
                 suffix = "reshape_" + "x".join(map(str, node.dims))
-            base = derived.get(src.name, DerivedParam(src.name, ()))
+            base = derived.get(src.name)
+            if not isinstance(base, DerivedParam):
+                base = DerivedParam(src.name, ())
             name = f"{src.name}.{suffix}"
             if name not in params:
                 derived[name] = DerivedParam(base.source, (*base.steps, step))
@@ -83,6 +85,49 @@ def derive(array: np.ndarray, steps: tuple[tuple[str, tuple[int, ...]], ...]) ->
     for kind, arg in steps:
         array = np.transpose(array, arg) if kind == "transpose" else array.reshape(arg)
     return np.ascontiguousarray(array)
+
+
+def materialize(program: Program, name: str, weights: dict[str, Any]) -> tuple[str, np.ndarray]:
+    """A parameter's stored dtype and elements, derived ones computed from `weights` (safetensors_io.RawTensor).
+
+    Moves keep the source's exact bytes (the array holds them as unsigned integers of the
+    element's size); a folded batch norm is float32.
+    """
+    d = program.derived_params.get(name)
+    if d is None:
+        t = weights[name]
+        size = np.dtype(_NP_STORED[t.dtype]).itemsize
+        return t.dtype, np.frombuffer(t.data, dtype=f"<u{size}").reshape(t.shape)
+    if isinstance(d, DerivedParam):
+        dtype, array = materialize(program, d.source, weights)
+        return dtype, derive(array, d.steps)
+    return "float32", _fold_values(program, d, weights).astype("<f4")
+
+
+_NP_STORED = {"float32": "f4", "float64": "f8", "float16": "f2", "bfloat16": "u2", "int64": "i8", "int32": "i4"}
+_NP_STORED |= {"int16": "i2", "int8": "i1", "uint8": "u1", "bool": "u1"}
+
+
+def _float_values(program: Program, name: str, weights: dict[str, Any]) -> np.ndarray:
+    dtype, raw = materialize(program, name, weights)
+    if dtype != "float32":
+        raise ValueError(f"batch-norm folding reads float32 weights, {name!r} is {dtype}")
+    return raw.view("<f4").astype(np.float64)
+
+
+def _fold_values(program: Program, d: FoldedBatchNorm, weights: dict[str, Any]) -> np.ndarray:
+    gamma, beta, mean, var = (_float_values(program, n, weights).reshape(-1) for n in (d.gamma, d.beta, d.mean, d.var))
+    scale = gamma / np.sqrt(var + d.eps)
+    if d.role == "weight":
+        w = _float_values(program, d.conv, weights) if d.conv else None
+        assert w is not None
+        return (w * scale.reshape((-1,) + (1,) * (w.ndim - 1))).reshape(d.dims)
+    if d.role == "bias":
+        bias = _float_values(program, d.conv, weights).reshape(-1) if d.conv else 0.0
+        return ((bias - mean) * scale + beta).reshape(d.dims)
+    if d.role == "scale":
+        return scale.reshape(d.dims)
+    return (beta - mean * scale).reshape(d.dims)
 
 
 def constant_ids(program: Program) -> set[str]:
@@ -171,6 +216,130 @@ def fold_constants(program: Program) -> int:
     return len(frontier)
 
 
+def _dims_of(program: Program, value: str) -> tuple[int, ...] | None:
+    for n in program.nodes:
+        if n.id == value:
+            return n.dims
+    for v in (*program.inputs, *program.params):
+        if v.name == value:
+            return v.dims
+    return None
+
+
+def fold_batch_norm(program: Program) -> int:
+    """Eval batch norm without its channels-last transposes: folded into the convolution that feeds
+    it (weight scaled per output channel, one bias add) or, with no convolution, one multiply and
+    one add in the input's own layout. float32 only; returns how many were folded."""
+    by_id = {n.id: n for n in program.nodes}
+    params = {p.name: p for p in program.params}
+    uses: dict[str, int] = {}
+    for n in program.nodes:
+        for i in n.inputs:
+            uses[i] = uses.get(i, 0) + 1
+    for o in program.outputs:
+        uses[o] = uses.get(o, 0) + 2  # an output is never rewired away
+    consumers: dict[str, list[RlxNode]] = {}
+    for n in program.nodes:
+        for i in n.inputs:
+            consumers.setdefault(i, []).append(n)
+
+    def is_f32_param(v: str) -> bool:
+        return v in params and params[v].dtype == "F32"
+
+    drop: set[str] = set()
+    insert: dict[str, list[RlxNode]] = {}  # new nodes placed where a batch norm was
+    rewire: dict[str, RlxNode] = {}  # replaced nodes, same id
+    renames: dict[str, str] = {}
+    folded = 0
+    for bn in program.nodes:
+        if _variant(bn.op) != "BatchNormInference" or bn.dtype != "F32":
+            continue
+        moved, gamma, beta, mean, var = bn.inputs
+        if not all(is_f32_param(v) for v in (gamma, beta, mean, var)):
+            continue
+        pre = by_id.get(moved)
+        if pre is not None and _variant(pre.op) == "Transpose" and uses.get(moved) == 1:
+            post = consumers.get(bn.id, [])
+            if len(post) != 1 or _variant(post[0].op) != "Transpose" or uses.get(bn.id) != 1:
+                continue
+            x, out_id, gone = pre.inputs[0], post[0].id, {pre.id, bn.id, post[0].id}
+        elif len(bn.dims) <= 2:
+            x, out_id, gone = moved, bn.id, {bn.id}
+        else:
+            continue
+        x_dims = _dims_of(program, x)
+        channels = bn.dims[-1]
+        if x_dims is None or len(x_dims) < 2 or x_dims[1] != channels:
+            continue
+        per_channel = (1, channels) + (1,) * (len(x_dims) - 2)
+        eps = float(bn.op["BatchNormInference"]["eps"])
+        where = bn.provenance
+        fold = {"gamma": gamma, "beta": beta, "mean": mean, "var": var, "eps": eps}
+        conv, bias_add, conv_bias = _conv_feeding(x, by_id, uses, is_f32_param)
+        if conv is not None and conv.dims[1] == channels:
+            w = conv.inputs[1]
+            w_name, b_name = f"{w}.bn_folded", f"{bn.id}.bn_bias"
+            program.derived_params[w_name] = FoldedBatchNorm("weight", w, dims=params[w].dims, **fold)
+            program.derived_params[b_name] = FoldedBatchNorm("bias", conv_bias, dims=per_channel, **fold)
+            params[w_name] = ValueDecl(w_name, params[w].dims, "F32")
+            params[b_name] = ValueDecl(b_name, per_channel, "F32")
+            program.params.extend([params[w_name], params[b_name]])
+            rewire[conv.id] = RlxNode(conv.id, conv.op, (conv.inputs[0], w_name, *conv.inputs[2:]), conv.dims,
+                                      conv.dtype, conv.provenance)  # fmt: skip
+            if bias_add is not None:
+                rewire[bias_add.id] = RlxNode(bias_add.id, bias_add.op, (conv.id, b_name), bias_add.dims,
+                                              bias_add.dtype, bias_add.provenance)  # fmt: skip
+                renames[out_id] = bias_add.id
+            else:
+                shifted = RlxNode(f"{bn.id}.shift", {"Binary": "Add"}, (conv.id, b_name), x_dims, "F32", where)
+                insert[bn.id] = [shifted]
+                renames[out_id] = shifted.id
+        else:
+            s_name, t_name = f"{bn.id}.bn_scale", f"{bn.id}.bn_shift"
+            program.derived_params[s_name] = FoldedBatchNorm("scale", None, dims=per_channel, **fold)
+            program.derived_params[t_name] = FoldedBatchNorm("shift", None, dims=per_channel, **fold)
+            for name in (s_name, t_name):
+                params[name] = ValueDecl(name, per_channel, "F32")
+                program.params.append(params[name])
+            scaled = RlxNode(f"{bn.id}.scaled", {"Binary": "Mul"}, (x, s_name), x_dims, "F32", where)
+            shifted = RlxNode(f"{bn.id}.shift", {"Binary": "Add"}, (scaled.id, t_name), x_dims, "F32", where)
+            insert[bn.id] = [scaled, shifted]
+            renames[out_id] = shifted.id
+        drop |= gone
+        folded += 1
+    if not folded:
+        return 0
+    nodes: list[RlxNode] = []
+    for n in program.nodes:
+        nodes.extend(insert.get(n.id, []))
+        if n.id in drop:
+            continue
+        n = rewire.get(n.id, n)
+        if any(i in renames for i in n.inputs):
+            n = RlxNode(n.id, n.op, tuple(renames.get(i, i) for i in n.inputs), n.dims, n.dtype, n.provenance)
+        nodes.append(n)
+    program.nodes = nodes
+    program.outputs = [renames.get(o, o) for o in program.outputs]
+    return folded
+
+
+def _conv_feeding(
+    x: str, by_id: dict[str, RlxNode], uses: dict[str, int], is_f32_param: Any
+) -> tuple[RlxNode | None, RlxNode | None, str | None]:
+    """The convolution whose result only this batch norm reads: (conv, its bias add or None, bias param)."""
+    node = by_id.get(x)
+    if node is None or uses.get(x) != 1:
+        return None, None, None
+    if _variant(node.op) == "Binary" and node.op["Binary"] == "Add" and is_f32_param(node.inputs[1]):
+        conv = by_id.get(node.inputs[0])
+        if conv is not None and _variant(conv.op) == "Conv" and uses.get(conv.id) == 1 and is_f32_param(conv.inputs[1]):
+            return conv, node, node.inputs[1]
+        return None, None, None
+    if _variant(node.op) == "Conv" and len(node.inputs) == 2 and is_f32_param(node.inputs[1]):
+        return node, None, None
+    return None, None, None
+
+
 def remove_dead(program: Program) -> int:
     """Drop nodes and parameters no output depends on; returns how many nodes went."""
     live = set(program.outputs)
@@ -189,6 +358,7 @@ def remove_dead(program: Program) -> int:
 def optimize(program: Program) -> dict[str, int]:
     """Run every pass; returns what each changed (for the report and the benchmark)."""
     stats = {"param_layouts_folded": fold_param_layouts(program)}
+    stats["batch_norms_folded"] = fold_batch_norm(program)
     stats["constants_folded"] = fold_constants(program)
     stats["dead_nodes_removed"] = remove_dead(program)
     return stats

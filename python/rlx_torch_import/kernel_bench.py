@@ -1,0 +1,136 @@
+"""RLX kernels alone vs the same op in PyTorch: the rows to show RLX's maintainers.
+
+Where a converted model is still slower than eager PyTorch after every conversion-time
+rewrite (`lower/optimize.py`) and runtime setting (`rlx_config`), the time is in RLX's
+own kernels. Each row here builds one RLX op at a shape taken from a benchmark model,
+runs it through the same core and settings as a bundle, and times PyTorch's op on the
+same data with the same thread count. `python -m rlx_torch_import.bench` prints the
+table into bench/results.md; docs/rlx-defects.md lists the rows.
+
+Times are medians in milliseconds; the ratio is RLX / PyTorch (above 1: RLX is slower).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _core, rlx_config
+from .program import Program, Provenance, RlxNode, ValueDecl
+
+
+@dataclass(frozen=True)
+class KernelCase:
+    """One op at one shape: the RLX op, its operand shapes, and the PyTorch op to compare with."""
+
+    key: str
+    what: str
+    seen: str
+    op: Any
+    operands: tuple[tuple[int, ...], ...]
+    out_dims: tuple[int, ...]
+    torch_op: Callable[..., Any]
+    weights: int = 0  # how many trailing operands are parameters (bound once, like a bundle's weights)
+
+
+def _attention(mask: str) -> Any:
+    return {"Attention": {"num_heads": 1, "head_dim": 64, "v_head_dim": None, "mask_kind": mask,
+                          "score_scale": 0.125, "attn_logit_softcap": None}}  # fmt: skip
+
+
+def _conv(k: int, stride: int, pad: int, groups: int) -> Any:
+    return {"Conv": {"kernel_size": [k, k], "stride": [stride] * 2, "padding": [pad] * 2, "dilation": [1, 1],
+                     "groups": groups}}  # fmt: skip
+
+
+def _cases() -> tuple[KernelCase, ...]:
+    import torch
+    import torch.nn.functional as F
+
+    return (
+        KernelCase("sgemm-llama-mlp", "MatMul [128,512] x [512,1376] (f32)", "Llama MLP up projection",
+                   "MatMul", ((128, 512), (512, 1376)), (128, 1376), torch.mm, 1),
+        KernelCase("sgemm-lm-head", "MatMul [128,512] x [512,32000] (f32)", "Llama lm_head",
+                   "MatMul", ((128, 512), (512, 32000)), (128, 32000), torch.mm, 1),
+        KernelCase("conv3x3", "Conv 3x3 stride 1 pad 1, 64 -> 64 channels, 1x64x56x56", "resnet18 layer1",
+                   _conv(3, 1, 1, 1), ((1, 64, 56, 56), (64, 64, 3, 3)), (1, 64, 56, 56),
+                   lambda x, w: F.conv2d(x, w, padding=1), 1),
+        KernelCase("conv7x7-s2", "Conv 7x7 stride 2 pad 3, 3 -> 64 channels, 1x3x224x224", "resnet18 stem",
+                   _conv(7, 2, 3, 1), ((1, 3, 224, 224), (64, 3, 7, 7)), (1, 64, 112, 112),
+                   lambda x, w: F.conv2d(x, w, stride=2, padding=3), 1),
+        KernelCase("conv-depthwise", "Conv 3x3 depthwise (groups 96), 4x96x28x28", "mobilenet_v3_small",
+                   _conv(3, 1, 1, 96), ((4, 96, 28, 28), (96, 1, 3, 3)), (4, 96, 28, 28),
+                   lambda x, w: F.conv2d(x, w, padding=1, groups=96), 1),
+        KernelCase("attention-causal", "Attention causal, 8 heads x 128 x 64", "Llama self-attention",
+                   _attention("Causal"), ((8, 128, 64),) * 3, (8, 128, 64),
+                   lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+    )  # fmt: skip
+
+
+def _median_ms(fn: Callable[[], Any], runs: int, warmup: int) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def time_case(case: KernelCase, runs: int = 20, warmup: int = 3, seed: int = 0) -> dict[str, Any]:
+    """Time one case in RLX and in PyTorch on the same random float32 operands."""
+    import torch
+
+    rng = np.random.default_rng(seed)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in case.operands]
+    names = [f"x{i}" for i in range(len(arrays))]
+    decls = [ValueDecl(n, s, "F32") for n, s in zip(names, case.operands, strict=True)]
+    n_in = len(decls) - case.weights
+    program = Program(case.key, inputs=decls[:n_in], params=decls[n_in:])
+    program.nodes.append(RlxNode("y", case.op, tuple(names), case.out_dims, "F32", Provenance(case.key, "y")))
+    program.outputs.append("y")
+    model = _core.CompiledModel(_core.program_to_hir_json(program.to_core_json()))
+    rlx_config.mark_started()
+    model.set_flush_denormals(True)
+    feed = [(n, a.reshape(-1).view(np.uint8), "F32") for n, a in zip(names, arrays, strict=True)]
+    for name, data, dtype in feed[n_in:]:
+        model.set_param(name, data, dtype)
+    feed = feed[:n_in]
+    rlx_ms = _median_ms(lambda: model.run(feed), runs, warmup)
+    tensors = [torch.from_numpy(a) for a in arrays]
+    torch.set_num_threads(rlx_config.set_threads(None))
+    with torch.no_grad():
+        torch_ms = _median_ms(lambda: case.torch_op(*tensors), runs, warmup)
+    return {"key": case.key, "what": case.what, "seen": case.seen, "rlx_ms": rlx_ms, "torch_ms": torch_ms,
+            "ratio": rlx_ms / torch_ms}  # fmt: skip
+
+
+def run_all(runs: int = 20, warmup: int = 3) -> list[dict[str, Any]]:
+    """Every case, in table order."""
+    return [time_case(c, runs, warmup) for c in _cases()]
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """The rows as a Markdown table."""
+    lines = [
+        "| kernel | seen in | RLX ms | PyTorch ms | RLX / PyTorch |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['what']} | {r['seen']} | {r['rlx_ms']:.3f} | {r['torch_ms']:.3f} | {r['ratio']:.2f}x |")
+    return "\n".join(lines)
+
+
+def cases_doc() -> list[tuple[str, str, str]]:
+    """(key, op and shape, where seen) for docs/rlx-defects.md."""
+    return [(c.key, c.what, c.seen) for c in _cases()]
+
+
+if __name__ == "__main__":
+    print(markdown(run_all()))
