@@ -14,7 +14,7 @@ from models import MODEL_NAMES, make
 FUSED = {
     "mlp": {"LayerNorm", "Activation.Gelu", "MatMul"},
     "transformer_block": {"LayerNorm", "Attention", "Activation.Silu", "MatMul"},
-    "cnn": {"Conv", "BatchNormInference", "Pool", "Activation.Relu", "MatMul"},
+    "cnn": {"Conv", "Pool", "Activation.Relu", "MatMul"},  # eval batch norm is folded into the convolutions
 }
 
 
@@ -48,6 +48,9 @@ def test_model_verifies(name: str, level: str, tmp_path) -> None:
     assert set().union(*(stored(p["name"]) for p in meta["params"])) <= set(model.state_dict())
     if name == "mlp":  # Linear's weight transpose is done once, at conversion, not on every run
         assert "Transpose" not in meta["op_histogram"] and meta["rewrites"]["param_layouts_folded"] == 2
+    if name == "cnn":  # conv + eval batch norm: one convolution with scaled weights, no channels-last transposes
+        assert meta["rewrites"]["batch_norms_folded"] == 2 and "BatchNormInference" not in meta["op_histogram"]
+        assert "Transpose" not in meta["op_histogram"]
     if level != "core":
         assert FUSED[name] <= set(meta["op_histogram"]), meta["op_histogram"]
     saved = json.loads((out / "report.json").read_text())

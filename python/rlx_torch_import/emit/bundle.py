@@ -34,7 +34,7 @@ def write_bundle(
     tensors: dict[str, tuple[str, tuple[int, ...], bytes | memoryview]] = {
         k: (t.dtype, t.shape, t.data) for k, t in weights.items() if k in used
     }
-    for name in program.derived_params:  # weights in the layout RLX reads, batch norms folded (lower/optimize.py)
+    for name in used & set(program.derived_params):  # weights in the layout RLX reads, folded batch norms
         dtype, array = materialize(program, name, weights)
         tensors[name] = (dtype, tuple(array.shape), memoryview(np.ascontiguousarray(array).view(np.uint8).reshape(-1)))
     safetensors_io.write(directory / WEIGHTS, tensors)

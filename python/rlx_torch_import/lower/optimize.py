@@ -351,7 +351,13 @@ def remove_dead(program: Program) -> int:
     removed = len(program.nodes) - len(kept)
     program.nodes = kept[::-1]
     program.params = [p for p in program.params if p.name in live]
-    program.derived_params = {k: v for k, v in program.derived_params.items() if k in live}
+    needed, todo = set(), [p.name for p in program.params]
+    while todo:  # derived parameters are computed from others, which stay in the table (not in the graph)
+        name = todo.pop()
+        if name in program.derived_params and name not in needed:
+            needed.add(name)
+            todo.extend(program.derived_params[name].sources())
+    program.derived_params = {k: v for k, v in program.derived_params.items() if k in needed}
     return removed
 
 
