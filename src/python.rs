@@ -47,7 +47,9 @@ fn op_to_rust(op_json: &str, data_expr: &str) -> PyResult<(String, Vec<String>)>
 #[pyo3(signature = (key, value=None))]
 fn set_rlx_env(key: &str, value: Option<&str>) -> PyResult<()> {
     if !key.starts_with("RLX_") {
-        return Err(PyValueError::new_err(format!("{key:?} is not an RLX_* setting")));
+        return Err(PyValueError::new_err(format!(
+            "{key:?} is not an RLX_* setting"
+        )));
     }
     match value {
         Some(v) => rlx_ir::env::set(key, v),
@@ -107,7 +109,13 @@ impl PyCompiledModel {
         let outputs = self.runner.run(&typed).map_err(err)?;
         Ok(outputs
             .into_iter()
-            .map(|(bytes, dtype, dims)| (PyByteArray::new(py, &bytes), crate::dtype_name(dtype), dims))
+            .map(|(bytes, dtype, dims)| {
+                (
+                    PyByteArray::new(py, bytes.as_bytes()),
+                    crate::dtype_name(dtype),
+                    dims,
+                )
+            })
             .collect())
     }
 

@@ -18,8 +18,28 @@ pub struct Runner {
     output_dtypes: Vec<DType>,
 }
 
-/// One output tensor: raw little-endian bytes, dtype, dims.
-pub type TensorBytes = (Vec<u8>, DType, Vec<usize>);
+/// An output's elements as RLX returned them: bytes in its dtype, or `f32` values
+/// (the f32 entry point), read as little-endian bytes without another copy.
+pub enum OutputData {
+    Bytes(Vec<u8>),
+    F32(Vec<f32>),
+}
+
+impl OutputData {
+    /// The little-endian bytes of the elements.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Self::Bytes(b) => b,
+            // SAFETY: a `[f32]` is `len * 4` initialized bytes; u8 has no alignment needs.
+            Self::F32(v) => unsafe {
+                std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), v.len() * 4)
+            },
+        }
+    }
+}
+
+/// One output tensor: its elements, dtype, dims.
+pub type TensorBytes = (OutputData, DType, Vec<usize>);
 
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
@@ -137,14 +157,14 @@ impl Runner {
             return Ok(raw
                 .into_iter()
                 .zip(self.output_dims.iter())
-                .map(|(values, dims)| (f32_bytes(&values), DType::F32, dims.clone()))
+                .map(|(values, dims)| (OutputData::F32(values), DType::F32, dims.clone()))
                 .collect());
         }
         let raw = guarded("running the graph", || self.graph.run_typed(inputs))?;
         Ok(raw
             .into_iter()
             .zip(self.output_dims.iter())
-            .map(|((bytes, dtype), dims)| (bytes, dtype, dims.clone()))
+            .map(|((bytes, dtype), dims)| (OutputData::Bytes(bytes), dtype, dims.clone()))
             .collect())
     }
 
@@ -163,12 +183,6 @@ fn f32_values(bytes: &[u8]) -> Vec<f32> {
         std::ptr::copy_nonoverlapping(bytes.as_ptr(), out.as_mut_ptr().cast::<u8>(), out.len() * 4);
     }
     out
-}
-
-/// `f32` values → little-endian bytes in one copy.
-fn f32_bytes(values: &[f32]) -> Vec<u8> {
-    // SAFETY: a `[f32]` is `len * 4` initialized bytes; u8 has no alignment needs.
-    unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), values.len() * 4) }.to_vec()
 }
 
 #[cfg(test)]
@@ -208,7 +222,7 @@ mod tests {
         // RLX's CPU arena is f32-aliased and its Bool slots are not readable
         // as bytes at the boundary, so the importer casts such outputs to F32.
         assert_eq!(out[0].1, DType::F32);
-        assert_eq!(f32_from(&out[0].0), vec![1.0, 0.0, 0.0, 1.0]);
+        assert_eq!(f32_from(out[0].0.as_bytes()), vec![1.0, 0.0, 0.0, 1.0]);
     }
 
     #[test]
@@ -234,6 +248,6 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].2, vec![2, 2]);
         // x @ w = [[6, -6], [5, -5]] → relu
-        assert_eq!(f32_from(&out[0].0), vec![6.0, 0.0, 5.0, 0.0]);
+        assert_eq!(f32_from(out[0].0.as_bytes()), vec![6.0, 0.0, 5.0, 0.0]);
     }
 }

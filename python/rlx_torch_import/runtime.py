@@ -53,6 +53,7 @@ class BundleModel:
             self._model.set_flush_denormals(self.flush_denormals)
             for name, t in safetensors_io.read(self.path / WEIGHTS).items():
                 self._model.set_param(name, t.data, to_rlx(t.dtype))
+                t.release()  # RLX holds its own copy now
         except RuntimeError as e:
             raise BundleError(f"{self.path}: RLX could not load the bundle: {e}") from None
 

@@ -10,8 +10,8 @@ import json
 import math
 import mmap
 import struct
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +41,21 @@ class RawTensor:
     dtype: str
     shape: tuple[int, ...]
     data: memoryview
+    # The file mapping and this tensor's byte range in it (set by `read`), for `release`.
+    mapping: mmap.mmap | None = field(default=None, repr=False, compare=False)
+    offset: int = 0
+
+    def release(self) -> None:
+        """Drop this tensor's pages from the process's memory (they are read again from the file if
+        touched). Called once a tensor was copied elsewhere (written, bound to RLX), so conversion
+        and loading hold one copy of the weights at a time."""
+        if self.mapping is None or not self.data.nbytes:
+            return
+        page = mmap.PAGESIZE
+        start = -(-self.offset // page) * page  # only whole pages inside this tensor
+        end = (self.offset + self.data.nbytes) // page * page
+        if end > start:
+            self.mapping.madvise(mmap.MADV_DONTNEED, start, end - start)
 
     def to_numpy(self) -> np.ndarray:
         """A numpy view (bfloat16 widened to float32, the one copy numpy forces)."""
@@ -74,45 +89,59 @@ def read(path: Path) -> dict[str, RawTensor]:
         dtype = _ST_TO_IR.get(info["dtype"])
         if dtype is None:
             raise BundleError(f"{path}: tensor {name!r} has unsupported dtype {info['dtype']}")
-        out[name] = RawTensor(dtype, tuple(info["shape"]), view[base + start : base + end])
+        out[name] = RawTensor(dtype, tuple(info["shape"]), view[base + start : base + end], mm, base + start)
     return out
 
 
-def write(path: Path, tensors: dict[str, tuple[str, tuple[int, ...], bytes | memoryview]]) -> None:
+Data = bytes | memoryview
+TensorEntry = tuple[str, tuple[int, ...], "Data | Callable[[], Data]"]
+
+
+def write(path: Path, tensors: dict[str, TensorEntry], release: dict[str, Callable[[], None]] | None = None) -> None:
     """Write `{name: (torch-ir dtype, shape, bytes)}` in sorted name order (deterministic).
 
-    A strided (non-contiguous) memoryview is written in row-major order; data whose size
+    The data may be a callable returning the bytes: it is called when that tensor is
+    written, so a file of computed tensors holds one of them in memory at a time. A
+    strided (non-contiguous) memoryview is written in row-major order; data whose size
     does not match its dtype and shape is refused (`BundleError`), never written.
+    `release[name]()` runs after that tensor is written (e.g. `RawTensor.release`).
     """
     from .dtypes import numpy_dtype
 
+    release = release or {}
     header: dict[str, object] = {}
     offset = 0
     names = sorted(tensors)
-    blobs: list[bytes | memoryview] = []
     for name in names:
-        dtype, shape, data = tensors[name]
+        dtype, shape, _ = tensors[name]
         if dtype not in _IR_TO_ST:
             raise BundleError(f"{path}: tensor {name!r} has dtype {dtype}, which safetensors files here cannot hold")
-        if isinstance(data, memoryview) and not data.c_contiguous:
-            data = data.tobytes()  # row-major copy of a strided view
-        size = len(data) if isinstance(data, bytes) else data.nbytes
-        want = math.prod(shape) * numpy_dtype(dtype).itemsize
-        if size != want:
-            raise BundleError(
-                f"{path}: tensor {name!r} has {size} bytes, but {dtype}{list(shape)} takes {want}",
-                hint="this is a bug in rlx-torch-import; please report it",
-            )
+        size = math.prod(shape) * numpy_dtype(dtype).itemsize
         header[name] = {"dtype": _IR_TO_ST[dtype], "shape": list(shape), "data_offsets": [offset, offset + size]}
-        blobs.append(data)
         offset += size
     blob = json.dumps(header, separators=(",", ":")).encode()
     blob += b" " * (-len(blob) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(blob)))
         f.write(blob)
-        for data in blobs:
+        for name in names:
+            dtype, shape, data = tensors[name]
+            if callable(data):
+                data = data()
+            if isinstance(data, memoryview) and not data.c_contiguous:
+                data = data.tobytes()  # row-major copy of a strided view
+            size = len(data) if isinstance(data, bytes) else data.nbytes
+            start, end = header[name]["data_offsets"]  # type: ignore[index]
+            if size != end - start:
+                f.close()
+                path.unlink(missing_ok=True)
+                raise BundleError(
+                    f"{path}: tensor {name!r} has {size} bytes, but {dtype}{list(shape)} takes {end - start}",
+                    hint="this is a bug in rlx-torch-import; please report it",
+                )
             f.write(data)
+            if name in release:
+                release[name]()
 
 
 def iter_torch(tensors: dict[str, object]) -> Iterator[tuple[str, tuple[str, tuple[int, ...], memoryview]]]:

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import __version__, _core, safetensors_io
 from ..dtypes import from_rlx
-from ..lower.optimize import materialize
+from ..lower.optimize import derived_spec, materialize
 from ..program import Program
 from ..torchir import TorchIR
 
@@ -18,6 +18,16 @@ BUNDLE_VERSION = 1
 HIR = "model.hir.json"
 WEIGHTS = "weights.safetensors"
 META = "meta.json"
+
+
+def _derived_bytes(program: Program, name: str, weights: dict[str, safetensors_io.RawTensor]) -> memoryview:
+    _, array = materialize(program, name, weights)
+    return memoryview(np.ascontiguousarray(array).view(np.uint8).reshape(-1))
+
+
+def _leaves(program: Program, name: str) -> set[str]:
+    d = program.derived_params.get(name)
+    return {name} if d is None else set().union(*(_leaves(program, s) for s in d.sources()))
 
 
 def write_bundle(
@@ -31,13 +41,25 @@ def write_bundle(
     hir_json = _core.program_to_hir_json(program.to_core_json())
     (directory / HIR).write_text(hir_json)
     used = {p.name for p in program.params}
-    tensors: dict[str, tuple[str, tuple[int, ...], bytes | memoryview]] = {
+    tensors: dict[str, safetensors_io.TensorEntry] = {
         k: (t.dtype, t.shape, t.data) for k, t in weights.items() if k in used
     }
     for name in used & set(program.derived_params):  # weights in the layout RLX reads, folded batch norms
-        dtype, array = materialize(program, name, weights)
-        tensors[name] = (dtype, tuple(array.shape), memoryview(np.ascontiguousarray(array).view(np.uint8).reshape(-1)))
-    safetensors_io.write(directory / WEIGHTS, tensors)
+        dtype, dims = derived_spec(program, name, weights)
+        tensors[name] = (dtype, dims, lambda n=name: _derived_bytes(program, n, weights))
+    # Each stored weight's pages are dropped once written (or once every derived tensor that reads it is).
+    readers: dict[str, int] = {}
+    for name in tensors:
+        for leaf in _leaves(program, name):
+            readers[leaf] = readers.get(leaf, 0) + 1
+
+    def done(name: str) -> None:
+        for leaf in _leaves(program, name):
+            readers[leaf] -= 1
+            if readers[leaf] == 0 and leaf in weights:
+                weights[leaf].release()
+
+    safetensors_io.write(directory / WEIGHTS, tensors, {n: (lambda n=n: done(n)) for n in tensors})
     meta = {
         "format": BUNDLE_FORMAT,
         "version": BUNDLE_VERSION,
