@@ -43,7 +43,28 @@ def defect_table() -> str:
         "torch semantics only, and `workarounds.audit` rejects any program holding a raw op on a listed path\n"
         "(accepted rows excepted). Each probe runs the raw RLX op on a tiny graph; `tests/test_rlx_defects.py`\n"
         "fails when one finds the defect gone, naming the workaround that can then be dropped. Run\n"
-        "`rlx-torch-import defects` to see what the installed RLX still gets wrong.\n\n" + "\n".join(rows) + "\n"
+        "`rlx-torch-import defects` to see what the installed RLX still gets wrong.\n\n"
+        + "\n".join(rows)
+        + "\n"
+        + _speed_rows()
+    )
+
+
+def _speed_rows() -> str:
+    """The kernels that remain RLX's bottleneck (`kernel_bench.py`); numbers come from a real run."""
+    from .kernel_bench import cases_doc
+
+    rows = ["| kernel | op and shape | seen in |", "|---|---|---|"]
+    rows += [f"| `{key}` | {what} | {seen} |" for key, what, seen in cases_doc()]
+    return (
+        "\n## Where RLX's own kernels are the bottleneck\n\n"
+        "After every conversion-time rewrite (`lower/optimize.py`) and runtime setting (`rlx_config.py`), what\n"
+        "a benchmark model still loses to PyTorch is in these RLX kernels. Each row runs the RLX op alone, through\n"
+        "the same core and settings as a bundle, against the same op in PyTorch on the same data and threads\n"
+        "(`python/rlx_torch_import/kernel_bench.py`). The measured times are in `bench/results.md` (section\n"
+        '"RLX kernels alone"), written by `make bench`; `python -m rlx_torch_import.kernel_bench` prints them.\n\n'
+        + "\n".join(rows)
+        + "\n"
     )
 
 

@@ -21,6 +21,7 @@ RLX's fused causal attention).
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -88,7 +89,9 @@ def derive(array: np.ndarray, steps: tuple[tuple[str, tuple[int, ...]], ...]) ->
     import torch
 
     signed = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[array.dtype.itemsize]
-    t = torch.from_numpy(np.ascontiguousarray(array).view(f"<i{array.dtype.itemsize}")).view(signed)
+    with warnings.catch_warnings():  # a read-only (mapped) weight: only read here, the moves copy it
+        warnings.simplefilter("ignore", UserWarning)
+        t = torch.from_numpy(np.ascontiguousarray(array).view(f"<i{array.dtype.itemsize}")).view(signed)
     for kind, arg in steps:
         t = t.permute(arg) if kind == "transpose" else t.reshape(arg)
     return t.contiguous().numpy().view(array.dtype)
