@@ -92,6 +92,18 @@ impl PyCompiledModel {
             .map_err(err)
     }
 
+    /// Write a slice of an f32 parameter at `byte_offset`; False when RLX cannot (bind it whole).
+    fn set_param_range(
+        &mut self,
+        name: &str,
+        byte_offset: usize,
+        data: PyBuffer<u8>,
+    ) -> PyResult<bool> {
+        self.runner
+            .set_param_range(name, byte_offset, bytes_of(&data)?)
+            .map_err(err)
+    }
+
     /// Run with `[(name, bytes, dtype_name)]`; returns `[(bytes, dtype_name, dims)]`.
     fn run<'py>(
         &mut self,

@@ -119,6 +119,20 @@ impl Runner {
         })
     }
 
+    /// Write `data` into f32 parameter `name` at `byte_offset` (a slice of a large weight, so
+    /// loading never holds a whole second copy). `false`: RLX cannot write this parameter in
+    /// pieces (not stored as f32, or out of range); bind it whole with [`Runner::set_param`].
+    pub fn set_param_range(
+        &mut self,
+        name: &str,
+        byte_offset: usize,
+        data: &[u8],
+    ) -> Result<bool, String> {
+        guarded(&format!("setting part of parameter {name:?}"), || {
+            self.graph.set_param_range(name, byte_offset, data)
+        })
+    }
+
     /// Run later calls with flush-to-zero / denormals-are-zero on RLX's threads (`fpmode`).
     pub fn set_flush_denormals(&mut self, on: bool) {
         self.flush_denormals = on;

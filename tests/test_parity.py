@@ -219,3 +219,25 @@ def test_readme_budget_table_is_the_verifier_table() -> None:
     ]
     table = {d.strip(): (float(a), float(r), float(c)) for d, a, r, c in rows}
     assert table == {d: (b.atol, b.rtol, b.min_cosine) for d, b in float_budgets().items()}
+
+
+def test_large_outputs_are_compared_in_chunks_with_the_same_verdict(monkeypatch) -> None:
+    """The verifier compares a chunk of elements at a time (bounded memory); the metrics, the count
+    of off elements and the first one's index do not depend on where the chunks fall."""
+    from rlx_torch_import.verify import parity
+
+    rng = np.random.default_rng(0)
+    expected = rng.standard_normal((6, 7, 5)).astype(np.float32)
+    actual = expected.copy()
+    actual[2, 3, 1] += 0.5  # off, in the middle of a chunk of 16
+    actual[5, 6, 4] += 0.25
+    expected[4, 0, 0] = actual[4, 0, 0] = np.nan  # NaN in both: not a move
+    actual[1, 1, 1] = np.inf  # a moved inf
+    results = []
+    for chunk in (16, 7, 1 << 18):
+        monkeypatch.setattr(parity, "_CHUNK", chunk)
+        o = compare_output("y", actual, expected, "float32", "float32")
+        results.append((o.ok, o.mismatches, o.first_mismatch, o.max_abs_error, o.nonfinite_match, round(o.cosine, 12)))
+    assert results[0] == results[1] == results[2]
+    ok, mismatches, first, max_abs, nonfinite_match, _ = results[0]
+    assert not ok and mismatches == 3 and first == [1, 1, 1] and max_abs == 0.5 and not nonfinite_match

@@ -52,8 +52,7 @@ class BundleModel:
             )
             self._model.set_flush_denormals(self.flush_denormals)
             for name, t in safetensors_io.read(self.path / WEIGHTS).items():
-                self._model.set_param(name, t.data, to_rlx(t.dtype))
-                t.release()  # RLX holds its own copy now
+                _bind(self._model, name, t)
         except RuntimeError as e:
             raise BundleError(f"{self.path}: RLX could not load the bundle: {e}") from None
 
@@ -116,6 +115,26 @@ class BundleModel:
 
 
 _PROFILE_LINE = re.compile(r"^\s+(\S+)\s+([0-9.]+)ms\s+\((\d+) calls\)")
+
+
+# A float32 weight larger than this is bound in slices of this size, each slice's file pages dropped once
+# RLX holds it, so loading never keeps a second whole copy of a large weight.
+_BIND_SLICE = 16 << 20
+
+
+def _bind(model: Any, name: str, t: safetensors_io.RawTensor) -> None:
+    """Bind weight `t` to RLX parameter `name`, then drop its file pages (RLX holds its own copy)."""
+    if t.dtype == "float32" and t.data.nbytes > _BIND_SLICE:
+        for start in range(0, t.data.nbytes, _BIND_SLICE):
+            piece = safetensors_io.RawTensor(t.dtype, (), t.data[start : start + _BIND_SLICE], t.mapping,
+                                             t.offset + start)  # fmt: skip
+            if not model.set_param_range(name, start, piece.data):
+                break  # RLX cannot write this parameter in pieces: bind it whole below
+            piece.release()
+        else:
+            return
+    model.set_param(name, t.data, to_rlx(t.dtype))
+    t.release()
 
 
 def _thunk_profile(run: Any) -> dict[str, tuple[float, int]]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -165,6 +166,86 @@ def _exact_errors(a: np.ndarray, e: np.ndarray) -> tuple[float, float]:
     return max_abs, max_rel
 
 
+# Elements per chunk when comparing: the metrics need float64 temporaries, so a large output
+# (Llama's 128 x 32000 logits) is compared a chunk at a time to bound the verifier's memory.
+_CHUNK = 1 << 18
+
+
+def _chunks(actual: np.ndarray, expected: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """(offset, actual, expected) float64 chunks of the row-major elements."""
+    flat_a, flat_e = actual.reshape(-1), expected.reshape(-1)
+    for start in range(0, flat_a.size, _CHUNK):
+        yield (
+            start,
+            flat_a[start : start + _CHUNK].astype(np.float64),
+            flat_e[start : start + _CHUNK].astype(np.float64),
+        )
+
+
+@dataclass
+class _FloatStats:
+    """Whole-output metrics gathered chunk by chunk (float64 holds every dtype here exactly)."""
+
+    nonfinite_match: bool = True
+    a_nan: int = 0
+    a_inf: int = 0
+    e_nan: int = 0
+    e_inf: int = 0
+    scale: float = 0.0  # largest |expected| where both are finite
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    cosine: float = 1.0
+
+
+def _float_stats(actual: np.ndarray, expected: np.ndarray) -> _FloatStats:
+    """NaN/inf agreement, error maxima and cosine (on values divided by their largest magnitude, where
+    both are finite), in two passes over float64 chunks."""
+    st = _FloatStats()
+    a_max = 0.0
+    for _, a, e in _chunks(actual, expected):
+        a_nan, e_nan, a_inf, e_inf = np.isnan(a), np.isnan(e), np.isinf(a), np.isinf(e)
+        st.a_nan, st.e_nan = st.a_nan + int(a_nan.sum()), st.e_nan + int(e_nan.sum())
+        st.a_inf, st.e_inf = st.a_inf + int(a_inf.sum()), st.e_inf + int(e_inf.sum())
+        st.nonfinite_match &= bool(
+            np.array_equal(a_nan, e_nan) and np.array_equal(a_inf, e_inf) and np.array_equal(a[a_inf], e[e_inf])
+        )
+        finite = ~(a_nan | e_nan | a_inf | e_inf)
+        if finite.any():
+            af, ef = a[finite], e[finite]
+            diff = np.abs(af - ef)
+            st.scale = max(st.scale, float(np.abs(ef).max()))
+            a_max = max(a_max, float(np.abs(af).max()))
+            st.max_abs = max(st.max_abs, float(diff.max()))
+            st.max_rel = max(st.max_rel, float((diff / np.maximum(np.abs(ef), 1e-12)).max()))
+    norm = max(a_max, st.scale)
+    if norm == 0.0:
+        return st
+    dot = sum_a = sum_e = 0.0
+    for _, a, e in _chunks(actual, expected):
+        finite = np.isfinite(a) & np.isfinite(e)
+        af, ef = a[finite] / norm, e[finite] / norm
+        dot, sum_a, sum_e = dot + float(np.dot(af, ef)), sum_a + float(np.dot(af, af)), sum_e + float(np.dot(ef, ef))
+    st.cosine = 0.0 if sum_a == 0.0 or sum_e == 0.0 else dot / math.sqrt(sum_a) / math.sqrt(sum_e)
+    return st
+
+
+def _float_mismatches(actual: np.ndarray, expected: np.ndarray, allowed: float) -> tuple[int, tuple[int, ...] | None]:
+    """How many elements are off (beyond `allowed`, or a NaN/inf that moved), and the first one's index."""
+    count, first = 0, None
+    for start, a, e in _chunks(actual, expected):
+        finite = np.isfinite(a) & np.isfinite(e)
+        diff = np.where(finite, np.abs(a - e), 0.0)
+        a_nan, e_nan = np.isnan(a), np.isnan(e)
+        moved = (a_nan != e_nan) | ((np.isinf(a) | np.isinf(e)) & (a != e))  # NaN vs NaN is not a move
+        bad = moved | (diff > allowed)
+        n = int(bad.sum())
+        if n and first is None:
+            flat = start + int(np.argmax(bad))
+            first = tuple(int(i) for i in np.unravel_index(flat, actual.shape))
+        count += n
+    return count, first
+
+
 def compare_output(
     name: str, actual: np.ndarray, expected: np.ndarray, actual_dtype: str, expected_dtype: str
 ) -> OutputParity:
@@ -200,40 +281,27 @@ def compare_output(
             mismatches=None,
         )
     with np.errstate(over="ignore", invalid="ignore"):
-        a = actual.astype(np.float64)  # float64 holds every float dtype exactly; never narrower
-        e = expected.astype(np.float64)
-        a_nan, e_nan = np.isnan(a), np.isnan(e)
-        a_inf, e_inf = np.isinf(a), np.isinf(e)
-        nonfinite_match = bool(
-            np.array_equal(a_nan, e_nan) and np.array_equal(a_inf, e_inf) and np.array_equal(a[a_inf], e[e_inf])
-        )
-        finite = np.isfinite(a) & np.isfinite(e)
-        cosine = _cosine(a[finite], e[finite])
+        stats = _float_stats(actual, expected)
+        nonfinite_match, cosine = stats.nonfinite_match, stats.cosine
         if is_exact(expected_dtype):
             bad = ~_exact_equal(actual, expected)
             max_abs, max_rel = _exact_errors(actual[bad], expected[bad])
             allowed = 0.0
+            mismatches, first = int(bad.sum()), _first(bad)
         else:
-            diff = np.where(finite, np.abs(a - e), 0.0)
-            scale = float(np.abs(e[finite]).max()) if finite.any() else 0.0
-            allowed = budget.atol + budget.rtol * scale
-            max_abs = float(diff.max()) if diff.size else 0.0
-            rel = diff[finite] / np.maximum(np.abs(e[finite]), 1e-12)
-            max_rel = float(rel.max()) if rel.size else 0.0
-            moved = (a_nan != e_nan) | ((a_inf | e_inf) & (a != e))  # NaN vs NaN is not a move
-            bad = moved | (diff > allowed)
+            allowed = budget.atol + budget.rtol * stats.scale
+            max_abs, max_rel = stats.max_abs, stats.max_rel
+            mismatches, first = _float_mismatches(actual, expected, allowed)
     if not nonfinite_match:
         reasons.append(
-            f"NaN/inf positions differ (RLX {int(a_nan.sum())} NaN {int(a_inf.sum())} inf, "
-            f"PyTorch {int(e_nan.sum())} NaN {int(e_inf.sum())} inf)"
+            f"NaN/inf positions differ (RLX {stats.a_nan} NaN {stats.a_inf} inf, "
+            f"PyTorch {stats.e_nan} NaN {stats.e_inf} inf)"
         )
-    if a.size and bool(a_nan.all()):
+    if actual.size and stats.a_nan == actual.size:
         reasons.append("output is entirely NaN")
-    first = _first(bad)
-    mismatches = int(bad.sum())
     if is_exact(expected_dtype):
         if mismatches:
-            reasons.append(f"{mismatches} of {a.size} elements differ ({expected_dtype} must match exactly)")
+            reasons.append(f"{mismatches} of {actual.size} elements differ ({expected_dtype} must match exactly)")
     elif max_abs > allowed:
         reasons.append(f"max abs error {max_abs:.3g} > allowed {allowed:.3g}")
     if not is_exact(expected_dtype) and not cosine >= budget.min_cosine:  # NaN fails too
