@@ -39,9 +39,17 @@ pub fn restore(csr: u32) {
     write_csr(csr);
 }
 
-/// Set (or clear) FTZ+DAZ on every thread of the global Rayon pool (RLX's workers).
+/// Set (or clear) FTZ+DAZ on every thread of the global Rayon pool (RLX's workers). The pool's
+/// mode is remembered, so only a change costs a broadcast (a few microseconds per pool thread).
 #[cfg(target_arch = "x86_64")]
 pub fn set_pool(on: bool) {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    // 0: never set, 1: off, 2: on.
+    static POOL_MODE: AtomicU8 = AtomicU8::new(0);
+    let want = if on { 2 } else { 1 };
+    if POOL_MODE.swap(want, Ordering::SeqCst) == want {
+        return;
+    }
     rlx_cpu::pool::num_threads(); // RLX builds its pool (sized by RLX_WORKERS) first, never Rayon's default
     rayon::broadcast(|_| {
         set_this_thread(on);

@@ -3,12 +3,60 @@
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyByteArray;
+use std::os::raw::{c_int, c_void};
 
-use crate::runner::Runner;
+use pyo3::ffi;
 
-/// One output as Python sees it: raw bytes (a bytearray numpy can view writably), RLX dtype name, dims.
-type PyTensor<'py> = (Bound<'py, PyByteArray>, String, Vec<usize>);
+use crate::runner::{OutputData, Runner};
+
+/// One output as Python sees it: its bytes (lent to numpy without a copy), RLX dtype name, dims.
+type PyTensor<'py> = (Bound<'py, PyOutputBuffer>, String, Vec<usize>);
+
+/// An output's elements, owned here and lent to Python through the buffer protocol:
+/// `numpy.frombuffer` views them writably without copying, and they are freed when the
+/// last view goes (a 16 MB output is not allocated, faulted in and copied a second time).
+#[pyclass(name = "OutputBuffer")]
+struct PyOutputBuffer {
+    data: OutputData,
+}
+
+#[pymethods]
+impl PyOutputBuffer {
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        let (ptr, len) = {
+            let mut this = slf.borrow_mut();
+            let bytes = this.data.as_bytes_mut();
+            (bytes.as_mut_ptr(), bytes.len())
+        };
+        // SAFETY: `ptr`/`len` are this object's own bytes, which live as long as the object; the
+        // view holds a reference to it (PyBuffer_FillInfo increments `slf`), and the bytes are never
+        // reallocated (no method resizes them).
+        let rc = unsafe {
+            ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                ptr.cast::<c_void>(),
+                len as ffi::Py_ssize_t,
+                0,
+                flags,
+            )
+        };
+        if rc == -1 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
+
+    fn __len__(&self) -> usize {
+        self.data.as_bytes().len()
+    }
+}
 
 fn err(msg: String) -> PyErr {
     PyRuntimeError::new_err(msg)
@@ -119,16 +167,16 @@ impl PyCompiledModel {
             ));
         }
         let outputs = self.runner.run(&typed).map_err(err)?;
-        Ok(outputs
+        outputs
             .into_iter()
-            .map(|(bytes, dtype, dims)| {
-                (
-                    PyByteArray::new(py, bytes.as_bytes()),
+            .map(|(data, dtype, dims)| {
+                Ok((
+                    Bound::new(py, PyOutputBuffer { data })?,
                     crate::dtype_name(dtype),
                     dims,
-                )
+                ))
             })
-            .collect())
+            .collect()
     }
 
     fn output_dtypes(&self) -> Vec<String> {

@@ -36,6 +36,16 @@ impl OutputData {
             },
         }
     }
+    /// The little-endian bytes of the elements, writable.
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Self::Bytes(b) => b,
+            // SAFETY: as in `as_bytes`; every byte pattern is a valid f32.
+            Self::F32(v) => unsafe {
+                std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), v.len() * 4)
+            },
+        }
+    }
 }
 
 /// One output tensor: its elements, dtype, dims.
@@ -145,23 +155,29 @@ impl Runner {
     /// pass; `run_typed` re-encodes every output element by element (slower by
     /// about 1 ms per MB of output on a 2-core machine; docs/design.md).
     pub fn run(&mut self, inputs: &[(&str, &[u8], DType)]) -> Result<Vec<TensorBytes>, String> {
-        let saved = self.flush_denormals.then(|| {
-            crate::fpmode::set_pool(true);
-            crate::fpmode::set_this_thread(true)
-        });
+        // RLX's pool threads run only RLX work, so they keep the mode of the last model run;
+        // the calling thread (Python's) gets its own mode back after the run.
+        crate::fpmode::set_pool(self.flush_denormals);
+        let saved = self
+            .flush_denormals
+            .then(|| crate::fpmode::set_this_thread(true));
         let result = self.run_inner(inputs);
         if let Some(csr) = saved {
             crate::fpmode::restore(csr);
-            crate::fpmode::set_pool(false);
         }
         result
     }
 
     fn run_inner(&mut self, inputs: &[(&str, &[u8], DType)]) -> Result<Vec<TensorBytes>, String> {
-        let all_f32 = inputs.iter().all(|(_, _, d)| *d == DType::F32)
-            && self.output_dtypes.iter().all(|d| *d == DType::F32);
-        if all_f32 {
-            let owned: Vec<Vec<f32>> = inputs.iter().map(|(_, b, _)| f32_values(b)).collect();
+        // RLX's f32 entry point writes each value into its slot's dtype (`as i64` for an I64
+        // input), which is exact for integers of magnitude <= 2^24; checked on the actual values.
+        let f32_inputs: Option<Vec<Vec<f32>>> =
+            if self.output_dtypes.iter().all(|d| *d == DType::F32) {
+                inputs.iter().map(|(_, b, d)| f32_values(b, *d)).collect()
+            } else {
+                None
+            };
+        if let Some(owned) = f32_inputs {
             let named: Vec<(&str, &[f32])> = inputs
                 .iter()
                 .zip(owned.iter())
@@ -188,15 +204,36 @@ impl Runner {
     }
 }
 
-/// Little-endian `f32` bytes → values (one copy; the input need not be aligned).
-fn f32_values(bytes: &[u8]) -> Vec<f32> {
-    let mut out = vec![0f32; bytes.len() / 4];
-    // SAFETY: `out` owns `bytes.len() / 4` f32s, i.e. at least that many bytes,
-    // and every bit pattern is a valid f32; x86-64 and aarch64 are little-endian.
-    unsafe {
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), out.as_mut_ptr().cast::<u8>(), out.len() * 4);
+/// Largest integer magnitude an `f32` holds exactly (and below which every integer is exact).
+const F32_EXACT_INT: i64 = 1 << 24;
+
+/// An input's little-endian bytes as the `f32` values RLX's f32 entry point takes: `F32` as is,
+/// `I64`/`I32` when every value is an integer of magnitude <= 2^24 (exact in f32); else `None`.
+fn f32_values(bytes: &[u8], dtype: DType) -> Option<Vec<f32>> {
+    let ints = |width: usize| -> Option<Vec<f32>> {
+        bytes
+            .chunks_exact(width)
+            .map(|c| {
+                let v = if width == 8 {
+                    i64::from_le_bytes(c.try_into().ok()?)
+                } else {
+                    i64::from(i32::from_le_bytes(c.try_into().ok()?))
+                };
+                (v.unsigned_abs() <= F32_EXACT_INT.unsigned_abs()).then_some(v as f32)
+            })
+            .collect()
+    };
+    match dtype {
+        DType::F32 => Some(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        ),
+        DType::I64 => ints(8),
+        DType::I32 => ints(4),
+        _ => None,
     }
-    out
 }
 
 #[cfg(test)]
@@ -237,6 +274,38 @@ mod tests {
         // as bytes at the boundary, so the importer casts such outputs to F32.
         assert_eq!(out[0].1, DType::F32);
         assert_eq!(f32_from(out[0].0.as_bytes()), vec![1.0, 0.0, 0.0, 1.0]);
+    }
+
+    #[test]
+    fn integer_inputs_take_the_f32_entry_point_only_when_exact() {
+        let program = r#"{
+            "name": "t",
+            "inputs": [{"name": "ids", "shape": {"dims": [{"Static": 3}], "dtype": "I64"}}],
+            "params": [],
+            "nodes": [
+                {"id": "one", "op": {"Constant": {"data": [1, 0, 0, 0, 0, 0, 0, 0]}}, "inputs": [],
+                 "shape": {"dims": [], "dtype": "I64"}},
+                {"id": "next", "op": {"Binary": "Add"}, "inputs": ["ids", "one"],
+                 "shape": {"dims": [{"Static": 3}], "dtype": "I64"}},
+                {"id": "f", "op": {"Cast": {"to": "F32"}}, "inputs": ["next"],
+                 "shape": {"dims": [{"Static": 3}], "dtype": "F32"}}
+            ],
+            "outputs": ["f"]
+        }"#;
+        let json = crate::program::program_to_hir_json(program).unwrap();
+        let mut runner = Runner::from_hir_json(&json).unwrap();
+        let bytes = |v: &[i64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        assert_eq!(
+            f32_values(&bytes(&[7, -(1 << 24), 1 << 24]), DType::I64).map(|v| v.len()),
+            Some(3)
+        );
+        assert_eq!(f32_values(&bytes(&[(1 << 24) + 1]), DType::I64), None);
+        assert_eq!(f32_values(&bytes(&[i64::MIN]), DType::I64), None);
+        for ids in [[7i64, -5, 1 << 24], [(1 << 30) + 1, -(1 << 40), 3]] {
+            let out = runner.run(&[("ids", &bytes(&ids), DType::I64)]).unwrap();
+            let want: Vec<f32> = ids.iter().map(|&i| (i + 1) as f32).collect();
+            assert_eq!(f32_from(out[0].0.as_bytes()), want);
+        }
     }
 
     #[test]

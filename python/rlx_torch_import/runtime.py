@@ -160,9 +160,10 @@ def _thunk_profile(run: Any) -> dict[str, tuple[float, int]]:
     return found
 
 
-def _from_bytes(data: bytes | bytearray, dtype: str, dims: list[int]) -> np.ndarray:
+def _from_bytes(data: Any, dtype: str, dims: list[int]) -> np.ndarray:
+    """A numpy view of an output the core handed over (`OutputBuffer`: writable, owned by the array)."""
     array = np.frombuffer(data, dtype=numpy_dtype(dtype)).reshape(dims)
-    return array if isinstance(data, bytearray) else array.copy()  # a bytearray is ours and writable
+    return array.copy() if isinstance(data, bytes) else array
 
 
 def run_bundle(

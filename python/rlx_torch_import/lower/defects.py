@@ -414,6 +414,7 @@ def _probe_boundary_narrow() -> str | None:
     model = _core.CompiledModel(_core.program_to_hir_json(program.to_core_json()))
     x = np.array([1.0, -1.0, 0.0, 2.5], np.float32)
     ((data, dtype, _),) = model.run([("x", x.view(np.uint8), "F32")])
+    data = bytes(data)  # the core lends its output bytes through the buffer protocol
     if dtype == "Bool" and list(data) == [1, 0, 0, 1]:
         return None
     return f"a Bool output comes back as {dtype}, bytes {list(data)[:16]} (expected Bool 1, 0, 0, 1)"
