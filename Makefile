@@ -35,5 +35,6 @@ fmt:
 docs: setup
 	$(PY) -m rlx_torch_import.opsdoc --write
 
+## RLX vs PyTorch eager vs ONNX Runtime, conversion cost, peak memory -> bench/results.md
 bench: setup
-	$(PY) scripts/bench.py
+	$(PY) -m rlx_torch_import.bench

@@ -144,5 +144,18 @@ def cases_doc() -> list[tuple[str, str, str]]:
     return [(c.key, c.what, c.seen) for c in _cases()]
 
 
+def main(argv: list[str] | None = None) -> int:
+    """Print the table (`--threads N` sizes RLX's pool and torch's threads alike)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, help="threads for RLX and PyTorch (default: every available core)")
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args(argv)
+    rlx_config.set_threads(args.threads)
+    print(markdown(run_all(runs=args.runs)))
+    return 0
+
+
 if __name__ == "__main__":
-    print(markdown(run_all()))
+    raise SystemExit(main())
