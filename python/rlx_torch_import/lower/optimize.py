@@ -410,11 +410,12 @@ def fold_rotary(program: Program) -> int:
     halves are equal by construction (see `_half_duplicated`), so Rope's half table holds the same
     numbers; Rope computes `q1*c - q2*s` and `q2*c + q1*s` with the same roundings as the original."""
     by_id = {n.id: n for n in program.nodes}
+    dims = _all_dims(program)
     replaced: dict[str, list[RlxNode]] = {}
     for add in program.nodes:
         if _variant(add.op) != "Binary" or add.op["Binary"] != "Add" or add.dtype != "F32" or len(add.dims) < 3:
             continue
-        found = _match_rotate_half(add, by_id)
+        found = _match_rotate_half(add, by_id, dims)
         if found is None:
             continue
         q, cos, sin = found
@@ -443,7 +444,16 @@ def fold_rotary(program: Program) -> int:
     return len(replaced)
 
 
-def _match_rotate_half(add: RlxNode, by_id: dict[str, RlxNode]) -> tuple[str, str, str] | None:
+def _all_dims(program: Program) -> dict[str, tuple[int, ...]]:
+    """Every value's dims: graph inputs, parameters and nodes."""
+    found = {v.name: v.dims for v in (*program.inputs, *program.params)}
+    found.update((n.id, n.dims) for n in program.nodes)
+    return found
+
+
+def _match_rotate_half(
+    add: RlxNode, by_id: dict[str, RlxNode], dims: dict[str, tuple[int, ...]]
+) -> tuple[str, str, str] | None:
     """(q, cos table, sin table) when `add` is `q * cos + cat(-q[..., h:], q[..., :h]) * sin`."""
     seq, dim = add.dims[-2], add.dims[-1]
     if dim % 2:
@@ -455,9 +465,7 @@ def _match_rotate_half(add: RlxNode, by_id: dict[str, RlxNode]) -> tuple[str, st
     for plain, rotated in (muls, muls[::-1]):
         assert plain is not None and rotated is not None
         for q, cos in (plain.inputs, plain.inputs[::-1]):
-            q_node = by_id.get(q)
-            q_dims = q_node.dims if q_node is not None else None
-            if q_dims != add.dims:
+            if dims.get(q) != add.dims:
                 continue
             for cat, sin in (rotated.inputs, rotated.inputs[::-1]):
                 c = by_id.get(cat)
@@ -482,6 +490,94 @@ def _narrow_of(node: RlxNode, source: str, start: int, length: int) -> bool:
         return False
     p = node.op["Narrow"]
     return p["axis"] in (-1, len(node.dims) - 1) and p["start"] == start and p["len"] == length
+
+
+def _scalar_constant(v: str, by_id: dict[str, RlxNode]) -> float | None:
+    node = by_id.get(v)
+    if node is None or _variant(node.op) != "Constant" or node.dtype != "F32" or math.prod(node.dims) != 1:
+        return None
+    return float(np.frombuffer(bytes(node.op["Constant"]["data"]), dtype="<f4")[0])
+
+
+def fold_rms_norm(program: Program) -> int:
+    """RMS normalization written out (`w * (x * rsqrt(mean(x * x, -1, keepdim) + eps))`, Hugging Face's
+    LlamaRMSNorm / T5LayerNorm in float32) becomes RLX's `RmsNorm` over the last axis: one pass
+    instead of five. Its roundings differ from the chain's by an ulp or so (checked by parity)."""
+    by_id = {n.id: n for n in program.nodes}
+    params = {p.name: p for p in program.params}
+    dims = _all_dims(program)
+    uses: dict[str, int] = {}
+    for n in program.nodes:
+        for i in n.inputs:
+            uses[i] = uses.get(i, 0) + 1
+    for o in program.outputs:
+        uses[o] = uses.get(o, 0) + 2
+
+    def only(v: str, kind: str) -> RlxNode | None:
+        node = by_id.get(v)
+        if node is None or uses.get(v) != 1 or node.dtype != "F32" or _variant(node.op) != kind.split(".")[0]:
+            return None
+        if "." in kind and node.op[kind.split(".")[0]] != kind.split(".")[1]:
+            return None
+        return node
+
+    replaced: dict[str, list[RlxNode]] = {}
+    for top in program.nodes:
+        if _variant(top.op) != "Binary" or top.op["Binary"] != "Mul" or top.dtype != "F32" or len(top.dims) < 2:
+            continue
+        width = top.dims[-1]
+        for w, y in (top.inputs, top.inputs[::-1]):
+            if w not in params or params[w].dims != (width,) or params[w].dtype != "F32":
+                continue
+            found = _match_rms(only(y, "Binary.Mul"), only, by_id, dims, top.dims)
+            if found is None:
+                continue
+            x, eps = found
+            zeros = RlxNode(f"{top.id}.beta", {"Constant": {"data": [0] * (4 * width)}}, (), (width,), "F32",
+                            top.provenance)  # fmt: skip
+            norm = RlxNode(top.id, {"RmsNorm": {"axis": -1, "eps": eps}}, (x, w, zeros.id), top.dims, "F32",
+                           top.provenance)  # fmt: skip
+            replaced[top.id] = [zeros, norm]
+            break
+    if not replaced:
+        return 0
+    nodes: list[RlxNode] = []
+    for n in program.nodes:
+        nodes.extend(replaced.get(n.id, [n]))
+    program.nodes = nodes
+    return len(replaced)
+
+
+def _match_rms(
+    y: RlxNode | None,
+    only: Any,
+    by_id: dict[str, RlxNode],
+    all_dims: dict[str, tuple[int, ...]],
+    dims: tuple[int, ...],
+) -> tuple[str, float] | None:
+    """(x, eps) when `y` is `x * rsqrt(mean(x * x, last axis, keepdim) + eps)`."""
+    if y is None or y.dims != dims:
+        return None
+    for x, r in (y.inputs, y.inputs[::-1]):
+        if all_dims.get(x) != dims:
+            continue
+        rsqrt = only(r, "Activation.Rsqrt")
+        add = only(rsqrt.inputs[0], "Binary.Add") if rsqrt is not None else None
+        if add is None:
+            continue
+        for m, c in (add.inputs, add.inputs[::-1]):
+            eps = _scalar_constant(c, by_id)
+            mean = only(m, "Reduce")
+            if eps is None or mean is None:
+                continue
+            reduce = mean.op["Reduce"]
+            last = reduce["axes"] in ([len(dims) - 1], [-1])
+            if reduce["op"] != "Mean" or not last or not reduce["keep_dim"]:
+                continue
+            sq = only(mean.inputs[0], "Binary.Mul")
+            if sq is not None and sq.inputs == (x, x):
+                return x, eps
+    return None
 
 
 def remove_dead(program: Program) -> int:
@@ -510,6 +606,7 @@ def optimize(program: Program) -> dict[str, int]:
     stats = {"param_layouts_folded": fold_param_layouts(program)}
     stats["batch_norms_folded"] = fold_batch_norm(program)
     stats["rotary_embeddings_on_rope"] = fold_rotary(program)
+    stats["rms_norms_fused"] = fold_rms_norm(program)
     stats["constants_folded"] = fold_constants(program)
     stats["dead_nodes_removed"] = remove_dead(program)
     return stats

@@ -1,0 +1,150 @@
+"""The conversion-time rewrites (lower/optimize.py): each one fires on the pattern it is for, the
+bundle still matches PyTorch, and the passes that claim the same roundings give the same bits."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+import rlx_torch_import as rti
+from rlx_torch_import import safetensors_io, torchir
+from rlx_torch_import.emit.bundle import write_bundle
+from rlx_torch_import.lower import lower
+
+
+def _convert(model: nn.Module, inputs: tuple[torch.Tensor, ...], out: Path) -> dict:
+    report = rti.from_torch(model.eval(), inputs, out)
+    assert report.ok, report.summary()
+    return json.loads((out / "bundle" / "meta.json").read_text())
+
+
+def _run_both(out: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The bundle's output with the passes on and off (same torch-ir, same inputs)."""
+    ir = torchir.load(out)
+    weights = safetensors_io.read(out / torchir.WEIGHTS)
+    ref = safetensors_io.read(out / torchir.REFERENCE)
+    feed = {s.name: ref[f"input.{s.name}"].to_numpy() for s in ir.inputs}
+    got = []
+    for on in (True, False):
+        where = out / f"bundle_{on}"
+        shutil.rmtree(where, ignore_errors=True)
+        write_bundle(lower(ir, optimize=on), ir, weights, where)
+        got.append(rti.BundleModel(where).run(feed)[ir.outputs[0].name])
+    return got[0], got[1]
+
+
+class _Rotary(nn.Module):
+    """Hugging Face's rotate-half rotary embedding on [B, H, S, D]."""
+
+    def __init__(self, seq: int = 12, dim: int = 16) -> None:
+        super().__init__()
+        inv = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+        self.register_buffer("inv_freq", inv, persistent=False)
+        self.seq = seq
+
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(self.seq).float()
+        freqs = torch.outer(pos, self.inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos()[None, None], emb.sin()[None, None]
+        half = q.shape[-1] // 2
+        rotated = torch.cat((-q[..., half:], q[..., :half]), dim=-1)
+        return q * cos + rotated * sin
+
+
+def test_rotate_half_runs_on_rope_with_the_same_bits(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    meta = _convert(_Rotary(), (torch.randn(2, 3, 12, 16),), tmp_path / "o")
+    assert meta["rewrites"]["rotary_embeddings_on_rope"] == 1 and "Rope" in meta["op_histogram"]
+    on, off = _run_both(tmp_path / "o")
+    assert on.tobytes() == off.tobytes()
+
+
+class _RmsNorm(nn.Module):
+    def __init__(self, width: int = 24) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(variance + 1e-6))
+
+
+def test_written_out_rms_norm_runs_on_rlx_rms_norm(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    meta = _convert(_RmsNorm(), (torch.randn(2, 5, 24),), tmp_path / "o")
+    assert meta["rewrites"]["rms_norms_fused"] == 1 and "RmsNorm" in meta["op_histogram"]
+    assert "Activation.Rsqrt" not in meta["op_histogram"]
+
+
+class _CausalFromArange(nn.Module):
+    """A causal mask built from arange (as Hugging Face builds it) passed to SDPA."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        s = q.shape[-2]
+        keep = torch.arange(s)[None, :] <= torch.arange(s)[:, None]
+        return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+
+
+def test_constant_causal_mask_becomes_fused_causal_attention(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    inputs = tuple(torch.randn(1, 2, 6, 8) for _ in range(3))
+    meta = _convert(_CausalFromArange(), inputs, tmp_path / "o")
+    assert "Attention" in meta["op_histogram"] and "Softmax" not in meta["op_histogram"]
+
+
+def test_a_data_dependent_mask_keeps_the_explicit_form(tmp_path: Path) -> None:
+    class Masked(nn.Module):
+        def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+            return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+
+    torch.manual_seed(0)
+    keep = torch.rand(1, 1, 6, 6) > 0.3
+    inputs = (*(torch.randn(1, 2, 6, 8) for _ in range(3)), keep)
+    meta = _convert(Masked(), inputs, tmp_path / "o")
+    assert "Softmax" in meta["op_histogram"]
+
+
+def test_batch_norm_without_a_convolution_is_a_scale_and_shift(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    bn = nn.BatchNorm2d(4)
+    bn.running_mean.normal_()
+    bn.running_var.uniform_(0.5, 2.0)
+    meta = _convert(nn.Sequential(nn.ReLU(), bn), (torch.randn(2, 4, 3, 5),), tmp_path / "o")
+    assert meta["rewrites"]["batch_norms_folded"] == 1
+    assert "BatchNormInference" not in meta["op_histogram"] and "Transpose" not in meta["op_histogram"]
+
+
+def test_linear_weights_are_stored_transposed_once(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4, bias=False))
+    meta = _convert(model, (torch.randn(3, 5, 8),), tmp_path / "o")
+    assert "Transpose" not in meta["op_histogram"]
+    stored = safetensors_io.read(tmp_path / "o" / "bundle" / "weights.safetensors")
+    assert stored["0.weight.T"].shape == (8, 16) and "0.weight" not in stored
+    want = model[0].weight.detach().numpy().T
+    assert np.array_equal(stored["0.weight.T"].to_numpy(), want)  # moved, not recomputed
+    on, off = _run_both(tmp_path / "o")
+    assert on.tobytes() == off.tobytes()
+
+
+def test_flush_denormals_is_set_only_when_it_changes_nothing(tmp_path: Path) -> None:
+    class Tiny(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 1e-30  # subnormal results that flushing would zero
+
+    meta = _convert(Tiny(), (torch.full((4,), 1e-10),), tmp_path / "tiny")
+    assert meta["flush_denormals"] is False
+    meta = _convert(nn.Linear(4, 3), (torch.randn(2, 4),), tmp_path / "plain")
+    assert meta["flush_denormals"] is True
+    assert math.isclose(
+        rti.BundleModel(tmp_path / "tiny" / "bundle").run([np.full(4, 1e-10, np.float32)])["output"][0],
+        1e-40,
+        rel_tol=1e-2,
+    )
