@@ -287,3 +287,18 @@ def test_crate_builds_passes_its_test_and_matches_the_bundle(name: str, style: s
 @pytest.mark.parametrize(("name", "style"), SLOW)
 def test_more_crates_build_and_match_the_bundle(name: str, style: str, tmp_path: Path) -> None:
     _check_crate(name, style, tmp_path)
+
+
+def _compile_options_body(rust: str) -> str:
+    """The body of `fn compile_options()` with whitespace removed."""
+    body = rust.split("fn compile_options() -> CompileOptions {", 1)[1].split("\n}\n", 1)[0]
+    return re.sub(r"\s+", "", body)
+
+
+def test_crates_compile_with_the_bundle_runner_options() -> None:
+    """A crate gives the bundle's bits only when RLX compiles it the same way: the template's
+    `compile_options()` must be the Rust core's (src/runner.rs)."""
+    template = (REPO / "python/rlx_torch_import/emit/crate_files/lib.rs").read_text()
+    core = (REPO / "src/runner.rs").read_text()
+    assert _compile_options_body(template) == _compile_options_body(core)
+    assert "no_weight_concat:true" in _compile_options_body(core)

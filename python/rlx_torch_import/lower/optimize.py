@@ -38,6 +38,13 @@ def _variant(op: Any) -> str:
     return op if isinstance(op, str) else next(iter(op))
 
 
+def _splice(program: Program, replaced: dict[str, list[RlxNode]]) -> int:
+    """Put each `replaced[id]` (nodes ending in one that keeps `id`) where node `id` was; returns the count."""
+    if replaced:
+        program.nodes = [new for n in program.nodes for new in replaced.get(n.id, [n])]
+    return len(replaced)
+
+
 def fold_param_layouts(program: Program) -> int:
     """Store parameters in the layout their readers want; returns how many moves were folded."""
     params = {p.name: p for p in program.params}
@@ -230,12 +237,7 @@ def fold_constants(program: Program) -> int:
     if not frontier:
         return 0
     values = evaluate(program, [n.id for n in frontier])
-    replaced = {n.id: constant_node(n.id, values[n.id], n.dtype, n.provenance) for n in frontier}
-    nodes: list[RlxNode] = []
-    for node in program.nodes:
-        nodes.extend(replaced.get(node.id, [node]))
-    program.nodes = nodes
-    return len(frontier)
+    return _splice(program, {n.id: constant_node(n.id, values[n.id], n.dtype, n.provenance) for n in frontier})
 
 
 def _dims_of(program: Program, value: str) -> tuple[int, ...] | None:
@@ -435,13 +437,7 @@ def fold_rotary(program: Program) -> int:
         rope = {"Rope": {"head_dim": dim, "n_rot": dim, "style": "NeoX"}}
         new.append(RlxNode(add.id, rope, (q, *tables), add.dims, "F32", where))
         replaced[add.id] = new
-    if not replaced:
-        return 0
-    nodes: list[RlxNode] = []
-    for n in program.nodes:
-        nodes.extend(replaced.get(n.id, [n]))
-    program.nodes = nodes
-    return len(replaced)
+    return _splice(program, replaced)
 
 
 def _all_dims(program: Program) -> dict[str, tuple[int, ...]]:
@@ -539,13 +535,7 @@ def fold_rms_norm(program: Program) -> int:
                            top.provenance)  # fmt: skip
             replaced[top.id] = [zeros, norm]
             break
-    if not replaced:
-        return 0
-    nodes: list[RlxNode] = []
-    for n in program.nodes:
-        nodes.extend(replaced.get(n.id, [n]))
-    program.nodes = nodes
-    return len(replaced)
+    return _splice(program, replaced)
 
 
 def _match_rms(
