@@ -99,16 +99,19 @@ def test_constant_causal_mask_becomes_fused_causal_attention(tmp_path: Path) -> 
     assert "Attention" in meta["op_histogram"] and "Softmax" not in meta["op_histogram"]
 
 
-def test_a_data_dependent_mask_keeps_the_explicit_form(tmp_path: Path) -> None:
+def test_a_data_dependent_mask_runs_as_a_bias_on_fused_attention(tmp_path: Path) -> None:
+    """A mask that is an input becomes RLX's `Bias` mask; a fully masked query row still gives zeros."""
+
     class Masked(nn.Module):
         def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
             return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
 
     torch.manual_seed(0)
     keep = torch.rand(1, 1, 6, 6) > 0.3
+    keep[..., 2, :] = False  # this query sees no key
     inputs = (*(torch.randn(1, 2, 6, 8) for _ in range(3)), keep)
-    meta = _convert(Masked(), inputs, tmp_path / "o")
-    assert "Softmax" in meta["op_histogram"]
+    meta = _convert(Masked(), inputs, tmp_path / "o")  # parity against torch's safe softmax
+    assert "Attention" in meta["op_histogram"] and "Softmax" not in meta["op_histogram"]
 
 
 def test_batch_norm_without_a_convolution_is_a_scale_and_shift(tmp_path: Path) -> None:

@@ -63,20 +63,48 @@ def sdpa(b: Builder, call: Call) -> Value:
         if kind is not None:
             mask, causal = None, kind == "Causal"
     if mask is None and (not causal or sq == sk):
-        qf, kf, vf = _fold(b, q), _fold(b, k), _fold(b, v)
-        op = {
-            "Attention": {
-                "num_heads": 1,
-                "head_dim": head_dim,
-                "v_head_dim": None,
-                "mask_kind": "Causal" if causal else "None",
-                "score_scale": scale,
-                "attn_logit_softcap": None,
-            }
-        }
-        y = b.emit(op, [qf, kf, vf], qf.dims, q.dtype)
-        return b.reshape(y, call.out_dims)
+        return b.reshape(_fused(b, q, k, v, scale, "Causal" if causal else "None"), call.out_dims)
+    if q.dtype == "float32":  # any other mask: an additive bias on the fused kernel
+        return b.reshape(_fused_with_bias(b, q, k, v, scale, mask), call.out_dims)
     return _explicit(b, q, k, v, scale, mask, causal)
+
+
+def _fused(b: Builder, q: Value, k: Value, v: Value, scale: float, mask_kind: str, bias: Value | None = None) -> Value:
+    """RLX's Attention on [B*H, S, D] (single head), mask kind None, Causal or Bias ([B*H, 1, Sq, Sk])."""
+    qf, kf, vf = _fold(b, q), _fold(b, k), _fold(b, v)
+    op = {
+        "Attention": {
+            "num_heads": 1,
+            "head_dim": q.dims[-1],
+            "v_head_dim": None,
+            "mask_kind": mask_kind,
+            "score_scale": scale,
+            "attn_logit_softcap": None,
+        }
+    }
+    return b.emit(op, [qf, kf, vf, *([bias] if bias is not None else [])], qf.dims, q.dtype)
+
+
+def _fused_with_bias(b: Builder, q: Value, k: Value, v: Value, scale: float, mask: Value | None) -> Value:
+    """A bool mask (True keeps), a float mask (added to the scores) or torch's top-left causal pattern
+    (mask None, Sq != Sk) as RLX's `Bias` mask, [B*H, 1, Sq, Sk]. A query row whose every key is
+    masked gives zeros, as torch's safe softmax does (RLX's kernel gives NaN there)."""
+    sq, sk = q.dims[-2], k.dims[-2]
+    if mask is None:
+        mask = b.const(np.tril(np.ones((sq, sk), dtype=bool)), "bool")
+    if mask.dtype == "bool":
+        bias = b.emit("Where", [mask, b.const(0.0, "float32"), b.const(-math.inf, "float32")], mask.dims, "float32")
+    else:
+        bias = b.cast(mask, "float32")
+    lead = math.prod(q.dims[:-2])
+    bias = b.reshape(b.expand(bias, (*q.dims[:-2], sq, sk)), (lead, 1, sq, sk))
+    y = _fused(b, q, k, v, scale, "Bias", bias)
+    known = b.known(bias)
+    if known is not None and not (known == -np.inf).all(axis=-1).any():
+        return y  # no query row is fully masked
+    dead = b.compare("Eq", b.reduce("Max", bias, [3], keep_dim=True), b.const(-math.inf, "float32"))
+    dead = b.expand(b.reshape(dead, (lead, sq, 1)), y.dims)
+    return b.emit("Where", [dead, b.expand(b.const(0.0, y.dtype), y.dims), y], y.dims, y.dtype)
 
 
 def _known_mask_kind(b: Builder, mask: Value, sq: int, sk: int) -> str | None:
