@@ -151,3 +151,39 @@ def test_flush_denormals_is_set_only_when_it_changes_nothing(tmp_path: Path) -> 
         1e-40,
         rel_tol=1e-2,
     )
+
+
+def test_a_convolution_and_batch_norm_used_twice_fold_once_each_way(tmp_path: Path) -> None:
+    """Weight sharing: the same conv + batch norm on two inputs reuses one folded weight; one conv
+    feeding two different batch norms keeps both norms (as a scale and a shift each)."""
+
+    def bn(c: int) -> nn.BatchNorm2d:
+        m = nn.BatchNorm2d(c)
+        m.running_mean.normal_()
+        m.running_var.uniform_(0.5, 2.0)
+        m.weight.data.normal_()
+        return m
+
+    class Siamese(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c, self.bn = nn.Conv2d(3, 4, 3), bn(4)
+
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return self.bn(self.c(a)) - self.bn(self.c(b))
+
+    class TwoNorms(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c, self.bn1, self.bn2 = nn.Conv2d(3, 4, 3), bn(4), bn(4)
+
+        def forward(self, a: torch.Tensor) -> torch.Tensor:
+            y = self.c(a)
+            return self.bn1(y) * self.bn2(y)
+
+    torch.manual_seed(0)
+    meta = _convert(Siamese(), (torch.randn(1, 3, 8, 8), torch.randn(1, 3, 8, 8)), tmp_path / "s")
+    assert meta["rewrites"]["batch_norms_folded"] == 2
+    assert [p["name"] for p in meta["params"]].count("c.weight.bn_folded") == 1
+    meta = _convert(TwoNorms(), (torch.randn(1, 3, 8, 8),), tmp_path / "t")
+    assert {"bn1.bn_scale", "bn2.bn_scale"} <= {p["name"] for p in meta["params"]}

@@ -61,3 +61,31 @@ def test_corrupt_hir_is_a_bundle_error(bundle, tmp_path) -> None:
     (copy / "model.hir.json").write_text('{"name": 1}')
     with pytest.raises(rti.BundleError, match="not valid RLX HIR"):
         rti.BundleModel(copy)
+
+
+def test_thread_settings_are_checked(monkeypatch) -> None:
+    """`threads=` and RLX_WORKERS must be positive integers; the pool size is fixed once RLX started."""
+    from rlx_torch_import import rlx_config
+    from rlx_torch_import.errors import InputError
+
+    for bad in (0, -1, "2", True, 2.0):
+        with pytest.raises(InputError, match="threads must be a positive integer"):
+            rlx_config.set_threads(bad)  # type: ignore[arg-type]
+    for bad in ("abc", "0", "-3"):
+        monkeypatch.setenv("RLX_WORKERS", bad)
+        with pytest.raises(InputError, match="RLX_WORKERS"):
+            rlx_config._env_threads()
+    monkeypatch.setattr(rlx_config, "_applied_threads", 2)
+    assert rlx_config.set_threads(None) == 2 and rlx_config.set_threads(2) == 2
+    with pytest.raises(InputError, match="already runs 2 thread"):
+        rlx_config.set_threads(3)
+
+
+def test_openblas_core_type_comes_from_the_cpu_flags() -> None:
+    from rlx_torch_import import rlx_config
+
+    avx512 = frozenset({"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd", "avx2", "fma", "avx"})
+    assert rlx_config.openblas_coretype_for(avx512) == "SkylakeX"
+    assert rlx_config.openblas_coretype_for(frozenset({"avx2", "fma", "avx"})) == "Haswell"
+    assert rlx_config.openblas_coretype_for(frozenset({"avx"})) == "Sandybridge"
+    assert rlx_config.openblas_coretype_for(frozenset({"sse2"})) is None  # OpenBLAS's own choice stands

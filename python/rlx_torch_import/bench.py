@@ -9,7 +9,8 @@ Usage::
 Options: `--models a,b` (default: all), `--runs N` timed runs (default 20) after
 `--warmup N` untimed ones (default 3), `--threads N` (default: every core this
 process may use), `--out PATH` (default bench/results.md), `--no-onnx` (skip
-ONNX Runtime), `--timeout S` per model.
+ONNX Runtime), `--no-kernels` (skip the RLX-kernels-alone table), `--timeout S`
+per model, `--list` (the model names).
 
 Every model runs in a fresh child process (`--one NAME --json PATH`), so memory
 peaks and thread pools never leak from one model into the next; this process
@@ -33,8 +34,8 @@ ratios are plain factors: 2.00 = twice the time, below 1 = faster):
 - **export s**: `torch.export` time inside `rti.from_torch` (seconds).
 - **ours s** / **ours/export**: our own conversion stages (every phase of
   `report.timings_s` except "export", "reference" and "verify": capture, write
-  torch-ir, lower, bundle, auto-decompose rounds) in seconds, and as a ratio to
-  the export time.
+  torch-ir, lower, bundle, auto-decompose rounds) in seconds, and as a percentage
+  of the export time.
 - **verify s**: running the bundle once and comparing it with PyTorch.
 - **peak RSS/weights**: (peak resident memory during conversion - resident memory
   just before it) / weight bytes.
@@ -43,7 +44,13 @@ ratios are plain factors: 2.00 = twice the time, below 1 = faster):
 - **ATen on fused**: distinct source ATen nodes that produced at least one RLX node
   of a fused kind (`FUSED_OP_KINDS`).
 - **top RLX kernels**: the three kernel kinds that take the most time in RLX's
-  own per-thunk profiler (`BundleModel.profile`), as a share of the profiled time.
+  own per-thunk profiler (`BundleModel.profile`), as a share of the profiled time;
+  for models too fast for its 0.1 ms resolution, their call counts (`xN`).
+- **peak RSS/weights** includes `torch.export`'s own ~190 MiB, so models of a few
+  MiB of weights cannot meet the 1.5x target whatever the converter does.
+
+After the table: the RLX kernels alone against PyTorch (`kernel_bench.py`), the
+gaps that remain RLX's own.
 
 A cell that misses its target (`TARGETS`) is marked ✗.
 

@@ -148,10 +148,14 @@ def main(argv: list[str] | None = None) -> int:
     """Print the table (`--threads N` sizes RLX's pool and torch's threads alike)."""
     import argparse
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m rlx_torch_import.kernel_bench", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--threads", type=int, help="threads for RLX and PyTorch (default: every available core)")
-    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=20, help="timed runs per kernel, median reported (default 20)")
     args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
     rlx_config.set_threads(args.threads)
     print(markdown(run_all(runs=args.runs)))
     return 0

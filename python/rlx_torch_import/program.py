@@ -72,6 +72,8 @@ class FoldedBatchNorm:
     With s = gamma / sqrt(var + eps) (in float64, rounded once to float32):
     role "weight": conv weight [C_out, ...] times s per output channel; role "bias":
     (conv bias or 0 - mean) * s + beta; role "scale": s; role "shift": beta - mean * s.
+    `conv` names the convolution's weight (role "weight") or its bias (role "bias", None
+    without one); the other fields name the batch norm's parameters.
     `dims` is the stored shape (biases/scales broadcast as [1, C, 1, ...]).
     """
 

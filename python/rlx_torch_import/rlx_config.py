@@ -83,11 +83,13 @@ def prepare_process() -> None:
 def set_threads(threads: int | None) -> int:
     """Size RLX's thread pool (`None`: keep the current setting); returns the size in effect.
 
-    The pool is built once per process, when the first model is compiled, so a
-    different size after that is an `InputError` rather than silently ignored.
+    `threads` wins over `RLX_WORKERS` (which sets the default). The pool is built once
+    per process, when the first model is compiled, so a different size after that is an
+    `InputError` rather than silently ignored; so is a `threads` or `RLX_WORKERS` that
+    is not a positive integer.
     """
     global _applied_threads
-    current = _applied_threads or int(os.environ.get(_THREADS_VAR) or available_cpus())
+    current = _applied_threads or _env_threads()
     if threads is None:
         return current
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
@@ -101,11 +103,23 @@ def set_threads(threads: int | None) -> int:
     return threads
 
 
+def _env_threads() -> int:
+    """`RLX_WORKERS` as set (by the user, or by `prepare_process` to every available core)."""
+    text = os.environ.get(_THREADS_VAR) or str(available_cpus())
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise InputError(f"{_THREADS_VAR}={text!r}: the number of RLX threads must be a positive integer")
+    return n
+
+
 def mark_started() -> int:
     """Record that RLX has started (its pool size is now fixed); returns that size."""
     global _applied_threads
     if _applied_threads is None:
-        _applied_threads = int(os.environ.get(_THREADS_VAR) or available_cpus())
+        _applied_threads = _env_threads()
     return _applied_threads
 
 

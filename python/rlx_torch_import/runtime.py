@@ -56,6 +56,11 @@ class BundleModel:
         except RuntimeError as e:
             raise BundleError(f"{self.path}: RLX could not load the bundle: {e}") from None
 
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in self.meta["inputs"])
+        outs = ", ".join(f"{o['name']}: {o['dtype']}{o['shape']}" for o in self.meta["outputs"])
+        return f"BundleModel({str(self.path)!r}, threads={self.threads}; ({ins}) -> ({outs}))"
+
     @property
     def input_names(self) -> list[str]:
         return [i["name"] for i in self.meta["inputs"]]
@@ -99,10 +104,11 @@ class BundleModel:
         self._model.set_flush_denormals(self.flush_denormals)
 
     def profile(self, inputs: Mapping[str, Any] | Sequence[Any], runs: int = 5) -> dict[str, tuple[float, int]]:
-        """Where a run's time goes: RLX op kind -> (milliseconds per run, calls per run).
+        """Where a run's time goes: RLX kernel kind -> (milliseconds per run, calls per run).
 
         Uses RLX's own per-thunk timer (`RLX_PROFILE_THUNKS`), which reports compiled
-        kernels (after RLX's fusion), summed over `runs` runs of `inputs`.
+        kernels (after RLX's fusion) to 0.1 ms per run; the values are means over `runs`
+        runs of `inputs` (so kernels shorter than ~0.1/`runs` ms read as 0.0).
         """
         self.run(inputs)  # warm-up, unprofiled
         totals: dict[str, list[float]] = {}

@@ -302,12 +302,11 @@ def fold_batch_norm(program: Program) -> int:
         conv, bias_add, conv_bias = _conv_feeding(x, by_id, uses, is_f32_param)
         if conv is not None and conv.dims[1] == channels:
             w = conv.inputs[1]
-            w_name, b_name = f"{w}.bn_folded", f"{bn.id}.bn_bias"
-            program.derived_params[w_name] = FoldedBatchNorm("weight", w, dims=params[w].dims, **fold)
-            program.derived_params[b_name] = FoldedBatchNorm("bias", conv_bias, dims=per_channel, **fold)
-            params[w_name] = ValueDecl(w_name, params[w].dims, "F32")
-            params[b_name] = ValueDecl(b_name, per_channel, "F32")
-            program.params.extend([params[w_name], params[b_name]])
+            norm = gamma.removesuffix(".weight")  # the batch norm's module path (its weight is `<module>.weight`)
+            w_name = _claim(program, params, f"{w}.bn_folded",
+                            FoldedBatchNorm("weight", w, dims=params[w].dims, **fold))  # fmt: skip
+            b_name = _claim(program, params, f"{norm}.bn_folded_bias",
+                            FoldedBatchNorm("bias", conv_bias, dims=per_channel, **fold))  # fmt: skip
             rewire[conv.id] = RlxNode(conv.id, conv.op, (conv.inputs[0], w_name, *conv.inputs[2:]), conv.dims,
                                       conv.dtype, conv.provenance)  # fmt: skip
             if bias_add is not None:
@@ -319,12 +318,13 @@ def fold_batch_norm(program: Program) -> int:
                 insert[bn.id] = [shifted]
                 renames[out_id] = shifted.id
         else:
-            s_name, t_name = f"{bn.id}.bn_scale", f"{bn.id}.bn_shift"
-            program.derived_params[s_name] = FoldedBatchNorm("scale", None, dims=per_channel, **fold)
-            program.derived_params[t_name] = FoldedBatchNorm("shift", None, dims=per_channel, **fold)
-            for name in (s_name, t_name):
-                params[name] = ValueDecl(name, per_channel, "F32")
-                program.params.append(params[name])
+            norm = gamma.removesuffix(".weight")
+            s_name = _claim(
+                program, params, f"{norm}.bn_scale", FoldedBatchNorm("scale", None, dims=per_channel, **fold)
+            )
+            t_name = _claim(
+                program, params, f"{norm}.bn_shift", FoldedBatchNorm("shift", None, dims=per_channel, **fold)
+            )
             scaled = RlxNode(f"{bn.id}.scaled", {"Binary": "Mul"}, (x, s_name), x_dims, "F32", where)
             shifted = RlxNode(f"{bn.id}.shift", {"Binary": "Add"}, (scaled.id, t_name), x_dims, "F32", where)
             insert[bn.id] = [scaled, shifted]
@@ -345,6 +345,21 @@ def fold_batch_norm(program: Program) -> int:
     program.nodes = nodes
     program.outputs = [renames.get(o, o) for o in program.outputs]
     return folded
+
+
+def _claim(program: Program, params: dict[str, ValueDecl], base: str, recipe: FoldedBatchNorm) -> str:
+    """The parameter holding `recipe`: an existing one with the same recipe (a convolution and batch
+    norm applied twice), else a new one named `base` (`base_2`, ... when that name holds another)."""
+    name, n = base, 1
+    while name in params or name in program.derived_params:
+        if program.derived_params.get(name) == recipe:
+            return name
+        n += 1
+        name = f"{base}_{n}"
+    program.derived_params[name] = recipe
+    params[name] = ValueDecl(name, recipe.dims, "F32")
+    program.params.append(params[name])
+    return name
 
 
 def _conv_feeding(
