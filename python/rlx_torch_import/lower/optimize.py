@@ -240,22 +240,13 @@ def fold_constants(program: Program) -> int:
     return _splice(program, {n.id: constant_node(n.id, values[n.id], n.dtype, n.provenance) for n in frontier})
 
 
-def _dims_of(program: Program, value: str) -> tuple[int, ...] | None:
-    for n in program.nodes:
-        if n.id == value:
-            return n.dims
-    for v in (*program.inputs, *program.params):
-        if v.name == value:
-            return v.dims
-    return None
-
-
 def fold_batch_norm(program: Program) -> int:
     """Eval batch norm without its channels-last transposes: folded into the convolution that feeds
     it (weight scaled per output channel, one bias add) or, with no convolution, one multiply and
     one add in the input's own layout. float32 only; returns how many were folded."""
     by_id = {n.id: n for n in program.nodes}
     params = {p.name: p for p in program.params}
+    all_dims = _all_dims(program)
     uses: dict[str, int] = {}
     for n in program.nodes:
         for i in n.inputs:
@@ -291,7 +282,7 @@ def fold_batch_norm(program: Program) -> int:
             x, out_id, gone = moved, bn.id, {bn.id}
         else:
             continue
-        x_dims = _dims_of(program, x)
+        x_dims = all_dims.get(x)
         channels = bn.dims[-1]
         if x_dims is None or len(x_dims) < 2 or x_dims[1] != channels:
             continue
