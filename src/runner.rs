@@ -150,10 +150,11 @@ impl Runner {
 
     /// Run once; returns each output's bytes in its declared dtype and its dims.
     ///
-    /// When every input and output is `F32` this takes RLX's f32 entry point
-    /// (`CompiledGraph::run`), which copies outputs out of the arena in one
-    /// pass; `run_typed` re-encodes every output element by element (slower by
-    /// about 1 ms per MB of output on a 2-core machine; docs/design.md).
+    /// When every output is `F32` and every input is `F32` (or an integer input whose
+    /// values are all within +-2^24, exact in f32) this takes RLX's f32 entry point
+    /// (`CompiledGraph::run`), which copies outputs out of the arena in one pass;
+    /// `run_typed` re-encodes every output element by element (slower by about
+    /// 1 ms per MB of output on a 2-core machine; docs/design.md, decision x).
     pub fn run(&mut self, inputs: &[(&str, &[u8], DType)]) -> Result<Vec<TensorBytes>, String> {
         // RLX's pool threads run only RLX work, so they keep the mode of the last model run;
         // the calling thread (Python's) gets its own mode back after the run.
