@@ -120,9 +120,6 @@ class BundleModel:
         return {k: (v[0], round(v[1])) for k, v in sorted(totals.items(), key=lambda kv: -kv[1][0])}
 
 
-_PROFILE_LINE = re.compile(r"^\s+(\S+)\s+([0-9.]+)ms\s+\((\d+) calls\)")
-
-
 # A float32 weight larger than this is bound in slices of this size, each slice's file pages dropped once
 # RLX holds it, so loading never keeps a second whole copy of a large weight.
 _BIND_SLICE = 16 << 20
@@ -141,6 +138,10 @@ def _bind(model: Any, name: str, t: safetensors_io.RawTensor) -> None:
             return
     model.set_param(name, t.data, to_rlx(t.dtype))
     t.release()
+
+
+# One row of RLX's `[thunk-profile]` table: "  <kind>   <ms>ms  (<calls> calls)".
+_PROFILE_LINE = re.compile(r"^\s+(\S+)\s+([0-9.]+)ms\s+\((\d+) calls\)")
 
 
 def _thunk_profile(run: Any) -> dict[str, tuple[float, int]]:
