@@ -198,9 +198,12 @@ class Builder:
         literal = self.constant_value(v)
         if literal is not None:
             return np.asarray(literal)
-        if v.id not in constant_ids(self.program):
-            return None
-        return evaluate(self.program, [v.id])[v.id]
+        # A value never changes once emitted, so one evaluation serves every lowering that asks
+        # (Hugging Face's layers all read the same mask).
+        return self.memo(
+            ("known", v.id),
+            lambda: evaluate(self.program, [v.id])[v.id] if v.id in constant_ids(self.program) else None,
+        )
 
     def finite(self, v: Value) -> bool:
         """Whether `v` cannot hold inf or NaN: not a float, a finite constant, or a float made from integers/bool."""

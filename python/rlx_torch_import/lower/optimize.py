@@ -38,6 +38,18 @@ def _variant(op: Any) -> str:
     return op if isinstance(op, str) else next(iter(op))
 
 
+def _use_counts(program: Program) -> dict[str, int]:
+    """How many node inputs read each value; a graph output counts two more, so a rewrite that
+    needs a single reader never rewires an output away."""
+    uses: dict[str, int] = {}
+    for n in program.nodes:
+        for i in n.inputs:
+            uses[i] = uses.get(i, 0) + 1
+    for o in program.outputs:
+        uses[o] = uses.get(o, 0) + 2
+    return uses
+
+
 def _splice(program: Program, replaced: dict[str, list[RlxNode]]) -> int:
     """Put each `replaced[id]` (nodes ending in one that keeps `id`) where node `id` was; returns the count."""
     if replaced:
@@ -247,12 +259,7 @@ def fold_batch_norm(program: Program) -> int:
     by_id = {n.id: n for n in program.nodes}
     params = {p.name: p for p in program.params}
     all_dims = _all_dims(program)
-    uses: dict[str, int] = {}
-    for n in program.nodes:
-        for i in n.inputs:
-            uses[i] = uses.get(i, 0) + 1
-    for o in program.outputs:
-        uses[o] = uses.get(o, 0) + 2  # an output is never rewired away
+    uses = _use_counts(program)
     consumers: dict[str, list[RlxNode]] = {}
     for n in program.nodes:
         for i in n.inputs:
@@ -508,12 +515,7 @@ def fold_rms_norm(program: Program) -> int:
     by_id = {n.id: n for n in program.nodes}
     params = {p.name: p for p in program.params}
     dims = _all_dims(program)
-    uses: dict[str, int] = {}
-    for n in program.nodes:
-        for i in n.inputs:
-            uses[i] = uses.get(i, 0) + 1
-    for o in program.outputs:
-        uses[o] = uses.get(o, 0) + 2
+    uses = _use_counts(program)
 
     def only(v: str, kind: str) -> RlxNode | None:
         node = by_id.get(v)
