@@ -9,6 +9,7 @@
 #[cfg(target_endian = "big")]
 compile_error!("tensors cross the core as little-endian bytes");
 
+pub mod dynamic;
 pub mod fpmode;
 pub mod program;
 pub mod runner;

@@ -74,6 +74,47 @@ fn bytes_of(buf: &PyBuffer<u8>) -> PyResult<&[u8]> {
     Ok(unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes()) })
 }
 
+/// One symbolic graph (`.rlxmodel` text) from the HIR JSON of a program at several bindings;
+/// `sizes`: each RLX symbol number with its size in each HIR; `names`: each one's name in
+/// the text (`dynamic::generalize`).
+#[pyfunction]
+fn generalize(
+    py: Python<'_>,
+    hir_jsons: Vec<String>,
+    sizes: Vec<(u32, Vec<usize>)>,
+    names: Vec<(u32, String)>,
+) -> PyResult<String> {
+    py.allow_threads(|| crate::dynamic::generalize(&hir_jsons, &sizes, &names))
+        .map_err(err)
+}
+
+/// A symbolic RLX graph read from `.rlxmodel` text; `compile(binding)` gives the
+/// `CompiledModel` of one binding (symbol number → size).
+#[pyclass(name = "SymbolicModel", unsendable)]
+struct PySymbolicModel {
+    graph: rlx_ir::Graph,
+}
+
+#[pymethods]
+impl PySymbolicModel {
+    #[new]
+    fn new(text: &str) -> PyResult<Self> {
+        Ok(Self {
+            graph: crate::dynamic::read(text).map_err(err)?,
+        })
+    }
+
+    fn compile(&self, py: Python<'_>, binding: Vec<(u32, usize)>) -> PyResult<PyCompiledModel> {
+        let graph = &self.graph;
+        let runner = py
+            .allow_threads(|| {
+                crate::dynamic::specialize(graph, &binding).and_then(Runner::from_graph)
+            })
+            .map_err(err)?;
+        Ok(PyCompiledModel { runner })
+    }
+}
+
 /// Lowered-program JSON → rlx-ir HIR JSON (validates wiring and every Op).
 #[pyfunction]
 fn program_to_hir_json(py: Python<'_>, program_json: &str) -> PyResult<String> {
@@ -194,6 +235,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rlx_version, m)?)?;
     m.add_function(wrap_pyfunction!(set_rlx_env, m)?)?;
     m.add_function(wrap_pyfunction!(op_to_rust, m)?)?;
+    m.add_function(wrap_pyfunction!(generalize, m)?)?;
     m.add_class::<PyCompiledModel>()?;
+    m.add_class::<PySymbolicModel>()?;
     Ok(())
 }

@@ -5,8 +5,8 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use rlx_ir::DType;
 use rlx_ir::hir::HirModule;
+use rlx_ir::{DType, Graph, Shape};
 use rlx_runtime::{CompileOptions, CompiledGraph, Device, FusionOptions, Session};
 
 /// A compiled RLX graph plus the declared shapes of its outputs.
@@ -51,6 +51,27 @@ impl OutputData {
 /// One output tensor: its elements, dtype, dims.
 pub type TensorBytes = (OutputData, DType, Vec<usize>);
 
+/// Each output's static dims and dtype; an error names an output left with a dynamic dim.
+fn output_layout(outputs: &[(String, Shape)]) -> Result<(Vec<Vec<usize>>, Vec<DType>), String> {
+    let mut dims = Vec::new();
+    let mut dtypes = Vec::new();
+    for (id, shape) in outputs {
+        let static_dims = shape
+            .dims()
+            .iter()
+            .map(|d| match d {
+                rlx_ir::Dim::Static(n) => Ok(*n),
+                rlx_ir::Dim::Dynamic(s) => Err(format!(
+                    "output {id} has a dynamic dim (symbol {s}); bind it before running"
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        dims.push(static_dims);
+        dtypes.push(shape.dtype());
+    }
+    Ok((dims, dtypes))
+}
+
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
@@ -86,29 +107,41 @@ pub fn compile_options() -> CompileOptions {
 impl Runner {
     /// Compile `hir` for the CPU device.
     pub fn compile(hir: HirModule) -> Result<Self, String> {
-        let mut output_dims = Vec::new();
-        let mut output_dtypes = Vec::new();
-        for &id in &hir.outputs {
-            let shape = &hir.node(id).shape;
-            let dims = shape
-                .dims()
-                .iter()
-                .map(|d| match d {
-                    rlx_ir::Dim::Static(n) => Ok(*n),
-                    rlx_ir::Dim::Dynamic(s) => Err(format!(
-                        "output {id} has a dynamic dim (symbol {s}); bind it before running"
-                    )),
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            output_dims.push(dims);
-            output_dtypes.push(shape.dtype());
-        }
+        let outputs = hir
+            .outputs
+            .iter()
+            .map(|id| (id.to_string(), hir.node(*id).shape.clone()))
+            .collect::<Vec<_>>();
+        let (output_dims, output_dtypes) = output_layout(&outputs)?;
         let graph = guarded("compiling the graph", || {
             Session::new(Device::Cpu).compile_hir_with(hir, &compile_options())
         })?
         .map_err(|e| format!("RLX could not lower the graph: {e:?}"))?;
         Ok(Self {
             graph,
+            flush_denormals: false,
+            output_dims,
+            output_dtypes,
+        })
+    }
+
+    /// Compile a static MIR graph (a symbolic graph specialized to one binding) the way
+    /// [`Runner::compile`] compiles HIR: RLX's pre-fusion cleanup, then the same fusion
+    /// pipeline and options (`compile_hir_with` runs these two after lowering HIR to MIR).
+    pub fn from_graph(graph: Graph) -> Result<Self, String> {
+        let outputs = graph
+            .outputs
+            .iter()
+            .map(|id| (id.to_string(), graph.node(*id).shape.clone()))
+            .collect::<Vec<_>>();
+        let (output_dims, output_dtypes) = output_layout(&outputs)?;
+        let options = compile_options();
+        let compiled = guarded("compiling the graph", || {
+            let graph = rlx_runtime::precompile::precompile_cleanup(graph, &options);
+            Session::new(Device::Cpu).compile_with(graph, &options)
+        })?;
+        Ok(Self {
+            graph: compiled,
             flush_denormals: false,
             output_dims,
             output_dtypes,

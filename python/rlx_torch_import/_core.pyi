@@ -27,5 +27,16 @@ class CompiledModel:
     def run(self, inputs: list[tuple[str, Buffer, str]]) -> list[tuple[OutputBuffer, str, list[int]]]: ...
     def output_dtypes(self) -> list[str]: ...
 
+def generalize(hir_jsons: list[str], sizes: list[tuple[int, list[int]]], names: list[tuple[int, str]]) -> str:
+    """One symbolic graph (`.rlxmodel` text) from the HIR JSON of a program at several bindings;
+    `sizes` gives each RLX symbol number with its size in each, `names` its name in the text.
+    RuntimeError names the node where the graphs are not one symbolic graph."""
+
+class SymbolicModel:
+    """A symbolic RLX graph (`.rlxmodel` text); `compile` specializes and compiles one binding."""
+
+    def __init__(self, text: str) -> None: ...
+    def compile(self, binding: list[tuple[int, int]]) -> CompiledModel: ...
+
 def op_to_rust(op_json: str, data_expr: str) -> tuple[str, list[str]]:
     """One op (rlx-ir serde JSON) as a Rust expression, plus the type names it mentions."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -15,12 +17,13 @@ import numpy as np
 from . import _core, rlx_config, safetensors_io, torchir
 from .emit.bundle import META, write_bundle
 from .emit.crate import STYLES, check_style, crate_names, write_crate
-from .errors import ExportError, InputError, UnsupportedOpsError
+from .errors import BundleError, ExportError, InputError, UnsupportedOpsError
 from .lower import find_unsupported, lower
+from .lower.symbolic import lower_symbolic
 from .outdir import staged
 from .progress import Progress
 from .runtime import BundleModel
-from .verify.parity import ParityReport, compare_output
+from .verify.parity import OutputParity, ParityReport, SweepRow, compare_output
 
 EMIT_TARGETS = ("bundle", "crate")
 REPORT_JSON = "report.json"
@@ -86,7 +89,8 @@ def from_torch(
     `threads` sizes RLX's thread pool for verification (default: every available
     core; process-wide, see `rlx_config.set_threads`).
     """
-    from .frontend.capture import capture, clone_inputs, eager_outputs
+    from .frontend.capture import capture, clone_inputs, eager_outputs, sweep_references
+    from .frontend.dynamic import requested_axes
     from .frontend.export import check_example_inputs, export_program
     from .frontend.fallback import decompose_targets
 
@@ -108,8 +112,10 @@ def from_torch(
                 raise
         with prog.phase("reference"):
             eager = eager_outputs(model, pristine)  # runs on its own copies
+        user_inputs = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+        requested = requested_axes(model, dynamic_shapes, user_inputs)
         with prog.phase("capture"):
-            cap = capture(ep, pristine, eager, name=name, decomposition=decomposition)
+            cap = capture(ep, pristine, eager, name=name, decomposition=decomposition, requested=requested)
         auto: list[str] = []
         skipped: dict[str, str] = {}
         for round_no in range(1, (max_decompose_rounds if auto_decompose else 0) + 1):
@@ -121,12 +127,18 @@ def from_torch(
                 auto += rnd.decomposed
                 skipped.update(rnd.skipped)
                 if rnd.decomposed:
-                    cap = capture(ep, pristine, eager, name=name, decomposition=decomposition, auto_decomposed=auto)
+                    cap = capture(
+                        ep, pristine, eager, name=name, decomposition=decomposition, auto_decomposed=auto,
+                        requested=requested,
+                    )  # fmt: skip
             if not rnd.decomposed:
                 break
         missing = find_unsupported(cap.ir)
         if missing:  # reported before any file is written (safetensors has no complex dtype to write)
             raise _with_fallback_reasons(UnsupportedOpsError(items=missing, decomposition=decomposition), skipped)
+        if cap.ir.is_dynamic:
+            with prog.phase("sweep references"):
+                sweep_references(model, cap.ir, pristine, cap.reference)
         with prog.phase("write torch-ir"):
             cap.ir.save(stage)
             safetensors_io.write(stage / torchir.WEIGHTS, dict(safetensors_io.iter_torch(cap.weights)))
@@ -179,7 +191,12 @@ def _lower_and_verify(
     """Lower torch-ir in `src`, write the bundle (and the crate in style `crate`), verify the bundle."""
     with prog.phase("lower"):
         ir = torchir.load(src)
-        program = lower(ir)
+        rlxmodel = None
+        if ir.is_dynamic:
+            symbolic = lower_symbolic(ir)
+            program, rlxmodel = symbolic.program, symbolic.rlxmodel
+        else:
+            program = lower(ir)
         if crate is not None:
             check_style(program, crate)
             if not (src / torchir.REFERENCE).is_file():
@@ -189,7 +206,7 @@ def _lower_and_verify(
         missing = sorted(program.weight_sources() - set(weights))
         if missing:
             raise torchir.TorchIRError(f"{src / torchir.WEIGHTS}: missing weights {', '.join(missing)}")
-        write_bundle(program, ir, weights, bundle_dir)
+        write_bundle(program, ir, weights, bundle_dir, rlxmodel)
     if crate is not None:
         with prog.phase(f"crate ({crate} style)"):
             package = crate_names(program.name).package
@@ -223,12 +240,56 @@ def _lower_and_verify(
                         spec.name, actual, expected.to_numpy(), _result_dtype(actual, spec.dtype), expected.dtype
                     )
                 )
+            if ir.is_dynamic:
+                with prog.phase(f"sweep ({len(ir.sweep)} points)"):
+                    _verify_sweep(model, ir, ref, report)
             report.verified = True
-            report.ok = all(o.ok for o in report.outputs)
+            report.ok = all(o.ok for o in report.outputs) and all(r.ok for r in report.sweep)
     elif verify:
         raise InputError(f"{ref_path}: not found, cannot verify", hint="pass verify=False / --no-verify")
     report.timings_s = dict(prog.timings)
     return report
+
+
+def _verify_sweep(model: BundleModel, ir: torchir.TorchIR, ref: dict[str, Any], report: ParityReport) -> None:
+    """One report row per sweep point: the bundle at the point's sizes against eager PyTorch there."""
+    report.symbols = {s.label: [s.min, s.max] for s in ir.symbols}
+    labels = {s.name: s.label for s in ir.symbols}
+    for i, point in enumerate(ir.sweep):
+        binding = {labels[k]: v for k, v in point["binding"].items()}
+        row = SweepRow(point["label"], binding, ok=False)
+        report.sweep.append(row)
+        if "error" in point:
+            row.outputs.append(_failed("eager PyTorch", f"eager PyTorch raised at this point: {point['error']}"))
+            continue
+        feed = {s.name: ref[f"sweep.{i}.input.{s.name}"].to_numpy() for s in ir.inputs}
+        try:
+            compiles = model.compiles
+            start = time.perf_counter()
+            model.compile_binding(model.binding(feed))
+            row.compile_ms = (time.perf_counter() - start) * 1e3 if model.compiles > compiles else 0.0
+            start = time.perf_counter()
+            got = model.run(feed)
+            row.run_ms = (time.perf_counter() - start) * 1e3
+        except (InputError, BundleError) as e:
+            row.outputs.append(_failed("RLX", e.message))
+            continue
+        for spec in ir.outputs:
+            expected = ref[f"sweep.{i}.output.{spec.name}"]
+            actual = got[spec.name]
+            row.outputs.append(
+                compare_output(spec.name, actual, expected.to_numpy(), _result_dtype(actual, spec.dtype), expected.dtype)
+            )
+        row.ok = all(o.ok for o in row.outputs)
+
+
+def _failed(name: str, reason: str) -> OutputParity:
+    """A parity row for a point that could not be compared."""
+    return OutputParity(
+        name=name, ok=False, shape=[], expected_shape=[], dtype="", expected_dtype="", count=0,
+        nonfinite_match=False, max_abs_error=math.inf, max_rel_error=math.inf, cosine=0.0,
+        allowed_abs_error=0.0, reasons=[reason], mismatches=None,
+    )  # fmt: skip
 
 
 def _choose_denormal_mode(model: BundleModel, feed: dict[str, Any], got: dict[str, np.ndarray], bundle: Path) -> None:

@@ -114,6 +114,12 @@ class Program:
     derived_params: dict[str, DerivedParam | FoldedBatchNorm] = field(default_factory=dict)
     # What the conversion-time passes changed (`lower/optimize.py`), e.g. {"constants_folded": 3}.
     rewrites: dict[str, int] = field(default_factory=dict)
+    # torch-ir nodes whose sizes depend on a dynamic dim (a program lowered at one binding of a
+    # dynamic program): their values are not folded into constants, which would fix their size.
+    size_dependent: set[str] = field(default_factory=set)
+    # Their values' largest dims over the symbols' ranges, by torch-ir value name (None: a symbol
+    # it uses is unbounded). A lowering that needs a size-independent constant sizes it by these.
+    size_bounds: dict[str, list[int] | None] = field(default_factory=dict)
 
     def weight_sources(self) -> set[str]:
         """The stored weights the parameters are read from (derived ones through their sources)."""

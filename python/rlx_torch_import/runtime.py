@@ -6,6 +6,7 @@ import json
 import os
 import re
 import tempfile
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,13 @@ import numpy as np
 
 from . import _core, rlx_config, safetensors_io
 from .dtypes import HALF_DTYPES, numpy_dtype, to_host, to_rlx
-from .emit.bundle import BUNDLE_FORMAT, BUNDLE_VERSION, HIR, META, WEIGHTS
+from .emit.bundle import BUNDLE_FORMAT, BUNDLE_VERSION, HIR, META, SYMBOLIC, WEIGHTS
 from .errors import BundleError, InputError
+from .symbolic import Symbol, infer_binding
+
+# Compiled bindings a dynamic bundle keeps (least recently used dropped first); each holds its
+# own copy of the weights (RLX's CPU backend cannot share one between compiled graphs).
+DEFAULT_BINDING_CACHE = 4
 
 
 class BundleModel:
@@ -27,9 +33,20 @@ class BundleModel:
     `flush_denormals` runs RLX's threads with flush-to-zero / denormals-are-zero;
     the default (None) follows the bundle's `meta.json`, where verification set it
     only if flushing left the verified outputs bit-identical (docs/design.md).
+
+    A dynamic bundle (one with `model.rlxmodel`) runs at any input sizes in its symbols'
+    ranges: `run` infers the binding from the input shapes, compiles the graph for a new
+    binding (`compile_binding`) and keeps the last `binding_cache` compiled bindings.
     """
 
-    def __init__(self, path: Path | str, *, threads: int | None = None, flush_denormals: bool | None = None) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        threads: int | None = None,
+        flush_denormals: bool | None = None,
+        binding_cache: int = DEFAULT_BINDING_CACHE,
+    ) -> None:
         self.path = Path(path)
         self.threads = rlx_config.set_threads(threads)
         for f in (HIR, WEIGHTS, META):
@@ -44,17 +61,65 @@ class BundleModel:
         boundary = [s.get("rlx_dtype", s["dtype"]) for s in (*self.meta["inputs"], *self.meta["outputs"])]
         if HALF_DTYPES & set(boundary):  # half values always cross as float32 (docs/design.md, l)
             raise BundleError(f"{self.path / META}: a half-precision rlx_dtype at the boundary is not supported")
+        if binding_cache < 1:
+            raise InputError(f"binding_cache must be >= 1, got {binding_cache}")
+        self.binding_cache = binding_cache
+        self.symbols = [Symbol(**s) for s in self.meta.get("symbols", [])]
+        self.flush_denormals = bool(
+            self.meta.get("flush_denormals", False) if flush_denormals is None else flush_denormals
+        )
+        self._compiled: OrderedDict[tuple[tuple[str, int], ...], Any] = OrderedDict()
+        self.compiles = 0  # bindings compiled so far (a dynamic bundle compiles each new one)
         try:
-            self._model = _core.CompiledModel((self.path / HIR).read_text())
-            rlx_config.mark_started()
-            self.flush_denormals = bool(
-                self.meta.get("flush_denormals", False) if flush_denormals is None else flush_denormals
-            )
-            self._model.set_flush_denormals(self.flush_denormals)
-            for name, t in safetensors_io.read(self.path / WEIGHTS).items():
-                _bind(self._model, name, t)
+            if self.symbols:
+                if not (self.path / SYMBOLIC).is_file():
+                    raise BundleError(f"{self.path}: not a complete bundle ({SYMBOLIC} is missing)")
+                self._symbolic = _core.SymbolicModel((self.path / SYMBOLIC).read_text())
+            else:
+                self._model = self._load(_core.CompiledModel((self.path / HIR).read_text()))
         except RuntimeError as e:
             raise BundleError(f"{self.path}: RLX could not load the bundle: {e}") from None
+
+    @property
+    def is_dynamic(self) -> bool:
+        return bool(self.symbols)
+
+    def _load(self, model: Any) -> Any:
+        """Give a freshly compiled graph the bundle's weights and settings."""
+        rlx_config.mark_started()
+        self.compiles += 1
+        model.set_flush_denormals(self.flush_denormals)
+        for name, t in safetensors_io.read(self.path / WEIGHTS).items():
+            _bind(model, name, t)
+        return model
+
+    def binding(self, inputs: Mapping[str, Any]) -> dict[str, int]:
+        """The binding (symbol label -> size) that `inputs` give; {} for a static bundle.
+
+        Raises InputError naming the input, axis, symbol and range when a size is outside
+        its range or two inputs disagree (`symbolic.infer_binding`)."""
+        if not self.symbols:
+            return {}
+        shapes = {spec["name"]: np.shape(inputs[spec["name"]]) for spec in self.meta["inputs"]}
+        found = infer_binding(self.symbols, [(i["name"], i["shape"]) for i in self.meta["inputs"]], shapes)
+        return {s.label: found[s.name] for s in self.symbols}
+
+    def compile_binding(self, binding: Mapping[str, int]) -> Any:
+        """The compiled graph for `binding` (label or torch symbol name -> size), compiling and
+        loading weights on first use; the least recently used beyond `binding_cache` is dropped."""
+        by = {s.label: s for s in self.symbols} | {s.name: s for s in self.symbols}
+        key = tuple(sorted((by[k].name, int(v)) for k, v in binding.items()))
+        model = self._compiled.get(key)
+        if model is None:
+            try:
+                model = self._load(self._symbolic.compile([(by[k].id, int(v)) for k, v in key]))
+            except RuntimeError as e:
+                raise BundleError(f"{self.path}: RLX could not compile the bundle at {dict(key)}: {e}") from None
+            self._compiled[key] = model
+            while len(self._compiled) > self.binding_cache:
+                self._compiled.popitem(last=False)
+        self._compiled.move_to_end(key)
+        return model
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in self.meta["inputs"])
@@ -72,12 +137,14 @@ class BundleModel:
             inputs = dict(zip(self.input_names, inputs, strict=False)) if len(inputs) == len(specs) else {}
             if not inputs and specs:
                 raise InputError(f"expected {len(specs)} inputs ({', '.join(self.input_names)})")
-        feed = []
         for spec in specs:
             if spec["name"] not in inputs:
                 raise InputError(f"missing input {spec['name']!r}; the bundle takes {', '.join(self.input_names)}")
+        model = self.compile_binding(self.binding(inputs)) if self.symbols else self._model
+        feed = []
+        for spec in specs:
             arr = np.asarray(inputs[spec["name"]])
-            if tuple(arr.shape) != tuple(spec["shape"]):
+            if not self.symbols and tuple(arr.shape) != tuple(spec["shape"]):
                 raise InputError(
                     f"input {spec['name']!r} has shape {list(arr.shape)}, the bundle expects {spec['shape']}"
                 )
@@ -87,7 +154,7 @@ class BundleModel:
             arr = np.ascontiguousarray(arr.astype(numpy_dtype(carrier), copy=False))
             feed.append((spec["name"], arr.reshape(-1).view(np.uint8), to_rlx(carrier)))
         try:
-            raw = self._model.run(feed)
+            raw = model.run(feed)
         except RuntimeError as e:
             raise BundleError(f"{self.path}: RLX failed while running: {e}") from None
         outputs = {}
@@ -101,7 +168,8 @@ class BundleModel:
     def set_flush_denormals(self, on: bool) -> None:
         """Turn flush-to-zero / denormals-are-zero on or off for later runs of this model."""
         self.flush_denormals = bool(on)
-        self._model.set_flush_denormals(self.flush_denormals)
+        for model in [*self._compiled.values(), *([self._model] if not self.symbols else [])]:
+            model.set_flush_denormals(self.flush_denormals)
 
     def profile(self, inputs: Mapping[str, Any] | Sequence[Any], runs: int = 5) -> dict[str, tuple[float, int]]:
         """Where a run's time goes: RLX kernel kind -> (milliseconds per run, calls per run).

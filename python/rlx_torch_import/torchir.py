@@ -13,23 +13,29 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import TorchIRError
+from .errors import InputError, TorchIRError
+from .symbolic import Dim, Symbol, evaluate, evaluate_shape, free_symbols
 
 FORMAT = "rlx-torch-ir"
-VERSION = 1
+VERSION = 2
+# Version 1 files (static shapes only) read as version 2 files without symbols.
+READABLE_VERSIONS = (1, 2)
 FILENAME = "torch-ir.json"
 WEIGHTS = "weights.safetensors"
 REFERENCE = "reference.safetensors"
 
-ARG_TAGS = ("tensor", "int", "float", "bool", "str", "none", "dtype", "list", "device", "layout", "memory_format")
+ARG_TAGS = (
+    "tensor", "int", "float", "bool", "str", "none", "dtype", "list", "device", "layout", "memory_format", "sym",
+)  # fmt: skip
 
 
 @dataclass
 class TensorSpec:
-    """A named value with a concrete shape and a torch dtype name."""
+    """A named value: its shape (each dim a size, or an expression of symbols such as
+    `"s0*8"`; `symbolic.py`) and a torch dtype name."""
 
     name: str
-    shape: list[int]
+    shape: list[Dim]
     dtype: str
 
 
@@ -60,6 +66,10 @@ class Node:
     # Memory layout of tensor arguments, by value name, for ops whose result depends on it
     # (`LAYOUT_SENSITIVE`): {"strides": [...], "storage_offset": n}. Omitted from the file when empty.
     layouts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # A size computation (`aten.sym_size.int`, `operator.mul`, ...): the SymInt it gives, as an
+    # expression of symbols. Such a node has no tensor outputs; its uses carry `{"sym": expr}`.
+    # Omitted from the file when empty.
+    sym: str = ""
 
 
 # Ops that read their input's storage rather than its logical elements; capture records their layouts.
@@ -72,7 +82,7 @@ class OutputSpec:
 
     name: str
     value: str
-    shape: list[int]
+    shape: list[Dim]
     dtype: str
 
 
@@ -88,14 +98,84 @@ class TorchIR:
     outputs: list[OutputSpec]
     producer: dict[str, str] = field(default_factory=dict)
     auto_decomposed: list[str] = field(default_factory=list)
+    # The dynamic dims' symbols (empty: every shape is static).
+    symbols: list[Symbol] = field(default_factory=list)
+    # Dims the user asked to be dynamic that torch.export made static: {"input", "axis", "size", "reason"}.
+    specialized: list[dict[str, Any]] = field(default_factory=list)
+    # The sweep points verification runs at: {"label", "binding" (torch symbol name -> size),
+    # "error" (eager PyTorch's error there, if it raised)}; their inputs and eager outputs are
+    # `sweep.<i>.input.<name>` / `sweep.<i>.output.<name>` in reference.safetensors.
+    sweep: list[dict[str, Any]] = field(default_factory=list)
+    # Set by `bind` on the program it returns (never written to the file): the symbolic
+    # program's value shapes, its symbols, and the binding.
+    symbolic_shapes: dict[str, list[Dim]] = field(default_factory=dict)
+    bound_symbols: list[Symbol] = field(default_factory=list)
+    binding: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def is_dynamic(self) -> bool:
+        return bool(self.symbols)
 
     def to_json(self) -> str:
         """Strict JSON text (no NaN/Infinity tokens)."""
         doc = {"format": FORMAT, "version": VERSION, **asdict(self)}
+        for transient in ("symbolic_shapes", "bound_symbols", "binding"):
+            del doc[transient]
         for node in doc["nodes"]:
             if not node["layouts"]:
                 del node["layouts"]
+            if not node["sym"]:
+                del node["sym"]
         return json.dumps(doc, indent=1, allow_nan=False) + "\n"
+
+    def bind(self, values: dict[str, int]) -> TorchIR:
+        """This program at one binding (torch symbol name -> size): every shape and SymInt
+        argument evaluated, size-computation nodes dropped, no symbols left. Each node's
+        symbolic output shapes stay readable through `symbolic_shapes` (value name -> dims)."""
+        if not self.symbols:
+            return self
+
+        def arg(a: dict[str, Any]) -> dict[str, Any]:
+            tag, payload = next(iter(a.items()))
+            if tag == "sym":
+                return {"int": evaluate(payload, values)}
+            if tag == "list":
+                return {"list": [arg(x) for x in payload]}
+            return a
+
+        def spec(t: TensorSpec) -> TensorSpec:
+            return TensorSpec(t.name, evaluate_shape(t.shape, values), t.dtype)
+
+        nodes = [
+            Node(
+                n.name, n.target, [arg(a) for a in n.args], {k: arg(a) for k, a in n.kwargs.items()},
+                [spec(o) for o in n.outputs], n.module_path, n.module_type, n.source, n.decomposed_from, n.layouts,
+            )  # fmt: skip
+            for n in self.nodes
+            if not n.sym
+        ]
+        bound = TorchIR(
+            name=self.name,
+            decomposition=self.decomposition,
+            inputs=[spec(s) for s in self.inputs],
+            weights=self.weights,
+            nodes=nodes,
+            outputs=[OutputSpec(o.name, o.value, evaluate_shape(o.shape, values), o.dtype) for o in self.outputs],
+            producer=self.producer,
+            auto_decomposed=self.auto_decomposed,
+            symbolic_shapes=self.value_shapes(),
+            bound_symbols=list(self.symbols),
+            binding=dict(values),
+        )
+        return bound
+
+    def value_shapes(self) -> dict[str, list[Dim]]:
+        """Every tensor value's shape (inputs, weights, node outputs) by name."""
+        shapes: dict[str, list[Dim]] = {s.name: list(s.shape) for s in self.inputs}
+        shapes.update({w.name: list(w.shape) for w in self.weights})
+        for n in self.nodes:
+            shapes.update({o.name: list(o.shape) for o in n.outputs})
+        return shapes
 
     def save(self, directory: Path) -> Path:
         path = directory / FILENAME
@@ -128,13 +208,48 @@ def _need(doc: dict[str, Any], key: str, kind: type | tuple[type, ...], where: s
     return value
 
 
-def _spec(doc: Any, where: str) -> TensorSpec:
+def _check_expr(expr: str, symbols: set[str], where: str) -> None:
+    """A size expression must parse and use only declared symbols."""
+    try:
+        unknown = free_symbols(expr) - symbols
+    except InputError as e:
+        raise TorchIRError(f"{where}: {e.message}") from None
+    if unknown:
+        raise TorchIRError(f"{where}: size expression {expr!r} uses undeclared symbol(s) {', '.join(sorted(unknown))}")
+
+
+def _spec(doc: Any, where: str, symbols: set[str] | None = None) -> TensorSpec:
     if not isinstance(doc, dict):
         raise TorchIRError(f"{where}: expected an object")
     shape = _need(doc, "shape", list, where)
-    if not all(isinstance(d, int) and d >= 0 for d in shape):
-        raise TorchIRError(f"{where}: field 'shape' must be a list of non-negative ints")
+    for d in shape:
+        if isinstance(d, str) and symbols:
+            _check_expr(d, symbols, f"{where}.shape")
+        elif not (isinstance(d, int) and not isinstance(d, bool) and d >= 0):
+            raise TorchIRError(
+                f"{where}: field 'shape' must list non-negative ints"
+                + (" or size expressions of the declared symbols" if symbols else "")
+            )
     return TensorSpec(_need(doc, "name", str, where), shape, _need(doc, "dtype", str, where))
+
+
+def _symbols(doc: Any, source: str) -> list[Symbol]:
+    found = []
+    for i, d in enumerate(doc):
+        where = f"{source}: symbols[{i}]"
+        if not isinstance(d, dict):
+            raise TorchIRError(f"{where}: expected an object")
+        hi = d.get("max")
+        if hi is not None and not isinstance(hi, int):
+            raise TorchIRError(f"{where}: field 'max' must be an int or null")
+        sym = Symbol(
+            _need(d, "id", int, where), _need(d, "name", str, where), _need(d, "label", str, where),
+            _need(d, "min", int, where), hi, _need(d, "example", int, where),
+        )  # fmt: skip
+        if not sym.name.isidentifier() or (hi is not None and not sym.min <= sym.example <= hi):
+            raise TorchIRError(f"{where}: symbol {sym.name!r} is not a name with min <= example <= max")
+        found.append(sym)
+    return found
 
 
 def _layouts(doc: Any, where: str) -> dict[str, dict[str, Any]]:
@@ -152,15 +267,19 @@ def _layouts(doc: Any, where: str) -> dict[str, dict[str, Any]]:
     return doc
 
 
-def _check_arg(arg: Any, where: str) -> None:
+def _check_arg(arg: Any, where: str, symbols: set[str]) -> None:
     if not (isinstance(arg, dict) and len(arg) == 1):
         raise TorchIRError(f"{where}: argument {arg!r} is not a tagged value like {{'int': 3}}")
     tag, payload = next(iter(arg.items()))
     if tag not in ARG_TAGS:
         raise TorchIRError(f"{where}: unknown argument tag {tag!r}")
+    if tag == "sym":
+        if not isinstance(payload, str):
+            raise TorchIRError(f"{where}: a 'sym' argument is a size expression string")
+        _check_expr(payload, symbols, where)
     if tag == "list":
         for i, item in enumerate(payload):
-            _check_arg(item, f"{where}[{i}]")
+            _check_arg(item, f"{where}[{i}]", symbols)
 
 
 def parse(doc: Any, source: str = FILENAME) -> TorchIR:
@@ -170,12 +289,15 @@ def parse(doc: Any, source: str = FILENAME) -> TorchIR:
     if doc.get("format") != FORMAT:
         raise TorchIRError(f"{source}: field 'format' is {doc.get('format')!r}, expected {FORMAT!r}")
     version = doc.get("version")
-    if version != VERSION:
+    if version not in READABLE_VERSIONS:
         raise TorchIRError(
-            f"{source}: torch-ir version {version!r} is not supported (this build reads version {VERSION})",
+            f"{source}: torch-ir version {version!r} is not supported (this build reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))})",
             hint="re-export the model with this version of rlx-torch-import",
         )
-    inputs = [_spec(d, f"{source}: inputs[{i}]") for i, d in enumerate(_need(doc, "inputs", list, source))]
+    symbols = _symbols(doc.get("symbols", []), source)
+    names = {s.name for s in symbols}
+    inputs = [_spec(d, f"{source}: inputs[{i}]", names) for i, d in enumerate(_need(doc, "inputs", list, source))]
     weights = []
     for i, d in enumerate(_need(doc, "weights", list, source)):
         spec = _spec(d, f"{source}: weights[{i}]")
@@ -191,10 +313,13 @@ def parse(doc: Any, source: str = FILENAME) -> TorchIR:
         args = _need(d, "args", list, where)
         kwargs = _need(d, "kwargs", dict, where)
         for j, a in enumerate(args):
-            _check_arg(a, f"{where}.args[{j}]")
+            _check_arg(a, f"{where}.args[{j}]", names)
         for k, a in kwargs.items():
-            _check_arg(a, f"{where}.kwargs[{k!r}]")
-        outs = [_spec(o, f"{where}.outputs[{j}]") for j, o in enumerate(_need(d, "outputs", list, where))]
+            _check_arg(a, f"{where}.kwargs[{k!r}]", names)
+        outs = [_spec(o, f"{where}.outputs[{j}]", names) for j, o in enumerate(_need(d, "outputs", list, where))]
+        sym = d.get("sym", "")
+        if sym:
+            _check_expr(sym, names, f"{where}.sym")
         nodes.append(
             Node(
                 name=_need(d, "name", str, where),
@@ -207,11 +332,12 @@ def parse(doc: Any, source: str = FILENAME) -> TorchIR:
                 source=d.get("source", ""),
                 decomposed_from=d.get("decomposed_from", ""),
                 layouts=_layouts(d.get("layouts", {}), where),
+                sym=sym,
             )
         )
     outputs = []
     for i, d in enumerate(_need(doc, "outputs", list, source)):
-        spec = _spec(d, f"{source}: outputs[{i}]")
+        spec = _spec(d, f"{source}: outputs[{i}]", names)
         outputs.append(OutputSpec(spec.name, _need(d, "value", str, f"{source}: outputs[{i}]"), spec.shape, spec.dtype))
     ir = TorchIR(
         name=_need(doc, "name", str, source),
@@ -222,6 +348,9 @@ def parse(doc: Any, source: str = FILENAME) -> TorchIR:
         outputs=outputs,
         producer=doc.get("producer", {}),
         auto_decomposed=list(doc.get("auto_decomposed", [])),
+        symbols=symbols,
+        specialized=list(doc.get("specialized", [])),
+        sweep=list(doc.get("sweep", [])),
     )
     _check_wiring(ir, source)
     return ir

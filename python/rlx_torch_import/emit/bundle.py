@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,8 @@ from ..torchir import TorchIR
 BUNDLE_FORMAT = "rlx-torch-import-bundle"
 BUNDLE_VERSION = 1
 HIR = "model.hir.json"
+# A dynamic bundle's symbolic graph (RLX's .rlxmodel text), specialized per binding at run time.
+SYMBOLIC = "model.rlxmodel"
 WEIGHTS = "weights.safetensors"
 META = "meta.json"
 
@@ -35,11 +38,17 @@ def write_bundle(
     ir: TorchIR,
     weights: dict[str, safetensors_io.RawTensor],
     directory: Path,
+    rlxmodel: str | None = None,
 ) -> Path:
-    """Build the HIR through the Rust core and write the three bundle files into `directory`."""
+    """Build the HIR through the Rust core and write the three bundle files into `directory`.
+
+    A dynamic program (`ir.symbols`) also gets `model.rlxmodel`, its symbolic graph; then
+    meta.json's shapes are symbolic and `model.hir.json` is the graph at the example sizes."""
     directory.mkdir(parents=True, exist_ok=True)
     hir_json = _core.program_to_hir_json(program.to_core_json())
     (directory / HIR).write_text(hir_json)
+    if rlxmodel is not None:
+        (directory / SYMBOLIC).write_text(rlxmodel)
     used = {p.name for p in program.params}
     tensors: dict[str, safetensors_io.TensorEntry] = {
         k: (t.dtype, t.shape, t.data) for k, t in weights.items() if k in used
@@ -70,22 +79,26 @@ def write_bundle(
         "inputs": [
             {
                 "name": v.name,
-                "shape": list(v.dims),
+                "shape": list(spec.shape) if rlxmodel is not None else list(v.dims),
                 "dtype": program.carried_inputs.get(v.name, from_rlx(v.dtype)),
                 "rlx_dtype": from_rlx(v.dtype),
             }
-            for v in program.inputs
+            for v, spec in zip(program.inputs, ir.inputs, strict=True)
         ],
         "outputs": [
             {
                 "name": o.name,
                 "value": value,
-                "shape": o.shape,
+                "shape": list(o.shape),
                 "dtype": o.dtype,
                 "rlx_dtype": "float32" if o.name in program.carried_outputs else o.dtype,
             }
             for o, value in zip(ir.outputs, program.outputs, strict=True)
         ],
+        # Dynamic dims: each symbol once, with its range (max null: unbounded). Shapes above are
+        # then lists of sizes and expressions of the symbols' torch names.
+        "symbols": [asdict(sym) for sym in ir.symbols] if rlxmodel is not None else [],
+        "specialized": list(ir.specialized),
         "params": [{"name": v.name, "shape": list(v.dims), "dtype": from_rlx(v.dtype)} for v in program.params],
         "derived_params": {name: d.describe() for name, d in program.derived_params.items()},
         "rewrites": program.rewrites,

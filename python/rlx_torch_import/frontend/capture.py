@@ -13,6 +13,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from .. import __version__
 from ..dtypes import torch_name
 from ..errors import ExportError, InputError
+from ..symbolic import Symbol, evaluate, evaluate_shape, free_symbols, values_of
 from ..torchir import LAYOUT_SENSITIVE, Node, OutputSpec, TensorSpec, TorchIR, WeightSpec, encode_float
 
 
@@ -44,16 +45,53 @@ def _source_line(node: torch.fx.Node) -> str:
     return f"{file.rsplit('/', 1)[-1]}:{line}"
 
 
-def _spec_of(name: str, val: Any) -> TensorSpec:
-    shape = []
-    for d in val.shape:
-        if not isinstance(d, int):
-            raise InputError(
-                f"value {name!r} has a symbolic dimension ({d}); dynamic shapes are not supported yet",
-                hint="export with static example shapes (dynamic_shapes=None)",
-            )
-        shape.append(d)
-    return TensorSpec(name, shape, torch_name(val.dtype))
+def _sym_text(value: Any, name: str, op: str) -> int | str:
+    """A size as torch-ir records it: an int, or the expression of a backed SymInt.
+
+    Raises InputError for an unbacked size (torch's `u0`: nonzero, masked_select, `.item()`)."""
+    if isinstance(value, int):
+        return value
+    if isinstance(value, (torch.SymFloat, torch.SymBool)) or not isinstance(value, torch.SymInt):
+        raise InputError(
+            f"{op} (node {name}) computes a symbolic {type(value).__name__} ({value}); only integer sizes "
+            "(SymInt) can be recorded"
+        )
+    expr = value.node.expr
+    if expr.is_number:
+        return int(expr)
+    unbacked = sorted(str(s) for s in expr.free_symbols if str(s).startswith("u"))
+    if unbacked:
+        raise InputError(
+            f"{op} (node {name}) has a size that depends on tensor values (torch's unbacked symbol "
+            f"{', '.join(unbacked)}): RLX compiles a graph for sizes known from the input shapes before the "
+            "run, so data-dependent sizes (nonzero, masked_select, unique, a tensor value used as a size) "
+            "are not supported",
+            hint="keep such sizes out of the graph (pad to a fixed size, or compute the mask with torch.where)",
+        )
+    return str(expr)
+
+
+def _spec_of(name: str, val: Any, op: str = "graph input") -> TensorSpec:
+    return TensorSpec(name, [_sym_text(d, name, op) for d in val.shape], torch_name(val.dtype))
+
+
+# torch.export's runtime checks on sizes (`torch._check`, range asserts): the binding checks
+# (`symbolic.infer_binding`) make them before a run, so they are not graph nodes here.
+_SIZE_ASSERTS = {
+    "aten._assert_scalar.default",
+    "aten.sym_constrain_range.default",
+    "aten.sym_constrain_range_for_size.default",
+    "aten._assert_async.msg",
+}
+
+
+def _op_name(target: Any) -> str:
+    """`aten.sym_size.int`, or `operator.mul` for a Python operator on SymInts."""
+    if getattr(target, "__module__", None) in ("_operator", "operator"):
+        return f"operator.{target.__name__}"
+    if getattr(target, "__module__", "").startswith("torch") and callable(target) and not hasattr(target, "_schema"):
+        return f"{target.__module__}.{target.__name__}"
+    return str(target)
 
 
 def _layouts(node: torch.fx.Node, aliases: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -77,6 +115,9 @@ class _ArgEncoder:
 
     def __call__(self, arg: Any) -> dict[str, Any]:
         if isinstance(arg, torch.fx.Node):
+            val = arg.meta.get("val")
+            if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                return {"sym": str(_sym_text(val, arg.name, _op_name(arg.target)))}
             return {"tensor": self.aliases.get(arg.name, arg.name)}
         if arg is None:
             return {"none": None}
@@ -99,7 +140,8 @@ class _ArgEncoder:
         if isinstance(arg, (list, tuple)):
             return {"list": [self(a) for a in arg]}
         if isinstance(arg, torch.SymInt):
-            raise InputError(f"symbolic size {arg} in the graph; dynamic shapes are not supported yet")
+            text = _sym_text(arg, "argument", "a size argument")
+            return {"int": text} if isinstance(text, int) else {"sym": text}
         raise InputError(f"cannot record argument {arg!r} of type {type(arg).__name__} in torch-ir")
 
 
@@ -181,6 +223,7 @@ def capture(
     name: str,
     decomposition: str,
     auto_decomposed: list[str] | None = None,
+    requested: dict[tuple[str, int], str] | None = None,
 ) -> Captured:
     """ExportedProgram + eager run -> TorchIR, state_dict-keyed weights, reference tensors.
 
@@ -216,6 +259,9 @@ def capture(
         else:
             raise InputError(f"graph input {node.name!r} has kind {spec.kind.name}, which is not supported")
 
+    symbols = _symbols(ep, inputs, example_inputs, requested or {})
+    examples = values_of(symbols)
+
     # Fold getitem into the producer: a tuple-returning node lists one output per element.
     aliases: dict[str, str] = {}
     for node in graph.nodes:
@@ -234,7 +280,18 @@ def capture(
     for node in graph.nodes:
         if node.op != "call_function" or node.target is operator.getitem:
             continue
-        target, args = str(node.target), list(node.args)
+        target, args = _op_name(node.target), list(node.args)
+        val = node.meta.get("val")
+        if target in _SIZE_ASSERTS or isinstance(val, (torch.SymBool, bool)):
+            continue
+        if isinstance(val, (torch.SymInt, torch.SymFloat, int)) and not isinstance(val, bool):
+            # A size computation: kept as a record; its uses carry the expression ({"sym": ...}).
+            text = _sym_text(val, node.name, target)
+            nodes.append(
+                Node(name=node.name, target=target, args=[encode(a) for a in args], kwargs={}, outputs=[],
+                     sym=str(text))  # fmt: skip
+            )
+            continue
         if node.target is torch.ops.higher_order.with_effects:
             # (token, op, *args): an op torch.export orders by a token. A pure error check (linalg's
             # singular-matrix check) has no result to compute: RLX does not raise, the values are the same.
@@ -242,14 +299,15 @@ def capture(
             if args[1] in _ERROR_CHECKS:
                 continue
             target, args = f"{args[1]} (with_effects)", args[2:]
-        val = node.meta.get("val")
         if isinstance(val, (tuple, list)):
             outs = []
             for i, v in enumerate(val):
                 out_name = getitem_names.get((node.name, i), f"{node.name}.{i}")
-                outs.append(_spec_of(out_name, v) if isinstance(v, torch.Tensor) else TensorSpec(out_name, [], "none"))
+                outs.append(
+                    _spec_of(out_name, v, target) if isinstance(v, torch.Tensor) else TensorSpec(out_name, [], "none")
+                )
         elif isinstance(val, torch.Tensor):
-            outs = [_spec_of(node.name, val)]
+            outs = [_spec_of(node.name, val, target)]
         else:
             outs = []
         path, mtype = _module_info(node)
@@ -282,14 +340,17 @@ def capture(
         if not isinstance(value, torch.fx.Node):
             raise InputError(f"model output {out_name!r} is a constant, not computed from the inputs")
         traced = value.meta.get("val")
-        if isinstance(traced, torch.Tensor) and tuple(traced.shape) != tuple(tensor.shape):
-            raise ExportError(
-                f"torch.export's graph computes output {out_name!r} with shape {list(traced.shape)}, but eager "
-                f"PyTorch returns {list(tensor.shape)} (node {value.name}, {value.target}): the exported graph "
-                "does not compute what the model does",
-                hint="a torch decomposition disagrees with its kernel; try another --decomposition level",
-            )
-        outputs.append(OutputSpec(out_name, encode(value)["tensor"], list(tensor.shape), torch_name(tensor.dtype)))
+        shape: list[Any] = list(tensor.shape)
+        if isinstance(traced, torch.Tensor):
+            shape = _spec_of(value.name, traced, _op_name(value.target)).shape
+            if evaluate_shape(shape, examples) != list(tensor.shape):
+                raise ExportError(
+                    f"torch.export's graph computes output {out_name!r} with shape {shape}, but eager "
+                    f"PyTorch returns {list(tensor.shape)} (node {value.name}, {value.target}): the exported graph "
+                    "does not compute what the model does",
+                    hint="a torch decomposition disagrees with its kernel; try another --decomposition level",
+                )
+        outputs.append(OutputSpec(out_name, encode(value)["tensor"], shape, torch_name(tensor.dtype)))
 
     # Inputs written in place, by torch.export's signature or by the eager run: the value the
     # graph records for the write (USER_INPUT_MUTATION), else the input itself as the lowering
@@ -304,10 +365,10 @@ def capture(
             written.setdefault(input_name, input_name)
     reference = {f"input.{s.name}": t.detach() for s, t in zip(inputs, example_inputs, strict=True)}
     reference.update({f"output.{n}": t.detach() for n, t in zip(out_names, eager_tensors, strict=True)})
-    for input_name, after in zip(user_names, eager.inputs_after, strict=True):
-        if input_name in written:
-            out_name = mutation_output_name(input_name)
-            outputs.append(OutputSpec(out_name, written[input_name], list(after.shape), torch_name(after.dtype)))
+    for spec_in, after in zip(inputs, eager.inputs_after, strict=True):
+        if spec_in.name in written:
+            out_name = mutation_output_name(spec_in.name)
+            outputs.append(OutputSpec(out_name, written[spec_in.name], list(spec_in.shape), torch_name(after.dtype)))
             reference[f"output.{out_name}"] = after.detach()
     ir = TorchIR(
         name=name,
@@ -318,5 +379,120 @@ def capture(
         outputs=outputs,
         producer={"name": "rlx-torch-import", "version": __version__, "torch": torch.__version__},
         auto_decomposed=list(auto_decomposed or []),
+        symbols=symbols,
+        specialized=_specialized(inputs, requested or {}),
     )
     return Captured(ir, weight_tensors, reference)
+
+
+def _symbols(
+    ep: torch.export.ExportedProgram,
+    inputs: list[TensorSpec],
+    example_inputs: tuple[torch.Tensor, ...],
+    requested: dict[tuple[str, int], str],
+) -> list[Symbol]:
+    """The backed symbols the inputs' shapes use, with torch's ranges, the user's labels and the
+    example sizes (solved from the input dims that are a*s + b of one symbol)."""
+    ranges = {str(k): v for k, v in ep.range_constraints.items()}
+    labels: dict[str, str] = {}
+    examples: dict[str, int] = {}
+    for spec, tensor in zip(inputs, example_inputs, strict=True):
+        for axis, (d, n) in enumerate(zip(spec.shape, tensor.shape, strict=True)):
+            if isinstance(d, int) or len(free_symbols(d)) != 1:
+                continue
+            (sym,) = free_symbols(d)
+            labels.setdefault(sym, requested.get((spec.name, axis), f"{spec.name}.{axis}") if d == sym else "")
+            if sym not in examples:
+                b = evaluate(d, {sym: 0})
+                a = evaluate(d, {sym: 1}) - b
+                examples[sym] = (int(n) - b) // a
+    used = sorted({s for spec in inputs for d in spec.shape for s in free_symbols(d)}, key=lambda n: (len(n), n))
+    found = []
+    for i, name in enumerate(used):
+        if name not in examples:
+            raise InputError(f"symbol {name} of the exported inputs has no example size (no input axis is it alone)")
+        vr = ranges.get(name)
+        lo = int(vr.lower) if vr is not None and vr.lower.is_finite else 0
+        hi = int(vr.upper) if vr is not None and vr.upper.is_finite else None
+        found.append(Symbol(i, name, labels.get(name) or name, lo, hi, examples[name]))
+    return found
+
+
+def _specialized(inputs: list[TensorSpec], requested: dict[tuple[str, int], str]) -> list[dict[str, Any]]:
+    """Axes the user asked to be dynamic that torch.export traced as constants, with a warning each."""
+    import warnings
+
+    dims = {s.name: s.shape for s in inputs}
+    found = []
+    for (name, axis), label in requested.items():
+        shape = dims.get(name)
+        if shape is None or axis >= len(shape) or not isinstance(shape[axis], int):
+            continue
+        reason = (
+            "torch.export specialized it: the traced program only works at this size (a weight, a constant "
+            "or an operation that needs one size fixed it), or the example size is 0 or 1, which torch "
+            "always specializes"
+        )
+        found.append({"input": name, "axis": axis, "label": label, "size": shape[axis], "reason": reason})
+        warnings.warn(
+            f"input {name!r} axis {axis} ({label}) was asked to be dynamic, but is static at size "
+            f"{shape[axis]}: {reason}",
+            stacklevel=3,
+        )
+    return found
+
+
+def _draw(example: torch.Tensor, shape: list[int], gen: torch.Generator) -> torch.Tensor:
+    """A tensor of `shape` whose values look like `example`'s: floats with its mean and spread,
+    integers within its range, booleans with its share of True."""
+    if example.dtype == torch.bool:
+        share = float(example.float().mean()) if example.numel() else 0.5
+        return torch.rand(shape, generator=gen) < share
+    if not example.is_floating_point():
+        lo = int(example.min()) if example.numel() else 0
+        hi = int(example.max()) if example.numel() else 1
+        return torch.randint(lo, hi + 1, shape, generator=gen, dtype=torch.int64).to(example.dtype)
+    finite = example[torch.isfinite(example)].double() if example.numel() else example.double()
+    mean = float(finite.mean()) if finite.numel() else 0.0
+    std = float(finite.std()) if finite.numel() > 1 else 1.0
+    return (torch.randn(shape, generator=gen, dtype=torch.float64) * (std or 1.0) + mean).to(example.dtype)
+
+
+SWEEP_SEED = 0
+
+
+def sweep_references(
+    model: torch.nn.Module, ir: TorchIR, example_inputs: tuple[torch.Tensor, ...], reference: dict[str, torch.Tensor]
+) -> None:
+    """Record the sweep points of a dynamic program in `ir.sweep`, and each point's inputs and
+    eager outputs in `reference` (`sweep.<i>.input.<name>`, `sweep.<i>.output.<name>`).
+
+    Inputs are drawn at the point's sizes from one seed (`SWEEP_SEED`) so that they look like the
+    examples (`_draw`); an input static in every dim is the example itself. An eager error at a
+    point is recorded, and that point then fails verification."""
+    from ..symbolic import sweep_points
+
+    ir.sweep = []
+    for i, point in enumerate(sweep_points(ir.symbols)):
+        gen = torch.Generator().manual_seed(SWEEP_SEED)
+        values = values_of(ir.symbols, point.binding)
+        inputs = tuple(
+            _draw(t, evaluate_shape(spec.shape, values), gen) if any(isinstance(d, str) for d in spec.shape) else t
+            for spec, t in zip(ir.inputs, example_inputs, strict=True)
+        )
+        entry: dict[str, Any] = {"label": point.label, "binding": point.binding}
+        try:
+            run = eager_outputs(model, inputs)
+        except InputError as e:
+            entry["error"] = e.message
+            ir.sweep.append(entry)
+            continue
+        flat = [t for t in torch.utils._pytree.tree_leaves(run.outputs)]
+        by_name = dict(zip([o.name for o in ir.outputs], flat, strict=False))
+        for spec, after in zip(ir.inputs, run.inputs_after, strict=True):
+            by_name.setdefault(mutation_output_name(spec.name), after)
+        for spec, t in zip(ir.inputs, inputs, strict=True):
+            reference[f"sweep.{i}.input.{spec.name}"] = t.detach()
+        for out in ir.outputs:
+            reference[f"sweep.{i}.output.{out.name}"] = by_name[out.name].detach()
+        ir.sweep.append(entry)

@@ -1,9 +1,14 @@
-"""Tensors made from scalars: full/zeros/ones, scalar_tensor, arange (static shapes, so constants)."""
+"""Tensors made from scalars: full/zeros/ones, scalar_tensor, arange.
+
+A size-dependent one (a dynamic program's) must be the same RLX graph at every size:
+full/zeros/ones are one scalar expanded (the Expand follows the size), arange a slice of
+the constant range over the dim's maximum length (the slice's length follows the size)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InputError
 from .context import Builder, Call, Value
 from .registry import lowers
 
@@ -42,6 +47,15 @@ def arange(b: Builder, call: Call) -> Value:
     start = call.get("start", 0) if call.target != "aten.arange.default" else 0
     step = call.get("step", 1)
     n = call.out_dims[0]
+    if b.provenance.node in b.program.size_dependent:
+        bounds = b.program.size_bounds.get(call.node.outputs[0].name)
+        if bounds is None:
+            raise InputError(
+                f"arange at node {call.node.name} has a length that depends on a dynamic dim with no maximum",
+                hint="give the Dim a max (torch.export.Dim(name, max=...)) so the range can be precomputed",
+            )
+        full = b.const(start + np.arange(max(bounds[0], n), dtype=np.float64) * step, call.out_dtype)
+        return b.narrow(full, 0, 0, n)
     return b.const(start + np.arange(n, dtype=np.float64) * step, call.out_dtype)
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from ..dtypes import NARROW_DTYPES, compute_rlx, is_supported, to_rlx
 from ..errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
 from ..program import Program, Provenance, ValueDecl
+from ..symbolic import evaluate_shape, is_static, values_of
 from ..torchir import TorchIR
 from .context import Builder, Call, Value
 from .workarounds import RlxLimit, audit, boundary_dtype
@@ -147,17 +148,46 @@ class _Refused(Value):
     """The output of a node that could not be lowered (lowering goes on to find every gap)."""
 
 
+def _size_dependent(ir: TorchIR) -> set[str]:
+    """The nodes of a program bound from a dynamic one (`TorchIR.bind`) that read or give a value
+    whose shape depends on a symbol."""
+    if not ir.symbolic_shapes:
+        return set()
+    dynamic = {name for name, shape in ir.symbolic_shapes.items() if not is_static(shape)}
+
+    def reads(arg: dict[str, Any]) -> bool:
+        tag, payload = next(iter(arg.items()))
+        return (tag == "tensor" and payload in dynamic) or (tag == "list" and any(reads(a) for a in payload))
+
+    return {
+        n.name
+        for n in ir.nodes
+        if any(o.name in dynamic for o in n.outputs) or any(reads(a) for a in [*n.args, *n.kwargs.values()])
+    }
+
+
+def _size_bounds(ir: TorchIR) -> dict[str, list[int] | None]:
+    """Each symbolic value's dims at the symbols' maxima (None when one is unbounded)."""
+    if any(s.max is None for s in ir.bound_symbols):
+        return {name: None for name, shape in ir.symbolic_shapes.items() if not is_static(shape)}
+    top = {s.name: int(s.max or 0) for s in ir.bound_symbols}
+    return {name: evaluate_shape(shape, top) for name, shape in ir.symbolic_shapes.items() if not is_static(shape)}
+
+
 def lower(ir: TorchIR, *, optimize: bool = True) -> Program:
     """TorchIR -> lowered program. Raises UnsupportedOpsError listing every gap first.
 
     With `optimize`, the conversion-time passes of `lower/optimize.py` run last (weights
-    stored in the layout RLX reads, constants folded, dead nodes dropped)."""
+    stored in the layout RLX reads, constants folded, dead nodes dropped). A program with
+    dynamic dims is lowered at its example sizes (`lower.symbolic` makes its symbolic graph)."""
+    if ir.is_dynamic:
+        ir = ir.bind(values_of(ir.symbols))
     checked = _check_calls(ir)
     if any(i.target == "<input>" for i in checked):
         raise UnsupportedOpsError(items=checked, decomposition=ir.decomposition)
     refused_nodes = {i.node for i in checked}
     items = list(checked)
-    program = Program(name=ir.name)
+    program = Program(name=ir.name, size_dependent=_size_dependent(ir), size_bounds=_size_bounds(ir))
     builder = Builder(program)
     values: dict[str, Value] = {}
     for spec in ir.inputs:

@@ -323,8 +323,28 @@ def compare_output(
 
 
 @dataclass
+class SweepRow:
+    """Verification at one sweep point of a dynamic program: the binding (symbol label ->
+    size), each output's parity against eager PyTorch at those sizes, and RLX's compile and
+    run time there (milliseconds; the compile is 0 when the binding was already compiled)."""
+
+    label: str
+    binding: dict[str, int]
+    ok: bool
+    outputs: list[OutputParity] = field(default_factory=list)
+    compile_ms: float = 0.0
+    run_ms: float = 0.0
+
+    def failures(self) -> str:
+        return "; ".join(f"{o.name}: {', '.join(o.reasons)}" for o in self.outputs if not o.ok)
+
+
+@dataclass
 class ParityReport:
-    """Result of one conversion: `ok` is True only when every output passed (or verify was off)."""
+    """Result of one conversion: `ok` is True only when every output passed (or verify was off).
+
+    `outputs` is the check at the example inputs; a dynamic program also has one `sweep`
+    row per sweep point (`symbolic.sweep_points`), and `ok` needs every row to pass."""
 
     name: str
     ok: bool
@@ -338,6 +358,9 @@ class ParityReport:
     auto_decomposed_ops: list[str] = field(default_factory=list)
     rlx_version: str = ""
     torch_version: str = ""
+    # Dynamic programs: symbol label -> [min, max] (max None: unbounded), and one row per sweep point.
+    symbols: dict[str, list[int | None]] = field(default_factory=dict)
+    sweep: list[SweepRow] = field(default_factory=list)
 
     def to_json(self) -> str:
         def clean(x: Any) -> Any:
@@ -366,6 +389,13 @@ class ParityReport:
                 f"max_rel={o.max_rel_error:.3g} cosine={o.cosine:.8f} {o.mismatch_text()}"
                 + ("" if o.ok else "  <- " + "; ".join(o.reasons))
             )
+        if self.sweep:
+            bad = [r for r in self.sweep if not r.ok]
+            lines.append(
+                f"  sweep over {', '.join(self.symbols)}: {len(self.sweep) - len(bad)}/{len(self.sweep)} points pass"
+            )
+            for r in bad:
+                lines.append(f"  BAD {r.label} {r.binding}: {r.failures()}")
         return "\n".join(lines)
 
     def markdown(self) -> str:
@@ -382,5 +412,23 @@ class ParityReport:
             + (f"Auto-decomposed: {', '.join(self.auto_decomposed_ops)}\n\n" if self.auto_decomposed_ops else "")
             + "| output | verdict | dtype shape | max abs | allowed abs | max rel | cosine | differing elements "
             "| reasons |\n"
-            "|---|---|---|---|---|---|---|---|---|\n" + rows + "\n"
+            "|---|---|---|---|---|---|---|---|---|\n" + rows + "\n" + self._sweep_markdown()
+        )
+
+    def _sweep_markdown(self) -> str:
+        if not self.sweep:
+            return ""
+        ranges = ", ".join(f"{k} in {lo}..{'inf' if hi is None else hi}" for k, (lo, hi) in self.symbols.items())
+        rows = "\n".join(
+            f"| {r.label} | {', '.join(f'{k}={v}' for k, v in r.binding.items())} | {'pass' if r.ok else 'FAIL'} | "
+            f"{max((o.max_abs_error for o in r.outputs), default=0.0):.3g} | "
+            f"{min((o.cosine for o in r.outputs), default=1.0):.8f} | {r.compile_ms:.1f} | {r.run_ms:.2f} | "
+            f"{r.failures()} |"
+            for r in self.sweep
+        )
+        return (
+            f"\n## Sweep over the dynamic dims ({ranges})\n\n"
+            "One row per sweep point: eager PyTorch at those sizes is the reference.\n\n"
+            "| point | binding | verdict | max abs | min cosine | compile ms | run ms | failing outputs |\n"
+            "|---|---|---|---|---|---|---|---|\n" + rows + "\n"
         )

@@ -1,0 +1,118 @@
+"""The `dynamic_shapes` a user passes: the CLI's `--dynamic` form, and which input axes were asked for.
+
+torch.export takes `dynamic_shapes` as a dict keyed by `forward`'s argument names, or a
+tuple in argument order; each entry maps an axis to a `torch.export.Dim` (named, with an
+optional range), `Dim.AUTO` or `Dim.DYNAMIC` (`Dim.STATIC`/None: static), or lists one
+entry per axis. See torch.export's "Expressing Dynamism" documentation.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ..errors import InputError
+
+# `x:0=batch:1:64`, `x:0=batch`, `x:0=batch:1:`, `x:1=auto`, `x:1=dynamic`
+_CLI = re.compile(r"^(?P<input>[A-Za-z_][\w.]*):(?P<axis>\d+)=(?P<name>[A-Za-z_]\w*)(?::(?P<lo>\d*)(?::(?P<hi>\d*))?)?$")
+
+
+def parse_cli(items: Sequence[str]) -> dict[str, dict[int, Any]] | None:
+    """`--dynamic INPUT:AXIS=NAME[:MIN[:MAX]]` (repeatable) as torch.export's `dynamic_shapes`.
+
+    One `Dim` per NAME: axes given the same name share one symbol (torch then requires
+    their sizes to be equal). NAME `auto` / `dynamic` means `Dim.AUTO` / `Dim.DYNAMIC`.
+    Raises InputError naming the item that does not parse or conflicts.
+    """
+    if not items:
+        return None
+    dims: dict[str, Any] = {}
+    ranges: dict[str, tuple[int | None, int | None]] = {}
+    spec: dict[str, dict[int, Any]] = {}
+    for item in items:
+        m = _CLI.match(item.strip())
+        if not m:
+            raise InputError(
+                f"--dynamic {item!r} is not INPUT:AXIS=NAME[:MIN[:MAX]]",
+                hint="e.g. --dynamic x:0=batch:1:64 --dynamic x:1=seq:2:512, or --dynamic x:0=auto",
+            )
+        name = m["name"]
+        lo = int(m["lo"]) if m["lo"] else None
+        hi = int(m["hi"]) if m["hi"] else None
+        if name.lower() in ("auto", "dynamic"):
+            if lo is not None or hi is not None:
+                raise InputError(f"--dynamic {item!r}: Dim.{name.upper()} takes no range; name the dim to give one")
+            dim = torch.export.Dim.AUTO if name.lower() == "auto" else torch.export.Dim.DYNAMIC
+        else:
+            if name in ranges and (lo, hi) != ranges[name] and (lo, hi) != (None, None):
+                raise InputError(f"--dynamic {item!r}: {name} was given the range {ranges[name]} before")
+            if name not in dims:
+                if lo is not None and hi is not None and lo > hi:
+                    raise InputError(f"--dynamic {item!r}: MIN {lo} is above MAX {hi}")
+                kwargs = {k: v for k, v in (("min", lo), ("max", hi)) if v is not None}
+                dims[name] = torch.export.Dim(name, **kwargs)
+                ranges[name] = (lo, hi)
+            dim = dims[name]
+        axes = spec.setdefault(m["input"], {})
+        axis = int(m["axis"])
+        if axis in axes:
+            raise InputError(f"--dynamic {item!r}: {m['input']} axis {axis} is given twice")
+        axes[axis] = dim
+    return spec
+
+
+def _label(dim: Any, input_name: str, axis: int) -> str | None:
+    """The user's name for a dynamic axis; None when the axis is static."""
+    if dim is None:
+        return None
+    hint = getattr(torch.export.Dim, "STATIC", None)
+    if hint is not None and dim is hint:
+        return None
+    name = getattr(dim, "__name__", None)
+    if isinstance(name, str) and not name.startswith("_"):
+        return name
+    return f"{input_name}.{axis}"
+
+
+def requested_axes(model: torch.nn.Module, dynamic_shapes: Any, input_names: Sequence[str]) -> dict[tuple[str, int], str]:
+    """(input name, axis) -> label for every axis `dynamic_shapes` asks to be dynamic.
+
+    `input_names` are the graph's user inputs in order (torch.export names them after
+    `forward`'s parameters). Raises InputError for a key that names no input."""
+    if dynamic_shapes is None:
+        return {}
+    params = inspect.signature(model.forward).parameters
+    if isinstance(dynamic_shapes, dict):
+        unknown = [k for k in dynamic_shapes if k not in params]
+        if unknown:
+            raise InputError(
+                f"dynamic_shapes names {', '.join(map(repr, unknown))}, which forward() does not take "
+                f"(it takes {', '.join(params)})"
+            )
+        by_param = [dynamic_shapes.get(p) for p in params]
+    elif isinstance(dynamic_shapes, (tuple, list)):
+        by_param = list(dynamic_shapes)
+    else:
+        raise InputError(f"dynamic_shapes must be a dict or a tuple, got {type(dynamic_shapes).__name__}")
+    per_input: list[Any] = []
+    for param, entry in zip(params.values(), by_param, strict=False):
+        if param.kind == inspect.Parameter.VAR_POSITIONAL:  # *args: one entry per remaining input
+            per_input.extend(entry or [])
+        else:
+            per_input.append(entry)
+    found: dict[tuple[str, int], str] = {}
+    for name, entry in zip(input_names, per_input, strict=False):
+        if entry is None:
+            continue
+        items = entry.items() if isinstance(entry, dict) else enumerate(entry) if isinstance(entry, (list, tuple)) else None
+        if items is None:
+            raise InputError(f"dynamic_shapes entry for {name!r} must map axes to Dims, got {type(entry).__name__}")
+        for axis, dim in items:
+            label = _label(dim, name, int(axis))
+            if label is not None:
+                found[(name, int(axis))] = label
+    return found
