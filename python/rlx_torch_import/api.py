@@ -101,6 +101,7 @@ def from_torch(
     pristine = clone_inputs(inputs)  # the reference inputs: as given, before any run could write them
     name = name or _default_name(model)
     prog = Progress(progress)
+    requested_axes(model, dynamic_shapes, [])  # names that forward() does not take: refused before export
     with staged(Path(out_dir)) as stage:
         with prog.phase("export"):
             try:
@@ -198,7 +199,7 @@ def _lower_and_verify(
         else:
             program = lower(ir)
         if crate is not None:
-            check_style(program, crate)
+            check_style(program, crate, ir.is_dynamic)
             if not (src / torchir.REFERENCE).is_file():
                 raise InputError(f"{src / torchir.REFERENCE}: not found; a crate checks itself against it")
     with prog.phase("bundle"):
@@ -211,7 +212,7 @@ def _lower_and_verify(
         with prog.phase(f"crate ({crate} style)"):
             package = crate_names(program.name).package
             with staged(bundle_dir.parent / package) as crate_dir:
-                write_crate(program, ir, src / torchir.REFERENCE, crate_dir, crate)
+                write_crate(program, ir, src / torchir.REFERENCE, crate_dir, crate, rlxmodel)
     report = ParityReport(
         name=ir.name,
         ok=True,

@@ -39,6 +39,15 @@ def _convert_parser() -> argparse.ArgumentParser:
         help="how far to decompose before lowering (default: high)",
     )
     _add_verify_args(p)
+    p.add_argument(
+        "--dynamic",
+        action="append",
+        metavar="INPUT:AXIS=NAME[:MIN[:MAX]]",
+        help="make an input axis dynamic (repeatable): NAME is a torch.export.Dim, shared by every axis "
+        "given the same NAME, with an optional range (x:0=batch:1:64); NAME auto or dynamic means "
+        "Dim.AUTO / Dim.DYNAMIC. The bundle then runs at any size in range and is verified at a sweep "
+        "of sizes (default: every dim static)",
+    )
     p.add_argument("--name", help="model name (default: from the module's class)")
     p.add_argument("--strict", action="store_true", help="use torch.export strict mode")
     p.add_argument(
@@ -164,8 +173,10 @@ def _run(argv: Sequence[str]) -> int:
         )
     else:
         args = _convert_parser().parse_args(argv)
+        from .frontend.dynamic import parse_cli
         from .frontend.model_file import load_model_file
 
+        dynamic_shapes = parse_cli(args.dynamic or [])
         model, example_inputs = load_model_file(args.model_file)
         report = api.from_torch(
             model,
@@ -174,6 +185,7 @@ def _run(argv: Sequence[str]) -> int:
             verify=args.verify,
             emit=_emits(args),
             decomposition=args.decomposition,
+            dynamic_shapes=dynamic_shapes,
             strict=args.strict,
             name=args.name,
             device=args.device,

@@ -22,6 +22,7 @@ from .. import __version__, _core
 from ..dtypes import to_rlx
 from ..errors import ExitCode, RtiError
 from ..program import Program
+from ..symbolic import values_of
 from ..torchir import TorchIR
 from ..verify.parity import float_budgets
 from .crate_graph import CONSTANTS_FILE, Statements, graph_statements, use_lines
@@ -52,10 +53,16 @@ def crate_names(model_name: str) -> CrateNames:
     return CrateNames(package="rlx-" + slug.replace("_", "-"), library="rlx_" + slug)
 
 
-def check_style(program: Program, style: str) -> None:
+def check_style(program: Program, style: str, dynamic: bool = False) -> None:
     """Fail before anything is written when `style` cannot express the program."""
     if style not in STYLES:
         raise CrateStyleError(f"crate style {style!r} is not one of {', '.join(STYLES)}")
+    if dynamic and style != "graph":
+        raise CrateStyleError(
+            f"a model with dynamic dims is written as a graph-style crate only (asked for {style!r}): it "
+            "specializes RLX's symbolic graph per binding, which the tensor DSL and rlx_flow cannot express",
+            hint="use --emit-style graph, or export with static shapes for the tensor and flow styles",
+        )
     if style == "tensor":
         missing = unsupported_ops(program)
         if missing:
@@ -113,8 +120,46 @@ def _dims(dims: tuple[int, ...] | list[int]) -> str:
     return f"&[{', '.join(map(str, dims))}]"
 
 
+def _symbol_specs(ir: TorchIR) -> list[str]:
+    """SYMBOLS, SYMBOL_AXES and SWEEP of a dynamic program."""
+    symbols = [
+        f"    Symbol {{ id: {s.id}, name: {rust_str(s.label)}, min: {s.min}, "
+        f"max: {'None' if s.max is None else f'Some({s.max})'} }},"
+        for s in ir.symbols
+    ]
+    ids = {s.name: s.id for s in ir.symbols}
+    axes = [
+        f"    ({i}, {axis}, {ids[d]}),"
+        for i, spec in enumerate(ir.inputs)
+        for axis, d in enumerate(spec.shape)
+        if isinstance(d, str) and d in ids
+    ]
+    sweep = [f"    {rust_str(f'sweep.{i}.')}, // {comment(p['label'])}" for i, p in enumerate(ir.sweep) if "error" not in p]
+    return [
+        "",
+        "/// The dynamic dims' symbols: RLX symbol number, name, and inclusive range (max None: unbounded).",
+        "pub const SYMBOLS: &[Symbol] = &[",
+        *symbols,
+        "];",
+        "",
+        "/// Input axes that are a symbol alone: (input index, axis, symbol number); the binding is read from them.",
+        "pub const SYMBOL_AXES: &[(usize, usize, u32)] = &[",
+        *axes,
+        "];",
+        "",
+        "/// Key prefixes of the sweep points recorded in the reference file (`check_reference_at`).",
+        "pub const SWEEP: &[&str] = &[",
+        *sweep,
+        "];",
+    ]
+
+
 def _specs(program: Program, ir: TorchIR) -> str:
-    """INPUTS, OUTPUTS and PARAMS constants."""
+    """INPUTS, OUTPUTS and PARAMS constants (dims at the example sizes), and a dynamic
+    program's SYMBOLS, SYMBOL_AXES and SWEEP."""
+    examples = ir.bind(values_of(ir.symbols)) if ir.is_dynamic else ir
+    symbolic = _symbol_specs(ir) if ir.is_dynamic else ["", "/// No sweep points: every dim is static.", "pub const SWEEP: &[&str] = &[];"]
+    ir = examples
 
     def tensor_spec(name: str, dims: list[int] | tuple[int, ...], dtype: str, carrier: str) -> str:
         return (
@@ -148,6 +193,7 @@ def _specs(program: Program, ir: TorchIR) -> str:
             "pub const PARAMS: &[ParamSpec] = &[",
             *params,
             "];",
+            *symbolic,
         ]
     )
 
@@ -292,6 +338,9 @@ _IMPORTS = {
 }
 
 
+_DYNAMIC_IMPORTS = "use rlx_ir::{DType, Graph};\nuse rlx_runtime::{CompileOptions, CompiledGraph, Device, FusionOptions, Session};"
+
+
 def _lib_rs(program: Program, ir: TorchIR, style: str) -> str:
     header = [
         *_header(program, ir, style),
@@ -303,9 +352,10 @@ def _lib_rs(program: Program, ir: TorchIR, style: str) -> str:
     for key, value in {
         "@@HEADER@@": _doc(header, "//!"),
         "@@MODS@@": "pub mod flow;\n" if style == "flow" else "",
-        "@@IMPORTS@@": _IMPORTS[style],
+        "@@IMPORTS@@": _DYNAMIC_IMPORTS if ir.is_dynamic else _IMPORTS[style],
         "@@NAME@@": rust_str(program.name),
         "@@SPECS@@": _specs(program, ir),
+        "@@MODEL@@": _template("model_dynamic.rs") if ir.is_dynamic else _template("model_static.rs"),
         "@@LOAD@@": _LOAD[style],
     }.items():
         text = text.replace(key, value)
@@ -359,9 +409,52 @@ def _readme(names: CrateNames, program: Program, style: str) -> str:
     return text
 
 
-def write_crate(program: Program, ir: TorchIR, reference: Path, root: Path, style: str = "graph") -> Path:
-    """Write the crate into `root` (conventionally `OUT/rlx-<name>/`) and return it."""
-    check_style(program, style)
+def _symbolic_graph_rs(program: Program, ir: TorchIR) -> str:
+    """graph.rs of a dynamic model: RLX's symbolic graph, specialized per binding."""
+    return "\n".join(
+        [
+            _doc(_header(program, ir, "graph"), "//!"),
+            "//!",
+            "//! The model has dynamic dims, so the graph is RLX's symbolic graph (`model.rlxmodel`,",
+            "//! written at conversion: one node per RLX op, each named after its ATen op and",
+            "//! module path), made static for one binding of the symbols by `build`.",
+            "",
+            "use rlx_ir::Graph;",
+            "",
+            "/// The symbolic graph as RLX's `.rlxmodel` text.",
+            f'pub const SYMBOLIC: &str = include_str!("{SYMBOLIC_FILE}");',
+            "",
+            "/// The symbolic graph, read from [`SYMBOLIC`].",
+            "pub fn symbolic() -> Result<Graph, String> {",
+            '    rlx_ir::rlxmodel::from_text(SYMBOLIC).map_err(|e| format!("{}: {e}", crate::NAME))',
+            "}",
+            "",
+            "/// The static graph at `binding` (symbol number, size): every dim and shape attribute",
+            "/// evaluated (`rlx_ir::dynamic::specialize`).",
+            "pub fn build(symbolic: &Graph, binding: &[(u32, usize)]) -> Result<Graph, String> {",
+            "    let sizes: rlx_ir::DimBinding = binding.iter().copied().collect();",
+            "    let graph = rlx_ir::dynamic::specialize(symbolic, &sizes);",
+            "    match graph.nodes().iter().find(|n| !n.shape.is_static()) {",
+            '        Some(n) => Err(format!("node {} keeps a dynamic dim at {binding:?}", n.id)),',
+            "        None => Ok(graph),",
+            "    }",
+            "}",
+            "",
+        ]
+    )
+
+
+SYMBOLIC_FILE = "model.rlxmodel"
+
+
+def write_crate(
+    program: Program, ir: TorchIR, reference: Path, root: Path, style: str = "graph", rlxmodel: str | None = None
+) -> Path:
+    """Write the crate into `root` (conventionally `OUT/rlx-<name>/`) and return it. A dynamic
+    program (`ir.symbols`) needs its symbolic graph, `rlxmodel`, and the graph style."""
+    check_style(program, style, ir.is_dynamic)
+    if ir.is_dynamic and rlxmodel is None:
+        raise RtiError("a dynamic program's crate needs its symbolic graph (rlxmodel)")
     names = crate_names(program.name)
     (root / "src").mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {
@@ -374,7 +467,10 @@ def write_crate(program: Program, ir: TorchIR, reference: Path, root: Path, styl
         "examples/run.rs": _template("run_example.rs").replace("@@LIB@@", names.library),
         "tests/parity.rs": _template("parity_test.rs").replace("@@LIB@@", names.library),
     }
-    if style == "tensor":
+    if rlxmodel is not None:
+        files["src/graph.rs"] = _symbolic_graph_rs(program, ir)
+        files[f"src/{SYMBOLIC_FILE}"] = rlxmodel
+    elif style == "tensor":
         files["src/graph.rs"] = _tensor_graph_rs(program, ir)
     else:
         files["src/graph.rs"], constants = _graph_rs(program, ir, style)

@@ -406,16 +406,25 @@ def _symbols(
                 b = evaluate(d, {sym: 0})
                 a = evaluate(d, {sym: 1}) - b
                 examples[sym] = (int(n) - b) // a
-    used = sorted({s for spec in inputs for d in spec.shape for s in free_symbols(d)}, key=lambda n: (len(n), n))
+    used = list(dict.fromkeys(s for spec in inputs for d in spec.shape for s in sorted(free_symbols(d))))
     found = []
     for i, name in enumerate(used):
         if name not in examples:
             raise InputError(f"symbol {name} of the exported inputs has no example size (no input axis is it alone)")
         vr = ranges.get(name)
-        lo = int(vr.lower) if vr is not None and vr.lower.is_finite else 0
-        hi = int(vr.upper) if vr is not None and vr.upper.is_finite else None
-        found.append(Symbol(i, name, labels.get(name) or name, lo, hi, examples[name]))
+        lo = _finite(vr.lower) if vr is not None else None
+        hi = _finite(vr.upper) if vr is not None else None
+        found.append(Symbol(i, name, labels.get(name) or name, lo or 0, hi, examples[name]))
     return found
+
+
+def _finite(bound: Any) -> int | None:
+    """A range bound as an int; None for torch's `int_oo` (unbounded)."""
+    try:
+        value = int(bound)
+    except (TypeError, ValueError, AttributeError, OverflowError):
+        return None
+    return value if abs(value) < 2**62 else None
 
 
 def _specialized(inputs: list[TensorSpec], requested: dict[tuple[str, int], str]) -> list[dict[str, Any]]:
@@ -437,7 +446,7 @@ def _specialized(inputs: list[TensorSpec], requested: dict[tuple[str, int], str]
         warnings.warn(
             f"input {name!r} axis {axis} ({label}) was asked to be dynamic, but is static at size "
             f"{shape[axis]}: {reason}",
-            stacklevel=3,
+            stacklevel=4,
         )
     return found
 

@@ -39,6 +39,15 @@ pub struct ParamSpec {
     pub dtype: DType,
 }
 
+/// A dynamic dim's symbol: its RLX number, name, and inclusive range (`max` None: unbounded).
+#[derive(Debug, Clone, Copy)]
+pub struct Symbol {
+    pub id: u32,
+    pub name: &'static str,
+    pub min: usize,
+    pub max: Option<usize>,
+}
+
 /// Bytes per element of a PyTorch dtype, or `None` for one RLX cannot hold.
 pub fn element_size(dtype: &str) -> Option<usize> {
     Some(match dtype {

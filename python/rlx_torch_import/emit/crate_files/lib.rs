@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 @@IMPORTS@@
 
 use host::{from_carrier, to_carrier};
-pub use host::{HostTensor, ParamSpec, Parity, TensorSpec, compare};
+pub use host::{HostTensor, ParamSpec, Parity, Symbol, TensorSpec, compare};
 
 /// The model's name at conversion time.
 pub const NAME: &str = @@NAME@@;
@@ -53,57 +53,21 @@ fn configure_threads() {
     }
 }
 
-/// The model compiled for RLX's CPU backend, with its weights bound.
-pub struct Model {
-    graph: CompiledGraph,
-}
-
-impl Model {
-    /// Build the graph, compile it, and bind the `state_dict`-named weights
-    /// read from the safetensors file at `weights`.
-    pub fn load(weights: impl AsRef<Path>) -> Result<Self, String> {
-        configure_threads();
-        let tensors = weights::load(weights.as_ref(), PARAMS)?;
-@@LOAD@@
-    }
-
-    /// Run once: `inputs` follow [`INPUTS`], the outputs follow [`OUTPUTS`].
-    pub fn run(&mut self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, String> {
-        if inputs.len() != INPUTS.len() {
-            return Err(format!("{NAME} takes {} input(s), got {}", INPUTS.len(), inputs.len()));
-        }
-        let mut carried = Vec::with_capacity(inputs.len());
-        for (spec, t) in INPUTS.iter().zip(inputs) {
-            if t.dtype != spec.dtype || t.dims != spec.dims {
-                return Err(format!(
-                    "input {:?} must be {}{:?}, got {}{:?}",
-                    spec.name, spec.dtype, spec.dims, t.dtype, t.dims
-                ));
-            }
-            carried.push(to_carrier(t, spec.carrier));
-        }
-        let feed: Vec<(&str, &[u8], DType)> = INPUTS
-            .iter()
-            .zip(&carried)
-            .map(|(spec, bytes)| (spec.name, bytes.as_slice(), spec.carrier))
-            .collect();
-        let raw = self.graph.run_typed(&feed);
-        Ok(OUTPUTS
-            .iter()
-            .zip(raw)
-            .map(|(spec, (data, _))| HostTensor {
-                dtype: spec.dtype.to_string(),
-                dims: spec.dims.to_vec(),
-                data: from_carrier(data, spec.carrier, spec.dtype),
-            })
-            .collect())
-    }
-}
-
+@@MODEL@@
 /// Run `model` on the reference inputs in `path` and compare every output with
 /// PyTorch's, using the same budgets as the Python verifier. Returns the outputs
 /// and their parity, both in [`OUTPUTS`] order.
 pub fn check_reference(model: &mut Model, path: &Path) -> Result<(Vec<HostTensor>, Vec<Parity>), String> {
+    check_reference_at(model, path, "")
+}
+
+/// [`check_reference`] on the tensors whose keys start with `prefix`: `""` for the
+/// example inputs, `"sweep.<i>."` for the sweep points of a dynamic model ([`SWEEP`]).
+pub fn check_reference_at(
+    model: &mut Model,
+    path: &Path,
+    prefix: &str,
+) -> Result<(Vec<HostTensor>, Vec<Parity>), String> {
     let reference: BTreeMap<String, HostTensor> = weights::read(path)?;
     let take = |key: String| {
         reference
@@ -113,13 +77,13 @@ pub fn check_reference(model: &mut Model, path: &Path) -> Result<(Vec<HostTensor
     };
     let inputs = INPUTS
         .iter()
-        .map(|s| take(format!("input.{}", s.name)))
+        .map(|s| take(format!("{prefix}input.{}", s.name)))
         .collect::<Result<Vec<_>, _>>()?;
     let outputs = model.run(&inputs)?;
     let parity = OUTPUTS
         .iter()
         .zip(&outputs)
-        .map(|(spec, got)| Ok(compare(spec.name, got, &take(format!("output.{}", spec.name))?)))
+        .map(|(spec, got)| Ok(compare(spec.name, got, &take(format!("{prefix}output.{}", spec.name))?)))
         .collect::<Result<Vec<_>, String>>()?;
     Ok((outputs, parity))
 }

@@ -1,0 +1,135 @@
+/// The dims of a shape of a specialized (fully static) graph.
+fn static_dims(shape: &rlx_ir::Shape) -> Vec<usize> {
+    shape.dims().iter().map(|d| d.unwrap_static()).collect()
+}
+
+/// Compiled bindings a [`Model`] keeps (the least recently used is dropped first).
+/// Each holds its own copy of the weights.
+pub const BINDING_CACHE: usize = 4;
+
+/// The model: its symbolic graph, its weights, and a small cache of the graph
+/// compiled for RLX's CPU backend at the bindings run recently.
+pub struct Model {
+    symbolic: Graph,
+    weights: Vec<(ParamSpec, HostTensor)>,
+    /// (binding, compiled graph), most recently used last.
+    compiled: Vec<(Vec<(u32, usize)>, CompiledGraph)>,
+}
+
+impl Model {
+    /// Read the symbolic graph and the `state_dict`-named weights from the
+    /// safetensors file at `weights`; a binding is compiled when first run.
+    pub fn load(weights: impl AsRef<Path>) -> Result<Self, String> {
+        configure_threads();
+        Ok(Self {
+            symbolic: graph::symbolic()?,
+            weights: weights::load(weights.as_ref(), PARAMS)?,
+            compiled: Vec::new(),
+        })
+    }
+
+    /// The binding (symbol number, size) that `inputs` give, checked against each
+    /// symbol's range and across inputs that share a symbol.
+    pub fn binding(&self, inputs: &[HostTensor]) -> Result<Vec<(u32, usize)>, String> {
+        let mut found: Vec<(u32, usize, String)> = Vec::new();
+        for &(input, axis, sym) in SYMBOL_AXES {
+            let spec = &INPUTS[input];
+            let size = *inputs[input]
+                .dims
+                .get(axis)
+                .ok_or_else(|| format!("input {:?} has no axis {axis}", spec.name))?;
+            let symbol = SYMBOLS.iter().find(|s| s.id == sym).expect("declared symbol");
+            let here = format!("input {:?} axis {axis}", spec.name);
+            if size < symbol.min || symbol.max.is_some_and(|max| size > max) {
+                return Err(format!(
+                    "{here} has size {size} for symbol {}, outside its declared range {}..{}",
+                    symbol.name,
+                    symbol.min,
+                    symbol.max.map_or("inf".to_string(), |m| m.to_string())
+                ));
+            }
+            match found.iter().find(|(s, _, _)| *s == sym) {
+                Some((_, other, at)) if *other != size => {
+                    return Err(format!(
+                        "{here} gives symbol {} size {size}, but {at} gives it {other}: inputs \
+                         that share a dynamic dim must agree",
+                        symbol.name
+                    ));
+                }
+                Some(_) => {}
+                None => found.push((sym, size, here)),
+            }
+        }
+        Ok(found.into_iter().map(|(s, n, _)| (s, n)).collect())
+    }
+
+    /// The graph compiled at `binding`: built and compiled on first use, then cached.
+    fn compiled_at(&mut self, binding: Vec<(u32, usize)>) -> Result<&mut CompiledGraph, String> {
+        if let Some(i) = self.compiled.iter().position(|(b, _)| *b == binding) {
+            let entry = self.compiled.remove(i);
+            self.compiled.push(entry);
+        } else {
+            let graph = graph::build(&self.symbolic, &binding)?;
+            let options = compile_options();
+            let graph = rlx_runtime::precompile::precompile_cleanup(graph, &options);
+            let mut compiled = Session::new(Device::Cpu).compile_with(graph, &options);
+            for (spec, t) in &self.weights {
+                compiled.set_param_typed(spec.name, &t.data, host::rlx_dtype(&t.dtype).expect("checked on load"));
+            }
+            if self.compiled.len() >= BINDING_CACHE {
+                self.compiled.remove(0);
+            }
+            self.compiled.push((binding, compiled));
+        }
+        Ok(&mut self.compiled.last_mut().expect("just pushed").1)
+    }
+
+    /// Run once: `inputs` follow [`INPUTS`] (any sizes in the dynamic dims'
+    /// ranges), the outputs follow [`OUTPUTS`].
+    pub fn run(&mut self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, String> {
+        if inputs.len() != INPUTS.len() {
+            return Err(format!("{NAME} takes {} input(s), got {}", INPUTS.len(), inputs.len()));
+        }
+        for (spec, t) in INPUTS.iter().zip(inputs) {
+            if t.dtype != spec.dtype || t.dims.len() != spec.dims.len() {
+                return Err(format!(
+                    "input {:?} must be {} of rank {}, got {}{:?}",
+                    spec.name,
+                    spec.dtype,
+                    spec.dims.len(),
+                    t.dtype,
+                    t.dims
+                ));
+            }
+        }
+        let binding = self.binding(inputs)?;
+        let static_graph = graph::build(&self.symbolic, &binding)?;
+        for (spec, t) in INPUTS.iter().zip(inputs) {
+            let id = static_graph.input_id(spec.name).ok_or_else(|| format!("the graph has no input {:?}", spec.name))?;
+            let want = static_dims(static_graph.shape(id));
+            if t.dims != want {
+                return Err(format!("input {:?} must have shape {want:?} at {binding:?}, got {:?}", spec.name, t.dims));
+            }
+        }
+        let outputs: Vec<Vec<usize>> =
+            static_graph.outputs.iter().map(|id| static_dims(static_graph.shape(*id))).collect();
+        let carried: Vec<Vec<u8>> = INPUTS.iter().zip(inputs).map(|(spec, t)| to_carrier(t, spec.carrier)).collect();
+        let feed: Vec<(&str, &[u8], DType)> = INPUTS
+            .iter()
+            .zip(&carried)
+            .map(|(spec, bytes)| (spec.name, bytes.as_slice(), spec.carrier))
+            .collect();
+        let raw = self.compiled_at(binding)?.run_typed(&feed);
+        Ok(OUTPUTS
+            .iter()
+            .zip(raw)
+            .zip(outputs)
+            .map(|((spec, (data, _)), dims)| HostTensor {
+                dtype: spec.dtype.to_string(),
+                dims,
+                data: from_carrier(data, spec.carrier, spec.dtype),
+            })
+            .collect())
+    }
+}
+
