@@ -84,10 +84,8 @@ pub fn generalize(
     }
     let text = write(&general, names)?;
     let back = read(&text)?;
-    if let Some(diff) = first_difference(
-        &rlx_specialize(&back, &binding_at(sizes, 0)),
-        &graphs[0],
-    ) {
+    if let Some(diff) = first_difference(&rlx_specialize(&back, &binding_at(sizes, 0)), &graphs[0])
+    {
         return Err(format!(
             "the .rlxmodel text of the symbolic graph does not read back the same: {diff}"
         ));

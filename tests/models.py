@@ -44,6 +44,23 @@ class TransformerBlock(nn.Module):
         return x + self.down(F.silu(self.gate(h)) * self.up(h))
 
 
+class MaskedBlock(TransformerBlock):
+    """TransformerBlock whose attention is causal (`is_causal`) or takes an additive mask input."""
+
+    def __init__(self, causal: bool = False) -> None:
+        super().__init__()
+        self.causal = causal
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        q, k, v = (t.view(b, s, self.n_heads, d // self.n_heads).transpose(1, 2) for t in (q, k, v))
+        attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal)
+        x = x + self.proj(attn.transpose(1, 2).reshape(b, s, d))
+        h = self.norm2(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
 class SmallCNN(nn.Module):
     """conv2d(+bias) + batch_norm(eval) + relu + max_pool2d + adaptive_avg_pool2d(1) + flatten + linear."""
 

@@ -302,3 +302,53 @@ def test_crates_compile_with_the_bundle_runner_options() -> None:
     core = (REPO / "src/runner.rs").read_text()
     assert _compile_options_body(template) == _compile_options_body(core)
     assert "no_weight_concat:true" in _compile_options_body(core)
+
+
+def _dynamic_block(out: Path, style: str = "graph") -> rti.ParityReport:
+    from torch.export import Dim
+
+    from models import MaskedBlock
+
+    torch.manual_seed(0)
+    ds = {"x": {0: Dim("batch", min=1, max=4), 1: Dim("seq", min=2, max=24)}}
+    return rti.from_torch(
+        MaskedBlock(causal=True).eval(), (torch.randn(2, 7, 64),), out, dynamic_shapes=ds,
+        emit=("bundle", "crate"), emit_style=style, name="dynamic_block",
+    )  # fmt: skip
+
+
+@needs_cargo
+def test_dynamic_crate_runs_at_each_binding_and_matches_the_bundle(tmp_path: Path) -> None:
+    """The graph crate of a dynamic model builds the graph per binding: its own test checks every
+    sweep point, and at two bindings its outputs are the bundle's bit for bit."""
+    out = tmp_path / "o"
+    report = _dynamic_block(out)
+    assert report.ok, report.summary()
+    (crate,) = out.glob("rlx-*")
+    cargo(crate, "fmt", "--check")
+    cargo(crate, "clippy", "--release", "--quiet", "--all-targets", "--", "-D", "warnings")
+    printed = cargo(crate, "test", "--release", "--quiet", "--test", "parity", "--", "--nocapture")
+    assert printed.count("output shapes") == len(report.sweep) + 1, printed
+    reference = safetensors_io.read(out / "reference.safetensors")
+    bundle = BundleModel(out / "bundle")
+    for point in (0, len(report.sweep) - 1):  # batch=min and seq=max: two bindings
+        prefix = f"sweep.{point}."
+        picked = {
+            k.removeprefix(prefix): (t.dtype, t.shape, bytes(t.data))
+            for k, t in reference.items()
+            if k.startswith(prefix)
+        }
+        safetensors_io.write(tmp_path / "point.safetensors", picked)
+        point_file, saved = str(tmp_path / "point.safetensors"), str(tmp_path / "crate.safetensors")
+        cargo(
+            crate, "run", "--release", "--quiet", "--example", "run", "--", "--reference", point_file, "--save", saved
+        )
+        got = safetensors_io.read(tmp_path / "crate.safetensors")["output.output"].to_numpy()
+        feed = {"x": reference[f"{prefix}input.x"].to_numpy()}
+        expected = bundle.run(feed)["output"]
+        assert got.shape == expected.shape and got.tobytes() == expected.tobytes(), f"sweep point {point} differs"
+
+
+def test_dynamic_models_get_graph_crates_only(tmp_path: Path) -> None:
+    with pytest.raises(CrateStyleError, match="graph-style crate only"):
+        _dynamic_block(tmp_path / "o", style="flow")

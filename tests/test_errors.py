@@ -101,13 +101,6 @@ def test_bad_options_are_rejected(tmp_path) -> None:
         rti.from_torch(lambda t: t, x, tmp_path / "o")
 
 
-def test_dynamic_shapes_are_rejected_clearly(tmp_path) -> None:
-    batch = torch.export.Dim("batch", min=2, max=64)
-    with pytest.raises(rti.InputError, match="dynamic shapes are not supported yet"):
-        rti.from_torch(nn.Linear(3, 2), (torch.randn(4, 3),), tmp_path / "o", dynamic_shapes=({0: batch},))
-    assert not (tmp_path / "o").exists()
-
-
 def test_internal_lowering_failure_names_the_node(tmp_path, monkeypatch) -> None:
     from rlx_torch_import.lower import REGISTRY
     from rlx_torch_import.lower.registry import Lowering

@@ -31,11 +31,13 @@ def test_round_trip_and_strict_json(tmp_path) -> None:
     rti.from_torch(model, (torch.randn(2, 4),), tmp_path / "o")
     text = (tmp_path / "o" / "torch-ir.json").read_text()
     doc = _strict(text)
-    assert doc["format"] == "rlx-torch-ir" and doc["version"] == 1
+    assert doc["format"] == "rlx-torch-ir" and doc["version"] == torchir.VERSION == 2
     ir = torchir.parse(doc)
     assert ir.to_json() == text
     assert {w.key for w in ir.weights} == set(model.state_dict())
     assert all(n.module_path for n in ir.nodes)  # provenance: which submodule each op came from
+    old = {k: v for k, v in doc.items() if k not in ("symbols", "specialized", "sweep")}
+    assert torchir.parse({**old, "version": 1}).nodes == ir.nodes  # version 1 (static) files still read
 
 
 def test_non_finite_floats_are_spelled_out() -> None:

@@ -90,7 +90,7 @@ def from_torch(
     core; process-wide, see `rlx_config.set_threads`).
     """
     from .frontend.capture import capture, clone_inputs, eager_outputs, sweep_references
-    from .frontend.dynamic import requested_axes
+    from .frontend.dynamic import by_input_name, requested_axes
     from .frontend.export import check_example_inputs, export_program
     from .frontend.fallback import decompose_targets
 
@@ -101,13 +101,16 @@ def from_torch(
     pristine = clone_inputs(inputs)  # the reference inputs: as given, before any run could write them
     name = name or _default_name(model)
     prog = Progress(progress)
+    dynamic_shapes = by_input_name(model, dynamic_shapes, len(inputs))
+    shape_log: list[str] = []  # torch's symbolic-shape log: why a dynamic dim was specialized
     requested_axes(model, dynamic_shapes, [])  # names that forward() does not take: refused before export
     with staged(Path(out_dir)) as stage:
         with prog.phase("export"):
             try:
                 ep = export_program(  # traces with fake tensors: the inputs' values are neither read nor written
-                    model, inputs, decomposition=decomposition, dynamic_shapes=dynamic_shapes, strict=strict
-                )
+                    model, inputs, decomposition=decomposition, dynamic_shapes=dynamic_shapes, strict=strict,
+                    shape_log=shape_log,
+                )  # fmt: skip
             except ExportError:
                 eager_outputs(model, pristine)  # a model that fails in eager PyTorch too is bad input (exit 2)
                 raise
@@ -116,7 +119,9 @@ def from_torch(
         user_inputs = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
         requested = requested_axes(model, dynamic_shapes, user_inputs)
         with prog.phase("capture"):
-            cap = capture(ep, pristine, eager, name=name, decomposition=decomposition, requested=requested)
+            cap = capture(
+                ep, pristine, eager, name=name, decomposition=decomposition, requested=requested, shape_log=shape_log
+            )
         auto: list[str] = []
         skipped: dict[str, str] = {}
         for round_no in range(1, (max_decompose_rounds if auto_decompose else 0) + 1):
@@ -130,7 +135,7 @@ def from_torch(
                 if rnd.decomposed:
                     cap = capture(
                         ep, pristine, eager, name=name, decomposition=decomposition, auto_decomposed=auto,
-                        requested=requested,
+                        requested=requested, shape_log=shape_log,
                     )  # fmt: skip
             if not rnd.decomposed:
                 break
@@ -279,7 +284,9 @@ def _verify_sweep(model: BundleModel, ir: torchir.TorchIR, ref: dict[str, Any], 
             expected = ref[f"sweep.{i}.output.{spec.name}"]
             actual = got[spec.name]
             row.outputs.append(
-                compare_output(spec.name, actual, expected.to_numpy(), _result_dtype(actual, spec.dtype), expected.dtype)
+                compare_output(
+                    spec.name, actual, expected.to_numpy(), _result_dtype(actual, spec.dtype), expected.dtype
+                )
             )
         row.ok = all(o.ok for o in row.outputs)
 

@@ -1,5 +1,6 @@
 """Command line: `rlx-torch-import MODEL.py -o OUT ...`, `rlx-torch-import build DIR`,
-`rlx-torch-import coverage ...` and `rlx-torch-import defects`.
+`rlx-torch-import run BUNDLE --inputs FILE`, `rlx-torch-import coverage ...` and
+`rlx-torch-import defects`.
 
 Exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 4 torch.export
 failed, 5 internal error (see README "Exit codes").
@@ -11,6 +12,7 @@ import argparse
 import sys
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
 
 from .errors import ExitCode, InputError, RtiError
 
@@ -20,6 +22,7 @@ def _convert_parser() -> argparse.ArgumentParser:
         prog="rlx-torch-import",
         description="Convert a PyTorch model to an RLX bundle and verify it against PyTorch. "
         "Also: `rlx-torch-import build DIR` re-lowers an existing torch-ir directory; "
+        "`rlx-torch-import run BUNDLE --inputs FILE` runs a bundle; "
         "`rlx-torch-import coverage` verifies Core ATen ops on PyTorch's OpInfo samples; "
         "`rlx-torch-import defects` probes the installed RLX for the defects the lowering works around.",
         epilog="exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 4 torch.export failed, "
@@ -148,9 +151,70 @@ def _build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _run_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rlx-torch-import run",
+        description="Run a bundle on RLX with inputs from a file (a dynamic bundle: at any sizes in range).",
+    )
+    p.add_argument("bundle", metavar="BUNDLE", help="a bundle directory (OUT/bundle)")
+    p.add_argument(
+        "--inputs",
+        required=True,
+        metavar="FILE",
+        help="a .safetensors or .npz file with one tensor per input, keyed by input name (or input.<name>)",
+    )
+    p.add_argument("--save", metavar="FILE", help="write the outputs to this .safetensors file (output.<name> keys)")
+    _add_threads_arg(p)
+    return p
+
+
+def _run_bundle(argv: Sequence[str]) -> int:
+    """`rlx-torch-import run`: bad inputs (a size outside a dynamic dim's range, two inputs that
+    disagree on a shared dim) exit 2 before anything runs."""
+    import numpy as np
+
+    from . import safetensors_io
+    from .runtime import BundleModel
+
+    args = _run_parser().parse_args(argv)
+    path = Path(args.inputs)
+    if not path.is_file():
+        raise InputError(f"--inputs {path}: no such file")
+    if path.suffix == ".npz":
+        with np.load(path) as found:
+            tensors = {k: found[k] for k in found.files}
+    elif path.suffix == ".safetensors":
+        tensors = {k: t.to_numpy() for k, t in safetensors_io.read(path).items()}
+    else:
+        raise InputError(f"--inputs {path}: expected a .safetensors or .npz file")
+    model = BundleModel(args.bundle, threads=args.threads)
+    feed = {}
+    for name in model.input_names:
+        key = name if name in tensors else f"input.{name}"
+        if key not in tensors:
+            raise InputError(f"--inputs {path} has no tensor {name!r} (or input.{name}); the bundle takes "
+                             f"{', '.join(model.input_names)}")  # fmt: skip
+        feed[name] = tensors[key]
+    outputs = model.run(feed)
+    binding = model.binding(feed)
+    if binding:
+        print("binding: " + ", ".join(f"{k}={v}" for k, v in binding.items()))
+    for name, value in outputs.items():
+        print(f"{name}: {value.dtype}{list(value.shape)}")
+    if args.save:
+        import torch
+
+        found = {f"output.{k}": torch.from_numpy(np.ascontiguousarray(v)) for k, v in outputs.items()}
+        safetensors_io.write(Path(args.save), dict(safetensors_io.iter_torch(found)))
+        print(f"outputs written to {args.save}")
+    return ExitCode.OK
+
+
 def _run(argv: Sequence[str]) -> int:
     from . import api
 
+    if argv and argv[0] == "run":
+        return _run_bundle(argv[1:])
     if argv and argv[0] == "coverage":
         from .coverage import main as coverage_main
 

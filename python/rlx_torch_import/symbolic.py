@@ -190,9 +190,7 @@ def infer_binding(
                 where = f"input {name!r} axis {axis}"
                 if v is None:
                     s = by_name[sym]
-                    raise InputError(
-                        f"{where} has size {n}, which is no value of {d} (symbol {s.describe()})"
-                    )
+                    raise InputError(f"{where} has size {n}, which is no value of {d} (symbol {s.describe()})")
                 if sym in found and found[sym][0] != v:
                     raise InputError(
                         f"{where} gives symbol {by_name[sym].label} ({sym}) size {v}, but {found[sym][1]} "

@@ -148,9 +148,17 @@ class TorchIR:
 
         nodes = [
             Node(
-                n.name, n.target, [arg(a) for a in n.args], {k: arg(a) for k, a in n.kwargs.items()},
-                [spec(o) for o in n.outputs], n.module_path, n.module_type, n.source, n.decomposed_from, n.layouts,
-            )  # fmt: skip
+                n.name,
+                n.target,
+                [arg(a) for a in n.args],
+                {k: arg(a) for k, a in n.kwargs.items()},
+                [spec(o) for o in n.outputs],
+                n.module_path,
+                n.module_type,
+                n.source,
+                n.decomposed_from,
+                n.layouts,
+            )
             for n in self.nodes
             if not n.sym
         ]

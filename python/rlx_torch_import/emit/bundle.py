@@ -99,6 +99,11 @@ def write_bundle(
         # then lists of sizes and expressions of the symbols' torch names.
         "symbols": [asdict(sym) for sym in ir.symbols] if rlxmodel is not None else [],
         "specialized": list(ir.specialized),
+        # What a dynamic bundle makes per binding (docs/design.md, z): no op is lowered per binding.
+        "per_binding": "the compiled executable: model.rlxmodel specialized to the binding and compiled once, "
+        "then cached"
+        if rlxmodel is not None
+        else None,
         "params": [{"name": v.name, "shape": list(v.dims), "dtype": from_rlx(v.dtype)} for v in program.params],
         "derived_params": {name: d.describe() for name, d in program.derived_params.items()},
         "rewrites": program.rewrites,

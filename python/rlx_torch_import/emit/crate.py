@@ -134,7 +134,9 @@ def _symbol_specs(ir: TorchIR) -> list[str]:
         for axis, d in enumerate(spec.shape)
         if isinstance(d, str) and d in ids
     ]
-    sweep = [f"    {rust_str(f'sweep.{i}.')}, // {comment(p['label'])}" for i, p in enumerate(ir.sweep) if "error" not in p]
+    sweep = [
+        f"    {rust_str(f'sweep.{i}.')}, // {comment(p['label'])}" for i, p in enumerate(ir.sweep) if "error" not in p
+    ]
     return [
         "",
         "/// The dynamic dims' symbols: RLX symbol number, name, and inclusive range (max None: unbounded).",
@@ -158,7 +160,11 @@ def _specs(program: Program, ir: TorchIR) -> str:
     """INPUTS, OUTPUTS and PARAMS constants (dims at the example sizes), and a dynamic
     program's SYMBOLS, SYMBOL_AXES and SWEEP."""
     examples = ir.bind(values_of(ir.symbols)) if ir.is_dynamic else ir
-    symbolic = _symbol_specs(ir) if ir.is_dynamic else ["", "/// No sweep points: every dim is static.", "pub const SWEEP: &[&str] = &[];"]
+    symbolic = (
+        _symbol_specs(ir)
+        if ir.is_dynamic
+        else ["", "/// No sweep points: every dim is static.", "pub const SWEEP: &[&str] = &[];"]
+    )
     ir = examples
 
     def tensor_spec(name: str, dims: list[int] | tuple[int, ...], dtype: str, carrier: str) -> str:
@@ -338,7 +344,9 @@ _IMPORTS = {
 }
 
 
-_DYNAMIC_IMPORTS = "use rlx_ir::{DType, Graph};\nuse rlx_runtime::{CompileOptions, CompiledGraph, Device, FusionOptions, Session};"
+_DYNAMIC_IMPORTS = (
+    "use rlx_ir::{DType, Graph};\nuse rlx_runtime::{CompileOptions, CompiledGraph, Device, FusionOptions, Session};"
+)
 
 
 def _lib_rs(program: Program, ir: TorchIR, style: str) -> str:

@@ -224,6 +224,7 @@ def capture(
     decomposition: str,
     auto_decomposed: list[str] | None = None,
     requested: dict[tuple[str, int], str] | None = None,
+    shape_log: list[str] | None = None,
 ) -> Captured:
     """ExportedProgram + eager run -> TorchIR, state_dict-keyed weights, reference tensors.
 
@@ -288,8 +289,9 @@ def capture(
             # A size computation: kept as a record; its uses carry the expression ({"sym": ...}).
             text = _sym_text(val, node.name, target)
             nodes.append(
-                Node(name=node.name, target=target, args=[encode(a) for a in args], kwargs={}, outputs=[],
-                     sym=str(text))  # fmt: skip
+                Node(
+                    name=node.name, target=target, args=[encode(a) for a in args], kwargs={}, outputs=[], sym=str(text)
+                )
             )
             continue
         if node.target is torch.ops.higher_order.with_effects:
@@ -380,7 +382,7 @@ def capture(
         producer={"name": "rlx-torch-import", "version": __version__, "torch": torch.__version__},
         auto_decomposed=list(auto_decomposed or []),
         symbols=symbols,
-        specialized=_specialized(inputs, requested or {}),
+        specialized=_specialized(inputs, requested or {}, shape_log or []),
     )
     return Captured(ir, weight_tensors, reference)
 
@@ -401,7 +403,9 @@ def _symbols(
             if isinstance(d, int) or len(free_symbols(d)) != 1:
                 continue
             (sym,) = free_symbols(d)
-            labels.setdefault(sym, requested.get((spec.name, axis), f"{spec.name}.{axis}") if d == sym else "")
+            fallback = f"{spec.name}.{axis}" if d == sym else ""
+            if not labels.get(sym):
+                labels[sym] = requested.get((spec.name, axis), fallback)
             if sym not in examples:
                 b = evaluate(d, {sym: 0})
                 a = evaluate(d, {sym: 1}) - b
@@ -427,8 +431,26 @@ def _finite(bound: Any) -> int | None:
     return value if abs(value) < 2**62 else None
 
 
-def _specialized(inputs: list[TensorSpec], requested: dict[tuple[str, int], str]) -> list[dict[str, Any]]:
-    """Axes the user asked to be dynamic that torch.export traced as constants, with a warning each."""
+def _torch_reason(name: str, axis: int, size: int, shape_log: list[str]) -> str:
+    """torch's own reason a dim became a constant, from its symbolic-shape log: the guard that fixed
+    the dim's symbol and the op whose shape rule added it."""
+    created = re.compile(rf"create_symbol (\w+) = {size} for L\['{re.escape(name)}'\]\.size\(\)\[{axis}\]")
+    symbol = next((m[1] for line in shape_log if (m := created.search(line))), None)
+    if symbol is None:
+        return "torch.export traced it as a constant (an example size of 0 or 1 is always specialized)"
+    guard = re.compile(rf"eval (Eq\({symbol}, \d+\)) \[guard added\] \(([^)]*)\)")
+    for line in shape_log:
+        m = guard.search(line)
+        if m:
+            return f"torch added the guard {m[1]} at {m[2]}, so the traced program only works at this size"
+    return f"torch.export fixed its symbol {symbol} to {size}"
+
+
+def _specialized(
+    inputs: list[TensorSpec], requested: dict[tuple[str, int], str], shape_log: list[str]
+) -> list[dict[str, Any]]:
+    """Axes the user asked to be dynamic that torch.export traced as constants, with a warning each
+    giving torch's reason."""
     import warnings
 
     dims = {s.name: s.shape for s in inputs}
@@ -437,11 +459,7 @@ def _specialized(inputs: list[TensorSpec], requested: dict[tuple[str, int], str]
         shape = dims.get(name)
         if shape is None or axis >= len(shape) or not isinstance(shape[axis], int):
             continue
-        reason = (
-            "torch.export specialized it: the traced program only works at this size (a weight, a constant "
-            "or an operation that needs one size fixed it), or the example size is 0 or 1, which torch "
-            "always specializes"
-        )
+        reason = _torch_reason(name, axis, shape[axis], shape_log)
         found.append({"input": name, "axis": axis, "label": label, "size": shape[axis], "reason": reason})
         warnings.warn(
             f"input {name!r} axis {axis} ({label}) was asked to be dynamic, but is static at size "

@@ -18,7 +18,9 @@ import torch
 from ..errors import InputError
 
 # `x:0=batch:1:64`, `x:0=batch`, `x:0=batch:1:`, `x:1=auto`, `x:1=dynamic`
-_CLI = re.compile(r"^(?P<input>[A-Za-z_][\w.]*):(?P<axis>\d+)=(?P<name>[A-Za-z_]\w*)(?::(?P<lo>\d*)(?::(?P<hi>\d*))?)?$")
+_CLI = re.compile(
+    r"^(?P<input>[A-Za-z_][\w.]*):(?P<axis>\d+)=(?P<name>[A-Za-z_]\w*)(?::(?P<lo>\d*)(?::(?P<hi>\d*))?)?$"
+)
 
 
 def parse_cli(items: Sequence[str]) -> dict[str, dict[int, Any]] | None:
@@ -65,6 +67,36 @@ def parse_cli(items: Sequence[str]) -> dict[str, dict[int, Any]] | None:
     return spec
 
 
+def by_input_name(model: torch.nn.Module, spec: Any, count: int) -> Any:
+    """`spec` keyed by graph input names (`x`, or `args_0` for `forward(*args)`, as torch.export
+    names them) in the form torch.export takes; any other spec is returned as it is."""
+    if not isinstance(spec, dict):
+        return spec
+    params = inspect.signature(model.forward).parameters
+    if all(k in params for k in spec):
+        return spec
+    entries: list[Any] = []
+    position = 0
+    for name, param in params.items():
+        if param.kind == inspect.Parameter.VAR_POSITIONAL:
+            rest = count - position
+            entries.append(tuple(spec.get(f"{name}_{i}") for i in range(rest)))
+            position = count
+        elif param.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            if position < count:
+                entries.append(spec.get(name))
+                position += 1
+    known = {n for n, p in params.items() if p.kind != inspect.Parameter.VAR_POSITIONAL}
+    known |= {f"{n}_{i}" for n, p in params.items() if p.kind == inspect.Parameter.VAR_POSITIONAL for i in range(count)}
+    unknown = [k for k in spec if k not in known]
+    if unknown:
+        raise InputError(
+            f"dynamic_shapes names {', '.join(map(repr, unknown))}, which is no input of forward() "
+            f"(its inputs are {', '.join(sorted(known))})"
+        )
+    return tuple(entries)
+
+
 def _label(dim: Any, input_name: str, axis: int) -> str | None:
     """The user's name for a dynamic axis; None when the axis is static."""
     if dim is None:
@@ -72,13 +104,16 @@ def _label(dim: Any, input_name: str, axis: int) -> str | None:
     hint = getattr(torch.export.Dim, "STATIC", None)
     if hint is not None and dim is hint:
         return None
-    name = getattr(dim, "__name__", None)
+    root = getattr(dim, "root", None)  # a derived Dim (2 * half) labels its root's symbol
+    name = getattr(root if root is not None else dim, "__name__", None)
     if isinstance(name, str) and not name.startswith("_"):
         return name
     return f"{input_name}.{axis}"
 
 
-def requested_axes(model: torch.nn.Module, dynamic_shapes: Any, input_names: Sequence[str]) -> dict[tuple[str, int], str]:
+def requested_axes(
+    model: torch.nn.Module, dynamic_shapes: Any, input_names: Sequence[str]
+) -> dict[tuple[str, int], str]:
     """(input name, axis) -> label for every axis `dynamic_shapes` asks to be dynamic.
 
     `input_names` are the graph's user inputs in order (torch.export names them after
@@ -108,7 +143,9 @@ def requested_axes(model: torch.nn.Module, dynamic_shapes: Any, input_names: Seq
     for name, entry in zip(input_names, per_input, strict=False):
         if entry is None:
             continue
-        items = entry.items() if isinstance(entry, dict) else enumerate(entry) if isinstance(entry, (list, tuple)) else None
+        items = (
+            entry.items() if isinstance(entry, dict) else enumerate(entry) if isinstance(entry, (list, tuple)) else None
+        )
         if items is None:
             raise InputError(f"dynamic_shapes entry for {name!r} must map axes to Dims, got {type(entry).__name__}")
         for axis, dim in items:

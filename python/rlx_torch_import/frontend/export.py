@@ -123,6 +123,35 @@ def _torch_logs_quiet() -> Iterator[None]:
             lg.setLevel(level)
 
 
+class _Collect(logging.Handler):
+    def __init__(self, sink: list[str]) -> None:
+        super().__init__(logging.INFO)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.sink.append(record.getMessage())
+
+
+@contextmanager
+def _shape_log(sink: list[str] | None) -> Iterator[None]:
+    """Collect torch's symbolic-shape log (symbols created, guards added) into `sink`, printing nothing."""
+    if sink is None:
+        yield
+        return
+    logger = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+    handler = _Collect(sink)
+    saved = (logger.level, logger.propagate)
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
+
+
 def export_program(
     model: torch.nn.Module,
     example_inputs: Sequence[torch.Tensor],
@@ -130,8 +159,10 @@ def export_program(
     decomposition: str = "high",
     dynamic_shapes: Any = None,
     strict: bool = False,
+    shape_log: list[str] | None = None,
 ) -> torch.export.ExportedProgram:
-    """torch.export under no_grad in eval mode, then decompose to `decomposition`."""
+    """torch.export under no_grad in eval mode, then decompose to `decomposition`. With `shape_log`,
+    torch's symbolic-shape log lines are appended to it (why a dynamic dim was specialized)."""
     if decomposition not in DECOMPOSITION_LEVELS:
         raise InputError(f"decomposition must be one of {', '.join(DECOMPOSITION_LEVELS)}, got {decomposition!r}")
     if not isinstance(model, torch.nn.Module):
@@ -144,6 +175,7 @@ def export_program(
             _torch_logs_quiet(),
             contextlib.redirect_stdout(chatter),
             contextlib.redirect_stderr(chatter),
+            _shape_log(shape_log),
         ):
             ep = torch.export.export(model, tuple(example_inputs), dynamic_shapes=dynamic_shapes, strict=strict)
         sys.stderr.write(chatter.getvalue())
@@ -151,7 +183,16 @@ def export_program(
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         hint = "torch.export could not trace the model."
         text = str(e)
-        if "data-dependent" in text.lower() or "guard" in text.lower() or "GuardOnDataDependent" in type(e).__name__:
+        lines = [line.rstrip() for line in text.splitlines()[1:] if line.strip()]
+        reasons = [line for line in lines if not line.startswith(("The error above", "For more information"))]
+        if dynamic_shapes is not None and ("Constraints violated" in text or "specialized" in text.lower()):
+            # torch names each dim and the guard its range breaks; that is the whole message
+            first = "\n".join([first, *reasons[:12]])
+            hint += (
+                " A dynamic dim's range includes sizes the model cannot take (torch's guards above);"
+                " narrow the Dim's min/max to the sizes the model supports, or make the dim static."
+            )
+        elif "data-dependent" in text.lower() or "guard" in text.lower() or "GuardOnDataDependent" in type(e).__name__:
             hint += (
                 " The forward has Python control flow that depends on tensor values;"
                 " rewrite it with torch.where / torch.cond, or make the condition a constant."
