@@ -139,17 +139,16 @@ def _shape_log(sink: list[str] | None) -> Iterator[None]:
         yield
         return
     logger = logging.getLogger("torch.fx.experimental.symbolic_shapes")
-    handler = _Collect(sink)
-    saved = (logger.level, logger.propagate)
-    logger.addHandler(handler)
+    saved = (logger.level, logger.propagate, list(logger.handlers))
+    logger.handlers = [_Collect(sink)]  # torch's own handler would print the INFO lines
     logger.setLevel(logging.INFO)
     logger.propagate = False
     try:
         yield
     finally:
-        logger.removeHandler(handler)
         logger.setLevel(saved[0])
         logger.propagate = saved[1]
+        logger.handlers = saved[2]
 
 
 def export_program(
