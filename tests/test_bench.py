@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from rlx_torch_import import bench
 
 
@@ -23,7 +25,19 @@ def _row(text: str, name: str) -> dict[str, str]:
 def test_bench_runs_the_tiny_mlp(tmp_path, capsys) -> None:
     out = tmp_path / "results.md"
     status = bench.main(
-        ["--models", "tests.mlp", "--runs", "2", "--warmup", "1", "--no-onnx", "--no-kernels", "--out", str(out)]
+        [
+            "--models",
+            "tests.mlp",
+            "--runs",
+            "2",
+            "--warmup",
+            "1",
+            "--no-onnx",
+            "--no-kernels",
+            "--no-dynamic",
+            "--out",
+            str(out),
+        ]
     )
     assert status == 0
     printed = capsys.readouterr().out
@@ -114,3 +128,20 @@ def test_kernel_rows_time_rlx_and_torch_on_the_same_op() -> None:
     assert row["rlx_ms"] > 0 and row["torch_ms"] > 0 and row["rlx_kernels_ms"] >= 0
     assert case.key in kernel_bench.markdown([row]) or case.what in kernel_bench.markdown([row])
     assert {k for k, _, _ in kernel_bench.cases_doc()} == {c.key for c in kernel_bench._cases()}
+
+
+def test_dynamic_bench_times_new_and_cached_bindings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch.export import Dim
+
+    from models import make
+    from rlx_torch_import import dynamic_bench
+
+    model, inputs = make("mlp")
+    case = ("mlp", model, inputs, {"x": {0: Dim("batch", min=1, max=64)}}, [(32, 32)])
+    monkeypatch.setattr(dynamic_bench, "_cases", lambda: [case])
+    table = dynamic_bench.rows(runs=2)
+    assert table[0].startswith("| model | binding | first run at a new binding ms")
+    example, other = table[2], table[3]
+    assert "batch=4 (example)" in example and example.split("|")[6].strip() != "-"  # static bundle timed
+    assert "batch=32 |" in other and other.split("|")[6].strip() == "-"
+    assert float(other.split("|")[5].strip().removesuffix("x")) > 0

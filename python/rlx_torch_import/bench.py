@@ -9,8 +9,9 @@ Usage::
 Options: `--models a,b` (default: all), `--runs N` timed runs (default 20) after
 `--warmup N` untimed ones (default 3), `--threads N` (default: every core this
 process may use), `--out PATH` (default bench/results.md), `--no-onnx` (skip
-ONNX Runtime), `--no-kernels` (skip the RLX-kernels-alone table), `--timeout S`
-per model, `--list` (the model names).
+ONNX Runtime), `--no-kernels` (skip the RLX-kernels-alone table), `--no-dynamic`
+(skip the dynamic-bundle table, `dynamic_bench.py`), `--timeout S` per model,
+`--list` (the model names).
 
 Every model runs in a fresh child process (`--one NAME --json PATH`), so memory
 peaks and thread pools never leak from one model into the next; this process
@@ -1011,6 +1012,7 @@ def _parse(argv: Sequence[str] | None, names: Sequence[str]) -> argparse.Namespa
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results file (default: %(default)s)")
     parser.add_argument("--no-onnx", action="store_true", help="skip ONNX Runtime")
     parser.add_argument("--no-kernels", action="store_true", help="skip the RLX-kernels-alone table")
+    parser.add_argument("--no-dynamic", action="store_true", help="skip the dynamic-bundle table")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per model (default %(default)s)")
     parser.add_argument("--list", action="store_true", help="list the model names and exit")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # child mode: measure one model...
@@ -1046,6 +1048,24 @@ def _kernel_table(args: argparse.Namespace) -> str | None:
     return done.stdout.strip()
 
 
+def _dynamic_table(args: argparse.Namespace) -> str | None:
+    """The dynamic-bundle table (new binding vs cached binding), measured in a fresh process."""
+    print("[dynamic] new binding vs cached binding ...", file=sys.stderr, flush=True)
+    cmd = [sys.executable, "-m", "rlx_torch_import.dynamic_bench", "--threads", str(args.threads)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=_child_env(), check=False, timeout=args.timeout)
+    if done.returncode != 0:
+        print(f"[dynamic] failed: {_short(done.stderr)}", file=sys.stderr)
+        return None
+    return done.stdout.strip()
+
+
+DYNAMIC_NOTE = (
+    "A dynamic bundle compiles each binding once (`dynamic_bench.py`): the first run at a new binding "
+    "specializes RLX's symbolic graph, compiles it and binds the weights; later runs at that binding are "
+    "cached. At the example sizes the static bundle of the same model is timed beside it. Flush-to-zero on."
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark (or, with --one, measure one model as a child); returns the exit status."""
     models, notes = registry()
@@ -1072,11 +1092,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[{i}/{len(args.selected)}] {name}: {status} ({result.child_s or 0:.0f} s)", file=sys.stderr, flush=True)
         results.append(result)
     kernels = None if args.no_kernels else _kernel_table(args)
+    dynamic = None if args.no_dynamic else _dynamic_table(args)
     printed, full = render(args, results, notes)
-    if kernels:
-        section = ["## RLX kernels alone vs PyTorch", "", KERNELS_NOTE, "", kernels, ""]
-        printed += "\n" + "\n".join(section)
-        full += "\n" + "\n".join(section)
+    for title, note, body in (
+        ("RLX kernels alone vs PyTorch", KERNELS_NOTE, kernels),
+        ("Dynamic shapes: a new binding vs a cached one", DYNAMIC_NOTE, dynamic),
+    ):
+        if body:
+            section = [f"## {title}", "", note, "", body, ""]
+            printed += "\n" + "\n".join(section)
+            full += "\n" + "\n".join(section)
     print(printed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(full)

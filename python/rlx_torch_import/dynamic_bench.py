@@ -1,0 +1,116 @@
+"""Dynamic bundles: the cost of a run at a new binding against a run at a cached one.
+
+    python -m rlx_torch_import.dynamic_bench [--threads N] [--runs N]
+
+One conversion per model with a dynamic sequence length (and batch); then, per
+binding, in one process: the first run at that binding (specialize the symbolic
+graph, compile, bind the weights, run), the median of the runs after it (the
+binding cached), and eager PyTorch at the same sizes. At the example sizes the
+static bundle of the same model is timed too: a dynamic bundle must run as fast
+as a static one (docs/design.md, decision z). Prints a markdown table (the
+`make bench` section "Dynamic shapes").
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.export import Dim
+
+from . import rlx_config
+from .api import from_torch
+from .runtime import BundleModel
+
+
+def _median_ms(fn: Callable[[], Any], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def _cases() -> list[tuple[str, torch.nn.Module, tuple[torch.Tensor, ...], Any, list[tuple[int, ...]]]]:
+    """(name, model, example inputs, dynamic_shapes, input shapes to time)."""
+    from .bench import _llama
+
+    llama, (ids,) = _llama()
+    cases = [
+        ("llama (6 layers, d=512)", llama, (ids,), ({1: Dim("seq", min=2, max=512)},), [(1, 64), (1, 256), (1, 512)])
+    ]
+    from .bench import _tests_models
+
+    tests = _tests_models()
+    if tests is not None:
+        torch.manual_seed(0)
+        block = tests.MaskedBlock(causal=True).eval()
+        ds = {"x": {0: Dim("batch", min=1, max=16), 1: Dim("seq", min=2, max=512)}}
+        cases.append(("causal transformer block", block, (torch.randn(2, 64, 64),), ds, [(1, 32, 64), (8, 256, 64)]))
+    return cases
+
+
+def _feed(model: BundleModel, shape: tuple[int, ...], example: torch.Tensor) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    if example.dtype == torch.int64:
+        return {model.input_names[0]: rng.integers(0, 32000, shape)}
+    return {model.input_names[0]: rng.standard_normal(shape).astype(np.float32)}
+
+
+def rows(runs: int) -> list[str]:
+    """Markdown table rows, one per (model, binding)."""
+    out = [
+        "| model | binding | first run at a new binding ms | cached binding ms | new / cached | static bundle ms "
+        "| eager ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    with tempfile.TemporaryDirectory(prefix="rti-dyn-") as tmp:
+        for name, model, inputs, ds, shapes in _cases():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                from_torch(model, inputs, Path(tmp) / "dyn", dynamic_shapes=ds, verify=False)
+                from_torch(model, inputs, Path(tmp) / "static", verify=False)
+            dynamic = BundleModel(Path(tmp) / "dyn" / "bundle", flush_denormals=True)
+            static = BundleModel(Path(tmp) / "static" / "bundle", flush_denormals=True)
+            for shape in [tuple(inputs[0].shape), *shapes]:
+                feed = _feed(dynamic, shape, inputs[0])
+                start = time.perf_counter()
+                dynamic.run(feed)
+                first = (time.perf_counter() - start) * 1e3
+                cached = _median_ms(lambda f=feed: dynamic.run(f), runs)
+                with torch.no_grad():
+                    x = torch.from_numpy(feed[dynamic.input_names[0]])
+                    eager = _median_ms(lambda x=x: model(x), runs)
+                is_example = shape == tuple(inputs[0].shape)
+                static_ms = f"{_median_ms(lambda f=feed: static.run(f), runs):.1f}" if is_example else "-"
+                binding = ", ".join(f"{k}={v}" for k, v in dynamic.binding(feed).items())
+                out.append(
+                    f"| {name} | {binding}{' (example)' if is_example else ''} | {first:.1f} | {cached:.1f} | "
+                    f"{first / cached:.1f}x | {static_ms} | {eager:.1f} |"
+                )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rlx_torch_import.dynamic_bench", description=__doc__)
+    parser.add_argument("--threads", type=int, default=None, help="RLX and torch threads (default: every core)")
+    parser.add_argument("--runs", type=int, default=5, help="timed runs per binding (median; default 5)")
+    args = parser.parse_args(argv)
+    threads = rlx_config.set_threads(args.threads)
+    torch.set_num_threads(threads)
+    print("\n".join(rows(args.runs)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
