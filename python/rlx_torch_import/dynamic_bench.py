@@ -87,12 +87,12 @@ def rows(runs: int) -> list[str]:
                 start = time.perf_counter()
                 dynamic.run(feed)
                 first = (time.perf_counter() - start) * 1e3
-                cached = _median_ms(lambda f=feed: dynamic.run(f), runs)
+                cached = _median_ms(lambda f=feed, m=dynamic: m.run(f), runs)
                 with torch.no_grad():
                     x = torch.from_numpy(feed[dynamic.input_names[0]])
-                    eager = _median_ms(lambda x=x: model(x), runs)
+                    eager = _median_ms(lambda x=x, m=model: m(x), runs)
                 is_example = shape == tuple(inputs[0].shape)
-                static_ms = f"{_median_ms(lambda f=feed: static.run(f), runs):.1f}" if is_example else "-"
+                static_ms = f"{_median_ms(lambda f=feed, m=static: m.run(f), runs):.1f}" if is_example else "-"
                 binding = ", ".join(f"{k}={v}" for k, v in dynamic.binding(feed).items())
                 out.append(
                     f"| {name} | {binding}{' (example)' if is_example else ''} | {first:.1f} | {cached:.1f} | "
