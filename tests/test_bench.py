@@ -6,6 +6,7 @@ No timing assertions: speed targets live in the benchmark's table, not in tests.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -139,6 +140,7 @@ def test_dynamic_bench_times_new_and_cached_bindings(monkeypatch: pytest.MonkeyP
     model, inputs = make("mlp")
     case = ("mlp", model, inputs, {"x": {0: Dim("batch", min=1, max=64)}}, [(32, 32)])
     monkeypatch.setattr(dynamic_bench, "_cases", lambda: [case])
+    monkeypatch.setattr(dynamic_bench.subprocess, "run", lambda cmd, **_: dynamic_bench.convert(0, Path(cmd[-1])))
     table = dynamic_bench.rows(runs=2)
     assert table[0].startswith("| model | binding | first run at a new binding ms")
     example, other = table[2], table[3]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -75,37 +76,56 @@ def rows(runs: int) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     with tempfile.TemporaryDirectory(prefix="rti-dyn-") as tmp:
-        for name, model, inputs, ds, shapes in _cases():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                from_torch(model, inputs, Path(tmp) / "dyn", dynamic_shapes=ds, verify=False)
-                from_torch(model, inputs, Path(tmp) / "static", verify=False)
+        for index, (name, model, inputs, _, shapes) in enumerate(_cases()):
+            # Converted in a child process: the conversion leaves this one's memory in a state where
+            # fresh pages (a new binding's weights and arena) cost several times more to fault in.
+            cmd = [sys.executable, "-m", "rlx_torch_import.dynamic_bench", "--convert", str(index), tmp]
+            subprocess.run(cmd, check=True, capture_output=True)
             dynamic = BundleModel(Path(tmp) / "dyn" / "bundle", flush_denormals=True)
             static = BundleModel(Path(tmp) / "static" / "bundle", flush_denormals=True)
-            for shape in [tuple(inputs[0].shape), *shapes]:
+            example = tuple(inputs[0].shape)
+            measured = []
+            # RLX first, PyTorch after: torch's idle OpenMP threads spin for a while and would
+            # slow the compile of the next binding.
+            time.sleep(1.0)
+            for shape in [example, *shapes]:
                 feed = _feed(dynamic, shape, inputs[0])
                 start = time.perf_counter()
                 dynamic.run(feed)
                 first = (time.perf_counter() - start) * 1e3
                 cached = _median_ms(lambda f=feed, m=dynamic: m.run(f), runs)
+                static_ms = _median_ms(lambda f=feed, m=static: m.run(f), runs) if shape == example else None
+                measured.append((shape, feed, first, cached, static_ms))
+            for shape, feed, first, cached, static_ms in measured:
                 with torch.no_grad():
                     x = torch.from_numpy(feed[dynamic.input_names[0]])
                     eager = _median_ms(lambda x=x, m=model: m(x), runs)
-                is_example = shape == tuple(inputs[0].shape)
-                static_ms = f"{_median_ms(lambda f=feed, m=static: m.run(f), runs):.1f}" if is_example else "-"
                 binding = ", ".join(f"{k}={v}" for k, v in dynamic.binding(feed).items())
                 out.append(
-                    f"| {name} | {binding}{' (example)' if is_example else ''} | {first:.1f} | {cached:.1f} | "
-                    f"{first / cached:.1f}x | {static_ms} | {eager:.1f} |"
+                    f"| {name} | {binding}{' (example)' if shape == example else ''} | {first:.1f} | {cached:.1f} | "
+                    f"{first / cached:.1f}x | {'-' if static_ms is None else f'{static_ms:.1f}'} | {eager:.1f} |"
                 )
     return out
 
 
+def convert(index: int, directory: Path) -> None:
+    """Convert case `index` into `directory`/dyn (dynamic) and `directory`/static."""
+    _, model, inputs, ds, _ = _cases()[index]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from_torch(model, inputs, directory / "dyn", dynamic_shapes=ds, verify=False)
+        from_torch(model, inputs, directory / "static", verify=False)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rlx_torch_import.dynamic_bench", description=__doc__)
+    parser.add_argument("--convert", nargs=2, metavar=("CASE", "DIR"), help=argparse.SUPPRESS)  # child mode
     parser.add_argument("--threads", type=int, default=None, help="RLX and torch threads (default: every core)")
     parser.add_argument("--runs", type=int, default=5, help="timed runs per binding (median; default 5)")
     args = parser.parse_args(argv)
+    if args.convert:
+        convert(int(args.convert[0]), Path(args.convert[1]))
+        return 0
     threads = rlx_config.set_threads(args.threads)
     torch.set_num_threads(threads)
     print("\n".join(rows(args.runs)))
