@@ -15,7 +15,7 @@ from torch.export import Dim
 
 import rlx_torch_import as rti
 from models import MaskedBlock, make
-from rlx_torch_import import symbolic, torchir
+from rlx_torch_import import safetensors_io, symbolic, torchir
 from rlx_torch_import.cli import main as cli_main
 from rlx_torch_import.errors import ExitCode, ExportError, InputError, TorchIRError
 from rlx_torch_import.runtime import BundleModel
@@ -57,6 +57,23 @@ def test_mlp_dynamic_batch(tmp_path: Path) -> None:
     assert bundle.compiles == 2
     report_md = (tmp_path / "o/report.md").read_text()
     assert "| batch=max (64) |" in report_md and "Sweep over the dynamic dims (batch in 1..64)" in report_md
+
+
+def test_a_failing_sweep_point_is_named(tmp_path: Path) -> None:
+    """`build DIR` re-verifies every sweep point from reference.safetensors; a wrong reference at one
+    point fails that row (and the report), naming the point."""
+    model, inputs = make("mlp")
+    _convert(model, inputs, tmp_path / "o", {"x": {0: Dim("batch", min=1, max=8)}})
+    path = tmp_path / "o/reference.safetensors"
+    ref = {k: (t.dtype, t.shape, bytes(t.data)) for k, t in safetensors_io.read(path).items()}
+    wrong = safetensors_io.read(path)["sweep.2.output.output"].to_numpy() + 1.0
+    ref["sweep.2.output.output"] = ("float32", wrong.shape, wrong.tobytes())
+    safetensors_io.write(path, ref)
+    report = rti.build(tmp_path / "o")
+    assert not report.ok and [r.ok for r in report.sweep] == [True, True, False, True]
+    assert "BAD batch=max-1 (7) {'batch': 7}: output:" in report.summary()
+    assert "| batch=max-1 (7) | batch=7 | FAIL |" in (tmp_path / "o/report.md").read_text()
+    assert "batch" in repr(BundleModel(tmp_path / "o/bundle"))
 
 
 @pytest.mark.parametrize("kind", ["plain", "causal", "additive_mask"])

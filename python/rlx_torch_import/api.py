@@ -88,6 +88,11 @@ def from_torch(
     torch's decomposition table (up to `max_decompose_rounds` rounds) first.
     `threads` sizes RLX's thread pool for verification (default: every available
     core; process-wide, see `rlx_config.set_threads`).
+    `dynamic_shapes` is torch.export's (a dict keyed by `forward`'s argument names or
+    by graph input names such as `args_0`, or a tuple; `Dim`, `Dim.AUTO`,
+    `Dim.DYNAMIC`). With dynamic dims the bundle runs at every size in their ranges,
+    and verification also runs at each symbol's min, 1, example, max-1 and max
+    (`report.sweep`, one row per point; docs/design.md, decision z).
     """
     from .frontend.capture import capture, clone_inputs, eager_outputs, sweep_references
     from .frontend.dynamic import by_input_name, requested_axes

@@ -124,7 +124,8 @@ class BundleModel:
     def __repr__(self) -> str:
         ins = ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in self.meta["inputs"])
         outs = ", ".join(f"{o['name']}: {o['dtype']}{o['shape']}" for o in self.meta["outputs"])
-        return f"BundleModel({str(self.path)!r}, threads={self.threads}; ({ins}) -> ({outs}))"
+        dims = "; " + ", ".join(s.describe() for s in self.symbols) if self.symbols else ""
+        return f"BundleModel({str(self.path)!r}, threads={self.threads}; ({ins}) -> ({outs}){dims})"
 
     @property
     def input_names(self) -> list[str]:
