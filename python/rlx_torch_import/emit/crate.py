@@ -22,7 +22,7 @@ from .. import __version__, _core
 from ..dtypes import to_rlx
 from ..errors import ExitCode, RtiError
 from ..program import Program
-from ..symbolic import values_of
+from ..symbolic import evaluate, free_symbols, values_of
 from ..torchir import TorchIR
 from ..verify.parity import float_budgets
 from .crate_graph import CONSTANTS_FILE, Statements, graph_statements, use_lines
@@ -128,12 +128,15 @@ def _symbol_specs(ir: TorchIR) -> list[str]:
         for s in ir.symbols
     ]
     ids = {s.name: s.id for s in ir.symbols}
-    axes = [
-        f"    ({i}, {axis}, {ids[d]}),"
-        for i, spec in enumerate(ir.inputs)
-        for axis, d in enumerate(spec.shape)
-        if isinstance(d, str) and d in ids
-    ]
+    axes = []
+    for i, spec in enumerate(ir.inputs):
+        for axis, d in enumerate(spec.shape):
+            if isinstance(d, str) and len(free_symbols(d)) == 1:
+                (sym,) = free_symbols(d)
+                offset = evaluate(d, {sym: 0})
+                scale = evaluate(d, {sym: 1}) - offset
+                if scale > 0 and all(evaluate(d, {sym: v}) == scale * v + offset for v in (2, 3, 7)):
+                    axes.append(f"    ({i}, {axis}, {ids[sym]}, {scale}, {offset}), // {comment(d)}")
     sweep = [
         f"    {rust_str(f'sweep.{i}.')}, // {comment(p['label'])}" for i, p in enumerate(ir.sweep) if "error" not in p
     ]
@@ -144,8 +147,9 @@ def _symbol_specs(ir: TorchIR) -> list[str]:
         *symbols,
         "];",
         "",
-        "/// Input axes that are a symbol alone: (input index, axis, symbol number); the binding is read from them.",
-        "pub const SYMBOL_AXES: &[(usize, usize, u32)] = &[",
+        "/// Input axes whose size is `scale * symbol + offset`: (input index, axis, symbol number, scale,",
+        "/// offset); the binding is read from them.",
+        "pub const SYMBOL_AXES: &[(usize, usize, u32, i64, i64)] = &[",
         *axes,
         "];",
         "",

@@ -32,14 +32,22 @@ impl Model {
     /// symbol's range and across inputs that share a symbol.
     pub fn binding(&self, inputs: &[HostTensor]) -> Result<Vec<(u32, usize)>, String> {
         let mut found: Vec<(u32, usize, String)> = Vec::new();
-        for &(input, axis, sym) in SYMBOL_AXES {
+        for &(input, axis, sym, scale, offset) in SYMBOL_AXES {
             let spec = &INPUTS[input];
-            let size = *inputs[input]
+            let dim = *inputs[input]
                 .dims
                 .get(axis)
                 .ok_or_else(|| format!("input {:?} has no axis {axis}", spec.name))?;
             let symbol = SYMBOLS.iter().find(|s| s.id == sym).expect("declared symbol");
             let here = format!("input {:?} axis {axis}", spec.name);
+            let rest = dim as i64 - offset;
+            if rest < 0 || rest % scale != 0 {
+                return Err(format!(
+                    "{here} has size {dim}, which is no value of {scale}*{} + {offset}",
+                    symbol.name
+                ));
+            }
+            let size = (rest / scale) as usize;
             if size < symbol.min || symbol.max.is_some_and(|max| size > max) {
                 return Err(format!(
                     "{here} has size {size} for symbol {}, outside its declared range {}..{}",
