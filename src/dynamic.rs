@@ -51,46 +51,132 @@ fn first_difference(got: &Graph, want: &Graph) -> Option<String> {
     (got.outputs != want.outputs).then(|| "different outputs".to_string())
 }
 
+/// The sizes of `sizes` at the lowerings `at` (indices).
+fn sizes_at(sizes: &[(u32, Vec<usize>)], at: &[usize]) -> Vec<(u32, Vec<usize>)> {
+    sizes
+        .iter()
+        .map(|(s, v)| (*s, at.iter().map(|&k| v[k]).collect()))
+        .collect()
+}
+
+/// RLX's `generalize_many` over the lowerings `at`, checked: specialized at each of
+/// them, the result must be that lowering node for node.
+fn generalize_checked(
+    graphs: &[Graph],
+    sizes: &[(u32, Vec<usize>)],
+    at: &[usize],
+) -> Result<Graph, String> {
+    let refs: Vec<&Graph> = at.iter().map(|&k| &graphs[k]).collect();
+    let picked = sizes_at(sizes, at);
+    let general = guarded("generalizing the lowerings", || {
+        generalize_many(&refs, &picked, Some(MAX_OFFSET))
+    })??;
+    for &k in at {
+        if let Some(diff) = reproduces(&general, &graphs[k], sizes, k)? {
+            return Err(format!(
+                "the symbolic graph does not reproduce the lowering at {:?}: {diff}",
+                binding_at(sizes, k)
+            ));
+        }
+    }
+    Ok(general)
+}
+
+/// None when `general` specialized at lowering `k`'s sizes is `graph`; else where it differs.
+fn reproduces(
+    general: &Graph,
+    graph: &Graph,
+    sizes: &[(u32, Vec<usize>)],
+    k: usize,
+) -> Result<Option<String>, String> {
+    let binding = binding_at(sizes, k);
+    let again = guarded("specializing the symbolic graph", || {
+        rlx_specialize(general, &binding)
+    })?;
+    Ok(first_difference(&again, graph))
+}
+
+/// `message` with each RLX node it names (`node %84`) followed by that node's label in
+/// `graph` (the torch-ir node, ATen overload and module path the lowering gave it).
+fn with_labels(message: &str, graph: &Graph) -> String {
+    let mut out = String::new();
+    let mut rest = message;
+    while let Some(at) = rest.find("node %") {
+        let digits: String = rest[at + 6..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        let end = at + 6 + digits.len();
+        out.push_str(&rest[..end]);
+        if let Some(label) = digits
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| graph.nodes().get(n))
+            .and_then(|n| n.name.as_deref())
+            .filter(|name| !name.is_empty())
+        {
+            out.push_str(&format!(" [{label}]"));
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The symbolic graph and the check lowerings it does not reproduce.
+pub struct Generalized {
+    pub text: String,
+    /// Indices (among all lowerings) of checks whose own graph differs from the
+    /// symbolic one specialized there: a size that coincides with another dim can
+    /// change a lowering's choices (`seq == heads`); verification runs those points.
+    pub unreproduced: Vec<usize>,
+}
+
 /// One symbolic graph from the HIR of the same program at several bindings.
 ///
-/// `sizes` lists each symbol (its RLX number) with its size in each HIR, in order.
-/// Returns the `.rlxmodel` text. Errors name the node where the graphs are not one
-/// symbolic graph (a structure or a constant that depends on a size), or the probe
-/// the generalized graph does not reproduce.
+/// `sizes` lists each symbol (its RLX number) with its size in each HIR, in order; the
+/// first `probes` lowerings are generalized from, the rest are checks. A check the
+/// symbolic graph does not reproduce is added to the lowerings it is generalized from
+/// (a fit that four probes could not pin down); if that fails too, the check's own
+/// structure differs and it is reported in `unreproduced`. Errors name the node (and
+/// its torch-ir label) where the probes are not one symbolic graph: a structure or a
+/// constant that depends on a size.
 pub fn generalize(
     hir_jsons: &[String],
     sizes: &[(u32, Vec<usize>)],
     names: &[(u32, String)],
-) -> Result<String, String> {
+    probes: usize,
+) -> Result<Generalized, String> {
     let graphs = hir_jsons
         .iter()
         .enumerate()
-        .map(|(k, t)| mir_of_hir_json(t).map_err(|e| format!("probe {k}: {e}")))
+        .map(|(k, t)| mir_of_hir_json(t).map_err(|e| format!("lowering {k}: {e}")))
         .collect::<Result<Vec<_>, _>>()?;
-    let refs: Vec<&Graph> = graphs.iter().collect();
-    let general = guarded("generalizing the probe graphs", || {
-        generalize_many(&refs, sizes, Some(MAX_OFFSET))
-    })??;
-    for (k, probe) in graphs.iter().enumerate() {
-        let binding = binding_at(sizes, k);
-        let again = guarded("specializing the symbolic graph", || {
-            rlx_specialize(&general, &binding)
-        })?;
-        if let Some(diff) = first_difference(&again, probe) {
-            return Err(format!(
-                "the symbolic graph does not reproduce probe {k} ({binding:?}): {diff}"
-            ));
+    let mut used: Vec<usize> = (0..probes.min(graphs.len())).collect();
+    let mut general =
+        generalize_checked(&graphs, sizes, &used).map_err(|e| with_labels(&e, &graphs[0]))?;
+    let mut unreproduced = Vec::new();
+    for k in used.len()..graphs.len() {
+        if reproduces(&general, &graphs[k], sizes, k)?.is_none() {
+            continue;
+        }
+        let with: Vec<usize> = used.iter().copied().chain([k]).collect();
+        match generalize_checked(&graphs, sizes, &with) {
+            Ok(better) => {
+                general = better;
+                used = with;
+            }
+            Err(_) => unreproduced.push(k),
         }
     }
     let text = write(&general, names)?;
     let back = read(&text)?;
-    if let Some(diff) = first_difference(&rlx_specialize(&back, &binding_at(sizes, 0)), &graphs[0])
-    {
+    if let Some(diff) = reproduces(&back, &graphs[0], sizes, 0)? {
         return Err(format!(
             "the .rlxmodel text of the symbolic graph does not read back the same: {diff}"
         ));
     }
-    Ok(text)
+    Ok(Generalized { text, unreproduced })
 }
 
 /// `graph` as `.rlxmodel` text, every symbol named: `names` for the base symbols,

@@ -74,17 +74,20 @@ fn bytes_of(buf: &PyBuffer<u8>) -> PyResult<&[u8]> {
     Ok(unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes()) })
 }
 
-/// One symbolic graph (`.rlxmodel` text) from the HIR JSON of a program at several bindings;
-/// `sizes`: each RLX symbol number with its size in each HIR; `names`: each one's name in
-/// the text (`dynamic::generalize`).
+/// One symbolic graph (`.rlxmodel` text) from the HIR JSON of a program at several bindings,
+/// and the check lowerings it does not reproduce; `sizes`: each RLX symbol number with its
+/// size in each HIR; `names`: each one's name in the text; the first `probes` HIRs are
+/// generalized from, the rest checked (`dynamic::generalize`).
 #[pyfunction]
 fn generalize(
     py: Python<'_>,
     hir_jsons: Vec<String>,
     sizes: Vec<(u32, Vec<usize>)>,
     names: Vec<(u32, String)>,
-) -> PyResult<String> {
-    py.allow_threads(|| crate::dynamic::generalize(&hir_jsons, &sizes, &names))
+    probes: usize,
+) -> PyResult<(String, Vec<usize>)> {
+    py.allow_threads(|| crate::dynamic::generalize(&hir_jsons, &sizes, &names, probes))
+        .map(|g| (g.text, g.unreproduced))
         .map_err(err)
 }
 

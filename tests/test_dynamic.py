@@ -17,7 +17,7 @@ import rlx_torch_import as rti
 from models import MaskedBlock, make
 from rlx_torch_import import safetensors_io, symbolic, torchir
 from rlx_torch_import.cli import main as cli_main
-from rlx_torch_import.errors import ExitCode, ExportError, InputError, TorchIRError
+from rlx_torch_import.errors import DynamicShapeError, ExitCode, ExportError, InputError, TorchIRError
 from rlx_torch_import.runtime import BundleModel
 
 TESTS = Path(__file__).resolve().parent
@@ -290,20 +290,20 @@ def test_probes_step_in_no_proportion_and_sweeps_cover_the_edges() -> None:
     probes = symbolic.probe_bindings(syms)
     assert len(probes) == symbolic.PROBES
     steps = [[p[s.name] - probes[0][s.name] for p in probes[1:]] for s in syms]
+    for p in probes:
+        assert len(set(p.values())) == len(p), p  # no two symbols share a size at one probe
     for i, a in enumerate(steps):
         assert all(v >= 2 for v in (p[syms[i].name] for p in probes)) and len(set(a)) == len(a)
         for b in steps[i + 1 :]:
             assert any(a[j] * b[k] != a[k] * b[j] for j in range(3) for k in range(3)), (a, b)
     points = symbolic.sweep_points(syms[:2])
+    # d1's typical point is d0's (every symbol at its example); then the corners
     assert [p.label for p in points] == [
-        "d0=min (1)",
-        "d0=typical (2)",
-        "d0=max-1 (3)",
-        "d0=max (4)",
-        "d1=min (2)",
-        "d1=max-1 (511)",
-        "d1=max (512)",
-    ]  # fmt: skip  (d1's typical point is d0's: every symbol at its example)
+        "d0=min (1)", "d0=typical (2)", "d0=max-1 (3)", "d0=max (4)",
+        "d1=min (2)", "d1=max-1 (511)", "d1=max (512)",
+        "all=min", "all=max", "min/max alternating",
+    ]  # fmt: skip
+    assert [p.binding for p in points[-3:]] == [{"s0": 1, "s1": 2}, {"s0": 4, "s1": 512}, {"s0": 1, "s1": 512}]
     assert any(p.binding == {"s0": 2, "s1": 512} for p in points)
 
 
@@ -350,3 +350,85 @@ def test_size_computations_and_symint_arguments_lower(tmp_path: Path) -> None:
     assert {"aten.sym_size.int", "operator.mul", "operator.floordiv", "operator.add"} <= size_ops, size_ops
     tagged = json.dumps([n.args for n in ir.nodes if n.target.startswith(("aten.view", "aten.arange", "aten.slice"))])
     assert '"sym"' in tagged
+
+
+def test_pooled_sizes_of_two_spatial_dims_are_not_confused(tmp_path: Path) -> None:
+    """A strided conv then a strided max pool floor-divide h and w; at a few probe sizes the pooled
+    height can fit a formula of the width. Every sweep point (and the corners) constrains the fit."""
+    torch.manual_seed(0)
+    stem = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 7, 2, 3), torch.nn.MaxPool2d(3, 2, 1)).eval()
+    ds = {"input": {2: Dim("h", min=33, max=128), 3: Dim("w", min=33, max=128)}}
+    report = _convert(stem, (torch.randn(2, 3, 64, 64),), tmp_path / "o", ds)
+    _sweep_ok(report, {"h": (33, 128), "w": (33, 128)})
+    assert {"all=min", "all=max", "min/max alternating"} <= {r.label for r in report.sweep}
+    bundle = BundleModel(tmp_path / "o/bundle")
+    x = torch.randn(2, 3, 45, 117)
+    np.testing.assert_allclose(
+        bundle.run({"input": x.numpy()})["output"], stem(x).detach().numpy(), rtol=1e-4, atol=1e-5
+    )
+
+
+class SizeArithmetic(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * x.shape[1] + x.shape[0]  # sizes used as numbers
+
+
+class SizeProduct(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + x.shape[0] * x.shape[1]
+
+
+def test_sizes_used_as_numbers(tmp_path: Path) -> None:
+    ds = {"x": {0: Dim("batch", min=2, max=8), 1: Dim("seq", min=2, max=16)}}
+    report = _convert(SizeArithmetic(), (torch.randn(3, 5),), tmp_path / "o", ds)
+    _sweep_ok(report, {"batch": (2, 8), "seq": (2, 16)})
+    # A product of two sizes is no single symbol's: refused naming the node (exit 3).
+    with pytest.raises(DynamicShapeError, match=r"node %\d+ \[add <- aten\.add\.Tensor\]") as caught:
+        _convert(SizeProduct(), (torch.randn(3, 5),), tmp_path / "p", ds)
+    assert "make that dim static" in (caught.value.hint or "")
+    assert DynamicShapeError("x").exit_code == ExitCode.UNSUPPORTED
+
+
+def test_bert_with_attention_mask_dynamic_sequence(tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+
+    class Bert(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            cfg = transformers.BertConfig(
+                vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                max_position_embeddings=64,
+            )  # fmt: skip
+            self.bert = transformers.BertModel(cfg)
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            return self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    torch.manual_seed(0)
+    ids, mask = torch.randint(0, 128, (2, 8)), torch.ones(2, 8, dtype=torch.int64)
+    mask[1, 6:] = 0
+    seq = Dim("seq", min=2, max=64)
+    ds = {"input_ids": {1: seq}, "attention_mask": {1: seq}}
+    report = _convert(Bert().eval(), (ids, mask), tmp_path / "o", ds)
+    _sweep_ok(report, {"seq": (2, 64)})
+
+
+def test_cli_partial_dynamic_and_bad_axes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "two.py"
+    src.write_text(
+        "import torch\n"
+        "class Two(torch.nn.Module):\n"
+        "    def forward(self, x, scale):\n"
+        "        return x * scale\n"
+        "model = Two()\n"
+        "example_inputs = (torch.randn(3, 4), torch.randn(4))\n"
+    )
+    out = str(tmp_path / "o")
+    assert cli_main([str(src), "-o", out, "-q", "--dynamic", "x:0=batch:1:16"]) == ExitCode.OK  # scale stays static
+    capsys.readouterr()
+    assert cli_main([str(src), "-o", out, "-q", "--dynamic", "x:5=batch"]) == ExitCode.BAD_INPUT
+    assert "axis 5 of input 'x' dynamic (batch), but its example has shape [3, 4]" in capsys.readouterr().err
+    one = tmp_path / "one.py"
+    one.write_text(src.read_text().replace("torch.randn(3, 4)", "torch.randn(1, 4)"))
+    assert cli_main([str(one), "-o", out, "-q", "--dynamic", "x:0=batch:1:16"]) == ExitCode.BAD_INPUT
+    assert "its example size is 1: torch.export always specializes sizes 0 and 1" in capsys.readouterr().err

@@ -11,6 +11,7 @@ rlx_config.prepare_process()  # before the Rust core (and OpenBLAS with it) load
 from .api import build, from_torch
 from .errors import (
     BundleError,
+    DynamicShapeError,
     ExitCode,
     ExportError,
     InputError,
@@ -25,6 +26,7 @@ from .verify.parity import ParityReport
 __all__ = [
     "BundleError",
     "BundleModel",
+    "DynamicShapeError",
     "ExitCode",
     "ExportError",
     "InputError",

@@ -27,10 +27,13 @@ class CompiledModel:
     def run(self, inputs: list[tuple[str, Buffer, str]]) -> list[tuple[OutputBuffer, str, list[int]]]: ...
     def output_dtypes(self) -> list[str]: ...
 
-def generalize(hir_jsons: list[str], sizes: list[tuple[int, list[int]]], names: list[tuple[int, str]]) -> str:
-    """One symbolic graph (`.rlxmodel` text) from the HIR JSON of a program at several bindings;
-    `sizes` gives each RLX symbol number with its size in each, `names` its name in the text.
-    RuntimeError names the node where the graphs are not one symbolic graph."""
+def generalize(
+    hir_jsons: list[str], sizes: list[tuple[int, list[int]]], names: list[tuple[int, str]], probes: int
+) -> tuple[str, list[int]]:
+    """One symbolic graph (`.rlxmodel` text) from the HIR JSON of a program at several bindings
+    (the first `probes` generalized from, the rest checks), and the indices of the checks it does
+    not reproduce. `sizes` gives each RLX symbol number with its size in each, `names` its name in
+    the text. RuntimeError names the node where the probes are not one symbolic graph."""
 
 class SymbolicModel:
     """A symbolic RLX graph (`.rlxmodel` text); `compile` specializes and compiles one binding."""

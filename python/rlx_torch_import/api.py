@@ -95,7 +95,7 @@ def from_torch(
     (`report.sweep`, one row per point; docs/design.md, decision z).
     """
     from .frontend.capture import capture, clone_inputs, eager_outputs, sweep_references
-    from .frontend.dynamic import by_input_name, requested_axes
+    from .frontend.dynamic import by_input_name, check_axes, requested_axes
     from .frontend.export import check_example_inputs, export_program
     from .frontend.fallback import decompose_targets
 
@@ -108,7 +108,7 @@ def from_torch(
     prog = Progress(progress)
     dynamic_shapes = by_input_name(model, dynamic_shapes, len(inputs))
     shape_log: list[str] = []  # torch's symbolic-shape log: why a dynamic dim was specialized
-    requested_axes(model, dynamic_shapes, [])  # names that forward() does not take: refused before export
+    check_axes(model, dynamic_shapes, inputs)  # unknown names, missing axes, 0/1 examples: before export
     with staged(Path(out_dir)) as stage:
         with prog.phase("export"):
             try:
@@ -203,9 +203,15 @@ def _lower_and_verify(
     with prog.phase("lower"):
         ir = torchir.load(src)
         rlxmodel = None
+        lowered_at: dict[str, list[dict[str, int]]] = {}
         if ir.is_dynamic:
             symbolic = lower_symbolic(ir)
             program, rlxmodel = symbolic.program, symbolic.rlxmodel
+            labels = {s.name: s.label for s in ir.symbols}
+            lowered_at = {
+                kind: [{labels[k]: v for k, v in b.items()} for b in found]
+                for kind, found in (("probes", symbolic.probes), ("unreproduced", symbolic.unreproduced))
+            }
         else:
             program = lower(ir)
         if crate is not None:
@@ -217,7 +223,7 @@ def _lower_and_verify(
         missing = sorted(program.weight_sources() - set(weights))
         if missing:
             raise torchir.TorchIRError(f"{src / torchir.WEIGHTS}: missing weights {', '.join(missing)}")
-        write_bundle(program, ir, weights, bundle_dir, rlxmodel)
+        write_bundle(program, ir, weights, bundle_dir, rlxmodel, lowered_at)
     if crate is not None:
         with prog.phase(f"crate ({crate} style)"):
             package = crate_names(program.name).package
@@ -265,6 +271,8 @@ def _lower_and_verify(
 def _verify_sweep(model: BundleModel, ir: torchir.TorchIR, ref: dict[str, Any], report: ParityReport) -> None:
     """One report row per sweep point: the bundle at the point's sizes against eager PyTorch there."""
     report.symbols = {s.label: [s.min, s.max] for s in ir.symbols}
+    meta = model.meta.get("lowered_at", {})
+    report.probes, report.unreproduced = meta.get("probes", []), meta.get("unreproduced", [])
     labels = {s.name: s.label for s in ir.symbols}
     for i, point in enumerate(ir.sweep):
         binding = {labels[k]: v for k, v in point["binding"].items()}

@@ -61,6 +61,13 @@ class BundleError(RtiError):
     exit_code = ExitCode.INTERNAL
 
 
+class DynamicShapeError(RtiError):
+    """A model with dynamic dims whose RLX graph is not the same at every size (an op lowers to a
+    constant or a structure that depends on a size): unsupported at dynamic sizes, named by node."""
+
+    exit_code = ExitCode.UNSUPPORTED
+
+
 class LoweringError(RtiError):
     """A registered lowering failed on a call it accepted: a bug, reported with the node."""
 

@@ -228,10 +228,10 @@ def probe_bindings(symbols: Sequence[Symbol]) -> list[dict[str, int]]:
     """`PROBES` bindings the symbolic graph is generalized from (docs/design.md, decision z).
 
     Sizes are >= 2 (torch traces a dim as "not 0 or 1"), inside the range where it has room
-    (a symbol with fewer than four sizes >= 2 in range is probed past its max: the sweep
-    still checks every point in range), start a little above the minimum where there is
-    room (sizes no weight dim is likely to have), and step by patterns no two of which
-    are proportional. Raises InputError past six symbols."""
+    (a narrow range is probed past its max where it must be: the sweep still checks every
+    point in range), start a little above the minimum (sizes no weight dim or small
+    constant is likely to have), differ between symbols at each probe, and step by
+    patterns no two of which are proportional. Raises InputError past six symbols."""
     if len(symbols) > len(_WIDE):
         raise InputError(f"{len(symbols)} dynamic symbols; this version generalizes at most {len(_WIDE)}")
     columns = []
@@ -241,8 +241,10 @@ def probe_bindings(symbols: Sequence[Symbol]) -> list[dict[str, int]]:
         skip = 5 + 2 * i
         if lo + skip + _WIDE[i][-1] <= hi:
             start, pattern = lo + skip, _WIDE[i]
-        else:
-            start, pattern = lo, _NARROW[i]
+        else:  # staggered, so two symbols never take one size at one probe (equal sizes share constants)
+            start, pattern = max(lo, 3) + 4 * i, _NARROW[i]
+        while any(start + k in (c[j] for c in columns) for j, k in enumerate(pattern)):
+            start += 1
         columns.append([start + k for k in pattern])
     return [{s.name: col[k] for s, col in zip(symbols, columns, strict=True)} for k in range(PROBES)]
 
@@ -261,19 +263,29 @@ class SweepPoint:
 
 def sweep_points(symbols: Sequence[Symbol], unbounded_max: int = 4) -> list[SweepPoint]:
     """For each symbol: its minimum, 1 if allowed, the example ("typical"), max-1 and max,
-    the other symbols at their examples; duplicates dropped. An unbounded symbol is swept
-    up to `unbounded_max` times its example."""
+    the other symbols at their examples; with several symbols also the corners (every
+    symbol at its minimum, every one at its maximum, and minimum and maximum alternating),
+    so sizes are checked in combination too. Duplicates dropped. An unbounded symbol is
+    swept up to `unbounded_max` times its example."""
     base = {s.name: s.example for s in symbols}
+    top = {s.name: s.max if s.max is not None else max(s.example * unbounded_max, s.min + 1) for s in symbols}
     points: list[SweepPoint] = []
     seen: set[str] = set()
+
+    def add(label: str, binding: dict[str, int]) -> None:
+        point = SweepPoint(label, binding)
+        if point.key not in seen:
+            seen.add(point.key)
+            points.append(point)
+
     for s in symbols:
-        hi = s.max if s.max is not None else max(s.example * unbounded_max, s.min + 1)
+        hi = top[s.name]
         for tag, v in (("min", s.min), ("1", 1), ("typical", s.example), ("max-1", hi - 1), ("max", hi)):
             if v < s.min or v > hi or (tag == "1" and v == s.min):
                 continue
-            binding = {**base, s.name: v}
-            point = SweepPoint(f"{s.label}={tag} ({v})" if tag not in ("1",) else f"{s.label}=1", binding)
-            if point.key not in seen:
-                seen.add(point.key)
-                points.append(point)
+            add(f"{s.label}={tag} ({v})" if tag != "1" else f"{s.label}=1", {**base, s.name: v})
+    if len(symbols) > 1:
+        add("all=min", {s.name: s.min for s in symbols})
+        add("all=max", {s.name: top[s.name] for s in symbols})
+        add("min/max alternating", {s.name: s.min if i % 2 == 0 else top[s.name] for i, s in enumerate(symbols)})
     return points

@@ -39,6 +39,7 @@ def write_bundle(
     weights: dict[str, safetensors_io.RawTensor],
     directory: Path,
     rlxmodel: str | None = None,
+    lowered_at: dict[str, list[dict[str, int]]] | None = None,
 ) -> Path:
     """Build the HIR through the Rust core and write the three bundle files into `directory`.
 
@@ -99,6 +100,9 @@ def write_bundle(
         # then lists of sizes and expressions of the symbols' torch names.
         "symbols": [asdict(sym) for sym in ir.symbols] if rlxmodel is not None else [],
         "specialized": list(ir.specialized),
+        # The sizes (symbol label -> size) the symbolic graph was generalized from ("probes"; the sweep
+        # points checked it too), and sweep points whose own lowering differs from it ("unreproduced").
+        "lowered_at": lowered_at or {},
         # What a dynamic bundle makes per binding (docs/design.md, z): no op is lowered per binding.
         "per_binding": "the compiled executable: model.rlxmodel specialized to the binding and compiled once, "
         "then cached"

@@ -73,8 +73,13 @@ def by_input_name(model: torch.nn.Module, spec: Any, count: int) -> Any:
     if not isinstance(spec, dict):
         return spec
     params = inspect.signature(model.forward).parameters
-    if all(k in params for k in spec):
-        return spec
+    positional = [
+        n
+        for n, p in params.items()
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    if all(k in positional[:count] for k in spec):  # torch wants every input named: the rest static
+        return {n: spec.get(n) for n in positional[:count]}
     entries: list[Any] = []
     position = 0
     for name, param in params.items():
@@ -95,6 +100,43 @@ def by_input_name(model: torch.nn.Module, spec: Any, count: int) -> Any:
             f"(its inputs are {', '.join(sorted(known))})"
         )
     return tuple(entries)
+
+
+def input_names(model: torch.nn.Module, count: int) -> list[str]:
+    """The names torch.export gives `count` positional inputs: `forward`'s parameter names, then
+    `<varargs>_<i>` for `*args`."""
+    names: list[str] = []
+    for name, param in inspect.signature(model.forward).parameters.items():
+        if len(names) == count:
+            break
+        if param.kind == inspect.Parameter.VAR_POSITIONAL:
+            names += [f"{name}_{i}" for i in range(count - len(names))]
+        elif param.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            names.append(name)
+    return names
+
+
+def check_axes(model: torch.nn.Module, spec: Any, inputs: tuple[torch.Tensor, ...]) -> None:
+    """Refuse, before torch.export, a dynamic axis an example input does not have, and a named Dim
+    whose example size is 0 or 1 (torch always specializes those sizes)."""
+    names = input_names(model, len(inputs))
+    shapes = dict(zip(names, (tuple(t.shape) for t in inputs), strict=False))
+    for (name, axis), label in requested_axes(model, spec, names).items():
+        shape = shapes.get(name)
+        if shape is None:
+            continue
+        if axis >= len(shape):
+            raise InputError(
+                f"dynamic_shapes makes axis {axis} of input {name!r} dynamic ({label}), but its example has "
+                f"shape {list(shape)} ({len(shape)} axes)"
+            )
+        if shape[axis] in (0, 1) and not label.startswith(f"{name}."):
+            raise InputError(
+                f"input {name!r} axis {axis} ({label}) is dynamic, but its example size is {shape[axis]}: torch.export "
+                "always specializes sizes 0 and 1",
+                hint="give an example input of size >= 2 on a dynamic axis (the bundle still runs at 1 if the "
+                "Dim's range allows it)",
+            )
 
 
 def _label(dim: Any, input_name: str, axis: int) -> str | None:

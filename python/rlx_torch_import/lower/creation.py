@@ -54,7 +54,7 @@ def arange(b: Builder, call: Call) -> Value:
                 f"arange at node {call.node.name} has a length that depends on a dynamic dim with no maximum",
                 hint="give the Dim a max (torch.export.Dim(name, max=...)) so the range can be precomputed",
             )
-        full = b.const(start + np.arange(max(bounds[0], n), dtype=np.float64) * step, call.out_dtype)
+        full = b.const(start + np.arange(max(bounds[0], n) + 1, dtype=np.float64) * step, call.out_dtype)
         return b.narrow(full, 0, 0, n)
     return b.const(start + np.arange(n, dtype=np.float64) * step, call.out_dtype)
 

@@ -1,23 +1,105 @@
 """Lower a program with dynamic dims to one symbolic RLX graph (docs/design.md, decision z).
 
 The registry lowers at concrete sizes. A dynamic program is lowered at `PROBES` probe
-bindings (`symbolic.probe_bindings`); RLX's own `generalize_many` (through the Rust
-core) finds which dims and shape attributes are which symbol, and the result, checked
-against every probe, is RLX's `.rlxmodel` text. It is specialized per binding at run
+bindings (`symbolic.probe_bindings`) and at its sweep points; RLX's own
+`generalize_many` (through the Rust core) finds which dims and shape attributes are
+which symbol, and the result, checked against every one of those lowerings, is RLX's
+`.rlxmodel` text. It is specialized per binding at run
 time (`runtime.BundleModel`, the generated crate).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import _core
-from ..errors import LoweringError
-from ..program import Program
-from ..symbolic import probe_bindings, values_of
+from ..errors import DynamicShapeError, LoweringError
+from ..program import Program, RlxNode
+from ..symbolic import Symbol, probe_bindings, sweep_points, values_of
 from ..torchir import TorchIR
 from .registry import lower
+
+_SCALAR = {"F32": "<f4", "F64": "<f8", "I64": "<i8", "I32": "<i4"}
+
+
+def _affine(values: list[int], bindings: list[dict[str, int]], symbols: list[Symbol]) -> tuple[Symbol, int, int] | None:
+    """The symbol s and integers a != 0, b with value = a*s + b at every binding, if one fits."""
+    for sym in symbols:
+        xs = [bd[sym.name] for bd in bindings]
+        if len(set(xs)) < 2:
+            continue
+        (x0, v0), (x1, v1) = next(((xs[i], values[i]), (xs[j], values[j])) for i in range(len(xs))
+                                  for j in range(i + 1, len(xs)) if xs[i] != xs[j])  # fmt: skip
+        if (v1 - v0) % (x1 - x0):
+            continue
+        a = (v1 - v0) // (x1 - x0)
+        b = v0 - a * x0
+        if a != 0 and all(a * x + b == v for x, v in zip(xs, values, strict=True)):
+            return sym, a, b
+    return None
+
+
+@dataclass(frozen=True)
+class _SizeScalar:
+    """Node `index` of every lowering is a one-element constant `a * symbol + b` (`_size_scalars`)."""
+
+    index: int
+    symbol: Symbol
+    a: int
+    b: int
+    table: np.ndarray
+
+
+def _size_scalars(programs: list[Program], bindings: list[dict[str, int]], symbols: list[Symbol]) -> list[_SizeScalar]:
+    """One-element constants that hold a size (an index's wrap-around length, a stride, a mean's
+    divisor) differ between sizes, so RLX cannot generalize them. Those whose value is a*s + b
+    of one symbol s across the probe lowerings `programs`, with the range of values they take."""
+    first = programs[0]
+    if any(len(p.nodes) != len(first.nodes) for p in programs):
+        return []  # another structure: generalize names the node
+    found = []
+    for i, node in enumerate(first.nodes):
+        nodes = [p.nodes[i] for p in programs]
+        if not all(isinstance(n.op, dict) and "Constant" in n.op for n in nodes) or all(n.op == node.op for n in nodes):
+            continue
+        if math.prod(node.dims) != 1 or node.dtype not in _SCALAR:
+            continue
+        values = [np.frombuffer(bytes(n.op["Constant"]["data"]), _SCALAR[node.dtype])[0].item() for n in nodes]
+        if not all(float(v).is_integer() for v in values):
+            continue
+        fit = _affine([int(v) for v in values], bindings, symbols)
+        if fit is None or fit[0].max is None:
+            continue
+        sym, a, b = fit
+        ends = [a * sym.min + b, a * sym.max + b]
+        if min(ends) >= 0:
+            found.append(_SizeScalar(i, sym, a, b, np.arange(max(ends) + 2).astype(_SCALAR[node.dtype])))
+    return found
+
+
+def _narrow_size_scalars(program: Program, binding: dict[str, int], scalars: list[_SizeScalar]) -> None:
+    """Each size scalar of `program` (lowered at `binding`) as a `Narrow` of its range at its value
+    (the start becomes a symbolic attribute); a lowering of another structure is left alone."""
+    for s in sorted(scalars, key=lambda s: -s.index):
+        if s.index >= len(program.nodes):
+            continue
+        n = program.nodes[s.index]
+        value = s.a * binding[s.symbol.name] + s.b
+        if not (isinstance(n.op, dict) and "Constant" in n.op) or math.prod(n.dims) != 1 or n.dtype not in _SCALAR:
+            continue
+        if np.frombuffer(bytes(n.op["Constant"]["data"]), _SCALAR[n.dtype])[0].item() != value:
+            continue
+        program.nodes[s.index : s.index + 1] = [
+            RlxNode(f"{n.id}#range", {"Constant": {"data": list(s.table.tobytes())}}, (), (len(s.table),), n.dtype,
+                    n.provenance),
+            RlxNode(f"{n.id}#at", {"Narrow": {"axis": 0, "start": value, "len": 1}}, (f"{n.id}#range",), (1,),
+                    n.dtype, n.provenance),
+            RlxNode(n.id, {"Reshape": {"new_shape": list(n.dims)}}, (f"{n.id}#at",), n.dims, n.dtype, n.provenance),
+        ]  # fmt: skip
 
 
 def _dim_name(label: str, sym: int) -> str:
@@ -35,6 +117,9 @@ class SymbolicProgram:
     program: Program
     rlxmodel: str
     probes: list[dict[str, int]]
+    # Sweep points whose own lowering differs from the symbolic graph there (a size that equals
+    # another dim changed a lowering's choice); verification still compares them with PyTorch.
+    unreproduced: list[dict[str, int]]
 
 
 def lower_symbolic(ir: TorchIR, *, optimize: bool = True) -> SymbolicProgram:
@@ -45,19 +130,32 @@ def lower_symbolic(ir: TorchIR, *, optimize: bool = True) -> SymbolicProgram:
     same at every size (a constant or a structure that depends on a size)."""
     example = lower(ir.bind(values_of(ir.symbols)), optimize=optimize)
     probes = probe_bindings(ir.symbols)
-    hirs = []
-    for binding in probes:
+    lowered = list(probes)
+    # The sweep points (sizes >= 2) too: four probes can fit a wrong formula (a pooled height read
+    # as a function of the width, where floor divisions make both agree at every probe); every
+    # point constrains the fit, and the result must reproduce each of them.
+    for point in sweep_points(ir.symbols):
+        if min(point.binding.values()) >= 2 and point.binding not in lowered:
+            lowered.append(point.binding)
+    programs = []
+    for binding in lowered:
         program = lower(ir.bind(binding), optimize=optimize)
         if sorted((p.name, p.dtype) for p in program.params) != sorted((p.name, p.dtype) for p in example.params):
             raise LoweringError(f"the lowering at sizes {binding} uses other weights than at the example sizes")
-        hirs.append(_core.program_to_hir_json(program.to_core_json()))
-    sizes = [(s.id, [b[s.name] for b in probes]) for s in ir.symbols]
+        programs.append(program)
+    scalars = _size_scalars(programs[: len(probes)], probes, ir.symbols)
+    for program, binding in zip(programs, lowered, strict=True):
+        _narrow_size_scalars(program, binding, scalars)
+    hirs = [_core.program_to_hir_json(program.to_core_json()) for program in programs]
+    sizes = [(s.id, [b[s.name] for b in lowered]) for s in ir.symbols]
+    names = [(s.id, _dim_name(s.label, s.id)) for s in ir.symbols]
     try:
-        text = _core.generalize(hirs, sizes, [(s.id, _dim_name(s.label, s.id)) for s in ir.symbols])
+        text, unreproduced = _core.generalize(hirs, sizes, names, len(probes))
     except RuntimeError as e:
-        names = ", ".join(f"{s.label}={[b[s.name] for b in probes]}" for s in ir.symbols)
-        raise LoweringError(
-            f"RLX could not make one graph for every size of the dynamic dims (lowered at {names}): {e}",
-            hint="an op whose lowering depends on a size; make that dim static, or report the op",
+        at = ", ".join(f"{s.label}={[b[s.name] for b in probes]}" for s in ir.symbols)
+        raise DynamicShapeError(
+            f"RLX could not make one graph for every size of the dynamic dims (lowered at {at}): {e}",
+            hint="the node named above lowers to a different RLX graph at different sizes (a constant or "
+            "a structure that depends on a size); make that dim static, or report the op",
         ) from None
-    return SymbolicProgram(example, text, probes)
+    return SymbolicProgram(example, text, probes, [lowered[k] for k in unreproduced])

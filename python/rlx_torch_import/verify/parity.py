@@ -361,6 +361,9 @@ class ParityReport:
     # Dynamic programs: symbol label -> [min, max] (max None: unbounded), and one row per sweep point.
     symbols: dict[str, list[int | None]] = field(default_factory=dict)
     sweep: list[SweepRow] = field(default_factory=list)
+    # The sizes the symbolic graph was generalized from, and sweep points whose own lowering differs.
+    probes: list[dict[str, int]] = field(default_factory=list)
+    unreproduced: list[dict[str, int]] = field(default_factory=list)
 
     def to_json(self) -> str:
         def clean(x: Any) -> Any:
@@ -426,9 +429,24 @@ class ParityReport:
             f"{r.failures()} |"
             for r in self.sweep
         )
+        probes = "; ".join(", ".join(f"{k}={v}" for k, v in b.items()) for b in self.probes)
+        odd = "; ".join(", ".join(f"{k}={v}" for k, v in b.items()) for b in self.unreproduced)
         return (
             f"\n## Sweep over the dynamic dims ({ranges})\n\n"
-            "One row per sweep point: eager PyTorch at those sizes is the reference.\n\n"
-            "| point | binding | verdict | max abs | min cosine | compile ms | run ms | failing outputs |\n"
+            "One row per sweep point: eager PyTorch at those sizes is the reference. Each symbol moves alone "
+            "(the others at their example sizes: typical), then all together (all=min, all=max, alternating).\n\n"
+            + (
+                f"The symbolic graph was generalized from the lowerings at {probes}, and checked against the "
+                "lowering at every sweep point of sizes >= 2.\n\n"
+                if probes
+                else ""
+            )
+            + (
+                f"At {odd} the lowering itself differs (a size equal to another dim changes a choice); "
+                "the rows there compare the symbolic graph with PyTorch.\n\n"
+                if odd
+                else ""
+            )
+            + "| point | binding | verdict | max abs | min cosine | compile ms | run ms | failing outputs |\n"
             "|---|---|---|---|---|---|---|---|\n" + rows + "\n"
         )
