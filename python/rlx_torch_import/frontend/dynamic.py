@@ -70,7 +70,7 @@ def parse_cli(items: Sequence[str]) -> dict[str, dict[int, Any]] | None:
 def by_input_name(model: torch.nn.Module, spec: Any, count: int) -> Any:
     """`spec` keyed by graph input names (`x`, or `args_0` for `forward(*args)`, as torch.export
     names them) in the form torch.export takes; any other spec is returned as it is."""
-    if not isinstance(spec, dict):
+    if not isinstance(spec, dict) or not isinstance(model, torch.nn.Module):
         return spec
     params = inspect.signature(model.forward).parameters
     positional = [
@@ -119,6 +119,8 @@ def input_names(model: torch.nn.Module, count: int) -> list[str]:
 def check_axes(model: torch.nn.Module, spec: Any, inputs: tuple[torch.Tensor, ...]) -> None:
     """Refuse, before torch.export, a dynamic axis an example input does not have, and a named Dim
     whose example size is 0 or 1 (torch always specializes those sizes)."""
+    if spec is None or not isinstance(model, torch.nn.Module):
+        return  # nothing dynamic; a non-module is refused by the export
     names = input_names(model, len(inputs))
     shapes = dict(zip(names, (tuple(t.shape) for t in inputs), strict=False))
     for (name, axis), label in requested_axes(model, spec, names).items():
