@@ -75,7 +75,8 @@ def _size_scalars(programs: list[Program], bindings: list[dict[str, int]], symbo
         if fit is None or fit[0].max is None:
             continue
         sym, a, b = fit
-        ends = [a * sym.min + b, a * sym.max + b]
+        # the range covers the symbol's range and the probes (a narrow range is probed past its max)
+        ends = [a * x + b for x in (sym.min, sym.max, *(bd[sym.name] for bd in bindings))]
         if min(ends) >= 0:
             found.append(_SizeScalar(i, sym, a, b, np.arange(max(ends) + 2).astype(_SCALAR[node.dtype])))
     return found
