@@ -249,14 +249,7 @@ def _lower_and_verify(
             feed = {s.name: ref[f"input.{s.name}"].to_numpy() for s in ir.inputs}
             got = model.run(feed)
             _choose_denormal_mode(model, feed, got, bundle_dir)
-            for spec in ir.outputs:
-                expected = ref[f"output.{spec.name}"]
-                actual = got[spec.name]
-                report.outputs.append(
-                    compare_output(
-                        spec.name, actual, expected.to_numpy(), _result_dtype(actual, spec.dtype), expected.dtype
-                    )
-                )
+            report.outputs = _compare_outputs(ir, got, ref, "")
             if ir.is_dynamic:
                 with prog.phase(f"sweep ({len(ir.sweep)} points)"):
                     _verify_sweep(model, ir, ref, report)
@@ -293,15 +286,22 @@ def _verify_sweep(model: BundleModel, ir: torchir.TorchIR, ref: dict[str, Any], 
         except (InputError, BundleError) as e:
             row.outputs.append(_failed("RLX", e.message))
             continue
-        for spec in ir.outputs:
-            expected = ref[f"sweep.{i}.output.{spec.name}"]
-            actual = got[spec.name]
-            row.outputs.append(
-                compare_output(
-                    spec.name, actual, expected.to_numpy(), _result_dtype(actual, spec.dtype), expected.dtype
-                )
-            )
+        row.outputs = _compare_outputs(ir, got, ref, f"sweep.{i}.")
         row.ok = all(o.ok for o in row.outputs)
+
+
+def _compare_outputs(
+    ir: torchir.TorchIR, got: dict[str, np.ndarray], ref: dict[str, Any], prefix: str
+) -> list[OutputParity]:
+    """Each bundle output against PyTorch's, `<prefix>output.<name>` in reference.safetensors."""
+    found = []
+    for spec in ir.outputs:
+        expected = ref[f"{prefix}output.{spec.name}"]
+        actual = got[spec.name]
+        found.append(
+            compare_output(spec.name, actual, expected.to_numpy(), _result_dtype(actual, spec.dtype), expected.dtype)
+        )
+    return found
 
 
 def _failed(name: str, reason: str) -> OutputParity:

@@ -1037,24 +1037,13 @@ KERNELS_NOTE = (
 )
 
 
-def _kernel_table(args: argparse.Namespace) -> str | None:
-    """The kernel micro-benchmark table, measured in a fresh process."""
-    print("[kernels] RLX kernels alone vs PyTorch ...", file=sys.stderr, flush=True)
-    cmd = [sys.executable, "-m", "rlx_torch_import.kernel_bench", "--threads", str(args.threads)]
+def _child_table(args: argparse.Namespace, module: str, tag: str, what: str) -> str | None:
+    """The markdown table `python -m rlx_torch_import.<module>` prints, measured in a fresh process."""
+    print(f"[{tag}] {what} ...", file=sys.stderr, flush=True)
+    cmd = [sys.executable, "-m", f"rlx_torch_import.{module}", "--threads", str(args.threads)]
     done = subprocess.run(cmd, capture_output=True, text=True, env=_child_env(), check=False, timeout=args.timeout)
     if done.returncode != 0:
-        print(f"[kernels] failed: {_short(done.stderr)}", file=sys.stderr)
-        return None
-    return done.stdout.strip()
-
-
-def _dynamic_table(args: argparse.Namespace) -> str | None:
-    """The dynamic-bundle table (new binding vs cached binding), measured in a fresh process."""
-    print("[dynamic] new binding vs cached binding ...", file=sys.stderr, flush=True)
-    cmd = [sys.executable, "-m", "rlx_torch_import.dynamic_bench", "--threads", str(args.threads)]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=_child_env(), check=False, timeout=args.timeout)
-    if done.returncode != 0:
-        print(f"[dynamic] failed: {_short(done.stderr)}", file=sys.stderr)
+        print(f"[{tag}] failed: {_short(done.stderr)}", file=sys.stderr)
         return None
     return done.stdout.strip()
 
@@ -1091,8 +1080,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = result.error or ("ok" if result.ok else "parity FAIL")
         print(f"[{i}/{len(args.selected)}] {name}: {status} ({result.child_s or 0:.0f} s)", file=sys.stderr, flush=True)
         results.append(result)
-    kernels = None if args.no_kernels else _kernel_table(args)
-    dynamic = None if args.no_dynamic else _dynamic_table(args)
+    kernels = None if args.no_kernels else _child_table(args, "kernel_bench", "kernels", "RLX kernels alone vs PyTorch")
+    dynamic = (
+        None if args.no_dynamic else _child_table(args, "dynamic_bench", "dynamic", "new binding vs cached binding")
+    )
     printed, full = render(args, results, notes)
     for title, note, body in (
         ("RLX kernels alone vs PyTorch", KERNELS_NOTE, kernels),

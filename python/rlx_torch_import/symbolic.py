@@ -146,11 +146,17 @@ def values_of(symbols: Sequence[Symbol], binding: Mapping[str, int] | None = Non
     return values
 
 
-def _solve(expr: str, size: int) -> int | None:
-    """The size of the one symbol in `expr` that makes it `size`, if `expr` is a*s + b."""
+def line_of(expr: str) -> tuple[str, int, int]:
+    """(s, a, b) for an expression of one symbol s: the line a*s + b through its values at
+    s = 0 and s = 1 (the expression itself when it is linear; callers check where it is not)."""
     (sym,) = free_symbols(expr)
     b = evaluate(expr, {sym: 0})
-    a = evaluate(expr, {sym: 1}) - b
+    return sym, evaluate(expr, {sym: 1}) - b, b
+
+
+def _solve(expr: str, size: int) -> int | None:
+    """The size of the one symbol in `expr` that makes it `size`, if `expr` is a*s + b."""
+    sym, a, b = line_of(expr)
     if a == 0 or (size - b) % a:
         return None
     v = (size - b) // a

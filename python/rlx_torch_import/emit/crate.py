@@ -22,7 +22,7 @@ from .. import __version__, _core
 from ..dtypes import to_rlx
 from ..errors import ExitCode, RtiError
 from ..program import Program
-from ..symbolic import evaluate, free_symbols, values_of
+from ..symbolic import evaluate, free_symbols, line_of, values_of
 from ..torchir import TorchIR
 from ..verify.parity import float_budgets
 from .crate_graph import CONSTANTS_FILE, Statements, graph_statements, use_lines
@@ -132,9 +132,7 @@ def _symbol_specs(ir: TorchIR) -> list[str]:
     for i, spec in enumerate(ir.inputs):
         for axis, d in enumerate(spec.shape):
             if isinstance(d, str) and len(free_symbols(d)) == 1:
-                (sym,) = free_symbols(d)
-                offset = evaluate(d, {sym: 0})
-                scale = evaluate(d, {sym: 1}) - offset
+                sym, scale, offset = line_of(d)
                 if scale > 0 and all(evaluate(d, {sym: v}) == scale * v + offset for v in (2, 3, 7)):
                     axes.append(f"    ({i}, {axis}, {ids[sym]}, {scale}, {offset}), // {comment(d)}")
     sweep = [

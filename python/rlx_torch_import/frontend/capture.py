@@ -13,7 +13,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from .. import __version__
 from ..dtypes import torch_name
 from ..errors import ExportError, InputError
-from ..symbolic import Symbol, evaluate, evaluate_shape, free_symbols, values_of
+from ..symbolic import Symbol, evaluate_shape, free_symbols, line_of, values_of
 from ..torchir import LAYOUT_SENSITIVE, Node, OutputSpec, TensorSpec, TorchIR, WeightSpec, encode_float
 
 
@@ -407,8 +407,7 @@ def _symbols(
             if not labels.get(sym):
                 labels[sym] = requested.get((spec.name, axis), fallback)
             if sym not in examples:
-                b = evaluate(d, {sym: 0})
-                a = evaluate(d, {sym: 1}) - b
+                _, a, b = line_of(d)
                 examples[sym] = (int(n) - b) // a
     used = list(dict.fromkeys(s for spec in inputs for d in spec.shape for s in sorted(free_symbols(d))))
     found = []
