@@ -12,8 +12,26 @@ pub const BINDING_CACHE: usize = 4;
 pub struct Model {
     symbolic: Graph,
     weights: Vec<(ParamSpec, HostTensor)>,
-    /// (binding, compiled graph), most recently used last.
-    compiled: Vec<(Vec<(u32, usize)>, CompiledGraph)>,
+    /// Compiled bindings, most recently used last.
+    compiled: Vec<Compiled>,
+}
+
+/// The graph compiled at one binding, with its inputs' and outputs' dims there.
+struct Compiled {
+    binding: Vec<(u32, usize)>,
+    graph: CompiledGraph,
+    inputs: Vec<Vec<usize>>,
+    outputs: Vec<Vec<usize>>,
+}
+
+/// Refuse inputs whose shapes are not `want`, the graph's at `binding`.
+fn check_shapes(binding: &[(u32, usize)], want: &[Vec<usize>], inputs: &[HostTensor]) -> Result<(), String> {
+    for ((spec, t), want) in INPUTS.iter().zip(inputs).zip(want) {
+        if t.dims != *want {
+            return Err(format!("input {:?} must have shape {want:?} at {binding:?}, got {:?}", spec.name, t.dims));
+        }
+    }
+    Ok(())
 }
 
 impl Model {
@@ -71,25 +89,39 @@ impl Model {
         Ok(found.into_iter().map(|(s, n, _)| (s, n)).collect())
     }
 
-    /// The graph compiled at `binding`: built and compiled on first use, then cached.
-    fn compiled_at(&mut self, binding: Vec<(u32, usize)>) -> Result<&mut CompiledGraph, String> {
-        if let Some(i) = self.compiled.iter().position(|(b, _)| *b == binding) {
+    /// The graph compiled at `binding`: built, checked against `inputs` and compiled on
+    /// first use, then cached (the least recently used dropped past [`BINDING_CACHE`]).
+    fn compiled_at(&mut self, binding: Vec<(u32, usize)>, inputs: &[HostTensor]) -> Result<&mut Compiled, String> {
+        if let Some(i) = self.compiled.iter().position(|c| c.binding == binding) {
+            check_shapes(&binding, &self.compiled[i].inputs, inputs)?;
             let entry = self.compiled.remove(i);
             self.compiled.push(entry);
         } else {
             let graph = graph::build(&self.symbolic, &binding)?;
+            let ids = INPUTS
+                .iter()
+                .map(|spec| graph.input_id(spec.name).ok_or_else(|| format!("the graph has no input {:?}", spec.name)))
+                .collect::<Result<Vec<_>, _>>()?;
+            let dims_in: Vec<Vec<usize>> = ids.iter().map(|id| static_dims(graph.shape(*id))).collect();
+            check_shapes(&binding, &dims_in, inputs)?;
+            let dims_out = graph.outputs.iter().map(|id| static_dims(graph.shape(*id))).collect();
             let options = compile_options();
             let graph = rlx_runtime::precompile::precompile_cleanup(graph, &options);
-            let mut compiled = Session::new(Device::Cpu).compile_with(graph, &options);
+            let mut entry = Compiled {
+                binding,
+                graph: Session::new(Device::Cpu).compile_with(graph, &options),
+                inputs: dims_in,
+                outputs: dims_out,
+            };
             for (spec, t) in &self.weights {
-                compiled.set_param_typed(spec.name, &t.data, host::rlx_dtype(&t.dtype).expect("checked on load"));
+                entry.graph.set_param_typed(spec.name, &t.data, host::rlx_dtype(&t.dtype).expect("checked on load"));
             }
             if self.compiled.len() >= BINDING_CACHE {
                 self.compiled.remove(0);
             }
-            self.compiled.push((binding, compiled));
+            self.compiled.push(entry);
         }
-        Ok(&mut self.compiled.last_mut().expect("just pushed").1)
+        Ok(self.compiled.last_mut().expect("just pushed"))
     }
 
     /// Run once: `inputs` follow [`INPUTS`] (any sizes in the dynamic dims'
@@ -111,27 +143,18 @@ impl Model {
             }
         }
         let binding = self.binding(inputs)?;
-        let static_graph = graph::build(&self.symbolic, &binding)?;
-        for (spec, t) in INPUTS.iter().zip(inputs) {
-            let id = static_graph.input_id(spec.name).ok_or_else(|| format!("the graph has no input {:?}", spec.name))?;
-            let want = static_dims(static_graph.shape(id));
-            if t.dims != want {
-                return Err(format!("input {:?} must have shape {want:?} at {binding:?}, got {:?}", spec.name, t.dims));
-            }
-        }
-        let outputs: Vec<Vec<usize>> =
-            static_graph.outputs.iter().map(|id| static_dims(static_graph.shape(*id))).collect();
+        let compiled = self.compiled_at(binding, inputs)?;
         let carried: Vec<Vec<u8>> = INPUTS.iter().zip(inputs).map(|(spec, t)| to_carrier(t, spec.carrier)).collect();
         let feed: Vec<(&str, &[u8], DType)> = INPUTS
             .iter()
             .zip(&carried)
             .map(|(spec, bytes)| (spec.name, bytes.as_slice(), spec.carrier))
             .collect();
-        let raw = self.compiled_at(binding)?.run_typed(&feed);
+        let raw = compiled.graph.run_typed(&feed);
         Ok(OUTPUTS
             .iter()
             .zip(raw)
-            .zip(outputs)
+            .zip(compiled.outputs.clone())
             .map(|((spec, (data, _)), dims)| HostTensor {
                 dtype: spec.dtype.to_string(),
                 dims,
