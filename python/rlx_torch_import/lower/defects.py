@@ -341,6 +341,24 @@ def _probe_conv_transpose_f64() -> str | None:
     return _close({"ConvTranspose2d": {"kernel_size": [2, 2], **geometry}}, [(x, "F64"), (w, "F64")], want, "F64")
 
 
+def _probe_conv3d_f64() -> str | None:
+    x, w = _RNG.standard_normal((1, 1, 3, 3, 3)), _RNG.standard_normal((1, 1, 2, 2, 2))
+    want = np.zeros((1, 1, 2, 2, 2))
+    for i, j, k in np.ndindex(2, 2, 2):
+        want[0, 0, i, j, k] = np.sum(x[0, 0, i : i + 2, j : j + 2, k : k + 2] * w[0, 0])
+    op = {"Conv3d": {"stride": [1, 1, 1], "padding": [0, 0, 0], "dilation": [1, 1, 1], "groups": 1}}
+    return _close(op, [(x, "F64"), (w, "F64")], want, "F64")
+
+
+def _probe_conv_transpose3d_f64() -> str | None:
+    x, w = _RNG.standard_normal((1, 1, 2, 2, 2)), _RNG.standard_normal((1, 1, 2, 2, 2))
+    want = np.zeros((1, 1, 3, 3, 3))
+    for i, j, k in np.ndindex(2, 2, 2):
+        want[0, 0, i : i + 2, j : j + 2, k : k + 2] += x[0, 0, i, j, k] * w[0, 0]
+    geometry = {"stride": [1] * 3, "padding": [0] * 3, "dilation": [1] * 3, "output_padding": [0] * 3, "groups": 1}
+    return _close({"ConvTranspose3d": geometry}, [(x, "F64"), (w, "F64")], want, "F64")
+
+
 def _probe_norm_f64() -> str | None:
     x = _RNG.standard_normal((2, 2, 3))
     g, b, m, v = (np.array(p) for p in ([1.5, 0.5], [0.1, -0.2], [0.3, -0.1], [0.8, 1.7]))
@@ -807,9 +825,26 @@ DEFECTS: tuple[Defect, ...] = (
         "conv-transpose-f64",
         "ConvTranspose2d on F64 or integer data reads it as f32",
         _SEEN,
-        "refused for float64 and integers (transposed convolution, col2im)",
+        "an F64 stride-1 convolution (the conv-f64 route) of the zero-stuffed, padded input with the flipped "
+        "kernel (integers through it, exact while |sums| < 2**53; transposed convolution, col2im)",
         _is("ConvTranspose2d", dtypes=frozenset({"F64", *INTS})),
         _probe_conv_transpose_f64,
+    ),
+    Defect(
+        "conv3d-f64",
+        "Conv3d on F64 or integer data reads it as f32",
+        "0.2.19",
+        "the conv-f64 route over three spatial axes",
+        _is("Conv3d", dtypes=frozenset({"F64", *INTS})),
+        _probe_conv3d_f64,
+    ),
+    Defect(
+        "conv-transpose3d-f64",
+        "ConvTranspose3d on F64 or integer data reads it as f32",
+        "0.2.19",
+        "the conv-transpose-f64 route over three spatial axes",
+        _is("ConvTranspose3d", dtypes=frozenset({"F64", *INTS})),
+        _probe_conv_transpose3d_f64,
     ),
     Defect(
         "norm-f64",

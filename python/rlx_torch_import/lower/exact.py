@@ -249,28 +249,75 @@ def one_hot_add(b: Builder, data: Value, flat: Value, updates: Value) -> Value:
     return b.reshape(b.cast(summed, data.dtype), data.dims)
 
 
-def conv2d(b: Builder, x: Value, w: Value, spec: dict[str, Any], dims: tuple[int, ...]) -> Value:
-    """NCHW convolution (RLX Conv fields) as strided-slice taps contracted by MatMul, per group:
-    cols[n, c*K + k, p] = x_pad[n, c, oh*s + i*d, ow*s + j*d] for tap k = (i, j); out = W_g @ cols_g."""
+def conv(b: Builder, x: Value, w: Value, spec: dict[str, Any], dims: tuple[int, ...]) -> Value:
+    """Convolution over every axis after [N, C] (RLX Conv / Conv3d fields) as strided-slice taps contracted by
+    MatMul, per group: cols[n, c*K + k, p] = x_pad[n, c, o*s + i*d, ...] for tap k (row-major over the kernel);
+    out = W_g @ cols_g."""
     n, c = x.dims[0], x.dims[1]
-    co, cg, kh, kw = w.dims
-    (sh, sw), (ph, pw), (dh, dw), groups = spec["stride"], spec["padding"], spec["dilation"], spec["groups"]
-    oh, ow = dims[2], dims[3]
-    if ph or pw:
-        pads = [[0, 0], [0, 0], [ph, ph], [pw, pw]]
-        padded = (n, c, x.dims[2] + 2 * ph, x.dims[3] + 2 * pw)
+    co, cg, *kernel = w.dims
+    stride, padding, dilation, groups = spec["stride"], spec["padding"], spec["dilation"], spec["groups"]
+    out = dims[2:]
+    if any(padding):
+        pads = [[0, 0], [0, 0], *[[p, p] for p in padding]]
+        padded = (n, c, *(d + 2 * p for d, p in zip(x.dims[2:], padding, strict=True)))
         x = b.emit({"Pad": {"pads": pads, "mode": {"Constant": 0.0}}}, [x], padded, x.dtype)
-    taps = []
-    for i in range(kh):
-        for j in range(kw):
-            t = b.strided(b.strided(x, 2, i * dh, oh, sh), 3, j * dw, ow, sw)
-            taps.append(b.reshape(t, (n, c, 1, oh * ow)))
-    cols = taps[0] if len(taps) == 1 else b.emit({"Concat": {"axis": 2}}, taps, (n, c, kh * kw, oh * ow), x.dtype)
+    taps = [x]
+    for a, k in enumerate(kernel):  # slices of one axis are shared by every tap that follows them
+        taps = [b.strided(t, 2 + a, i * dilation[a], out[a], stride[a]) for t in taps for i in range(k)]
+    size, ksize = math.prod(out), math.prod(kernel)
+    taps = [b.reshape(t, (n, c, 1, size)) for t in taps]
+    cols = taps[0] if len(taps) == 1 else b.emit({"Concat": {"axis": 2}}, taps, (n, c, ksize, size), x.dtype)
     per_group = co // groups
     outs = []
     for g in range(groups):
-        cols_g = b.reshape(b.narrow(cols, 1, g * cg, cg), (n, cg * kh * kw, oh * ow))
-        w_g = b.reshape(b.narrow(w, 0, g * per_group, per_group), (1, per_group, cg * kh * kw))
-        outs.append(b.matmul(b.expand(w_g, (n, per_group, cg * kh * kw)), cols_g))
-    out = outs[0] if groups == 1 else b.emit({"Concat": {"axis": 1}}, outs, (n, co, oh * ow), x.dtype)
-    return b.reshape(out, dims)
+        cols_g = b.reshape(b.narrow(cols, 1, g * cg, cg), (n, cg * ksize, size))
+        w_g = b.reshape(b.narrow(w, 0, g * per_group, per_group), (1, per_group, cg * ksize))
+        outs.append(b.matmul(b.expand(w_g, (n, per_group, cg * ksize)), cols_g))
+    out_v = outs[0] if groups == 1 else b.emit({"Concat": {"axis": 1}}, outs, (n, co, size), x.dtype)
+    return b.reshape(out_v, dims)
+
+
+def _stuff(b: Builder, x: Value, axis: int, s: int) -> Value:
+    """s - 1 zeros between neighbours along `axis`: [.., L, ..] -> [.., (L - 1) * s + 1, ..]."""
+    if s == 1 or x.dims[axis] == 1:
+        return x
+    length = x.dims[axis]
+    col = b.reshape(x, (*x.dims[: axis + 1], 1, *x.dims[axis + 1 :]))
+    zeros_dims = list(col.dims)
+    zeros_dims[axis + 1] = s - 1
+    both = list(col.dims)
+    both[axis + 1] = s
+    col = b.emit({"Concat": {"axis": axis + 1}}, [col, b.expand(b.const(0.0, x.dtype), tuple(zeros_dims))], both,
+                 x.dtype)  # fmt: skip
+    merged = list(x.dims)
+    merged[axis] = length * s
+    return b.narrow(b.reshape(col, merged), axis, 0, (length - 1) * s + 1)
+
+
+def conv_transpose(b: Builder, x: Value, w: Value, spec: dict[str, Any], dims: tuple[int, ...]) -> Value:
+    """Transposed convolution (RLX ConvTranspose2d / 3d fields, weight [C_in, C_out/g, *k]) as a stride-1
+    `conv` of the zero-stuffed input (s - 1 zeros between neighbours), padded by d*(k-1) - p before and that
+    plus output_padding after (cropped where negative), with the kernel flipped and in/out channels swapped
+    per group."""
+    stride, padding, dilation = spec["stride"], spec["padding"], spec["dilation"]
+    out_pad, groups = spec["output_padding"], spec["groups"]
+    kernel = w.dims[2:]
+    pads = [[0, 0], [0, 0]]
+    for a, k in enumerate(kernel):
+        axis = 2 + a
+        x = _stuff(b, x, axis, stride[a])
+        before = dilation[a] * (k - 1) - padding[a]
+        after = before + out_pad[a]
+        start, stop = max(0, -before), x.dims[axis] - max(0, -after)
+        x = b.narrow(x, axis, start, stop - start)
+        pads.append([max(0, before), max(0, after)])
+    if any(p for pair in pads for p in pair):
+        padded = tuple(d + lo + hi for d, (lo, hi) in zip(x.dims, pads, strict=True))
+        x = b.emit({"Pad": {"pads": pads, "mode": {"Constant": 0.0}}}, [x], padded, x.dtype)
+    c_in, c_out_g = w.dims[0], w.dims[1]
+    c_in_g, n = c_in // groups, len(kernel)
+    wt = b.reshape(w, (groups, c_in_g, c_out_g, *kernel))
+    wt = b.reshape(b.transpose(wt, [0, 2, 1, *range(3, 3 + n)]), (groups * c_out_g, c_in_g, *kernel))
+    wt = b.emit({"Reverse": {"axes": list(range(2, 2 + n))}}, [wt], wt.dims, wt.dtype)
+    plain = {"stride": [1] * n, "padding": [0] * n, "dilation": list(dilation), "groups": groups}
+    return conv(b, x, wt, plain, dims)

@@ -4,9 +4,10 @@ Tensors are [N, C, *spatial] (unbatched [C, *spatial] gets a unit batch). Window
 torch: output o reads input o*s - p + i*d for tap i; padding never wins a max and
 ceil_mode only lengthens the output. RLX `Pool` (2-D and 3-D kernels; 1-D runs as 2-D with a
 unit height) takes the plain float32 cases; dilation, max indices and float64 unroll the
-window into one strided slice per tap, folded elementwise. Backward ops are static: the
-average pools' are a constant 0/1 (or 1/len) matrix per axis, max's a scatter-add at the
-recorded indices; col2im is a grouped transposed convolution with a one-hot kernel.
+window into one strided slice per tap, folded elementwise; adaptive max indices gather each
+window onto a trailing axis. Backward ops are static: the average pools' are a constant 0/1
+(or 1/len) matrix per axis, max's a scatter-add at the recorded indices; col2im is a grouped
+transposed convolution with a one-hot kernel.
 """
 
 from __future__ import annotations
@@ -318,10 +319,63 @@ def adaptive_avg_pool(b: Builder, call: Call) -> Value:
     return _adaptive(b, call, "Mean")
 
 
-@lowers("aten.adaptive_max_pool2d.default", check=_check_adaptive)
-def adaptive_max_pool2d(b: Builder, call: Call) -> list[Value | None]:
-    """Max over torch's adaptive windows; the indices output is not produced."""
-    return [_adaptive(b, call, "Max"), None]
+@lowers(
+    "aten.adaptive_max_pool1d.default",
+    "aten.adaptive_max_pool2d.default",
+    "aten.adaptive_max_pool3d.default",
+    check=_check_adaptive,
+)
+def adaptive_max_pool(b: Builder, call: Call) -> list[Value]:
+    """Max over torch's adaptive windows; indices (flat into the input's spatial plane) by torch's scan."""
+    return [_adaptive(b, call, "Max"), b.reshape(_adaptive_argmax(b, call), call.node.outputs[1].shape)]
+
+
+def _adaptive_argmax(b: Builder, call: Call) -> Value:
+    """torch's scan of each adaptive window in row-major order (a value wins when greater than the running
+    max or NaN), vectorized: the last NaN's position if the window holds one, else the first position of
+    its max. Each window is gathered onto a trailing axis (a shorter window repeats its last element, which
+    changes neither rule) beside a constant table of the flat input positions."""
+    n, x = _spatial(call), call.tensor("self")
+    first, out = x.rank - n, _ntuple(call["output_size"], n)
+    in_sp = x.dims[first:]
+    reads = []  # per axis: [out, longest window] input coordinates
+    for a in range(n):
+        bounds = _adaptive_bounds(in_sp[a], out[a])
+        longest = max(hi - lo for lo, hi in bounds)
+        reads.append(np.array([[lo + min(k, hi - lo - 1) for k in range(longest)] for lo, hi in bounds]))
+    win = x
+    for a, r in enumerate(reads):  # axis a becomes (cell, tap)
+        axis = first + 2 * a
+        win = _take(b, win, axis, r.reshape(-1))
+        win = b.reshape(win, (*win.dims[:axis], *r.shape, *win.dims[axis + 1 :]))
+    cells, taps = [first + 2 * a for a in range(n)], [first + 2 * a + 1 for a in range(n)]
+    win = b.transpose(win, [*range(first), *cells, *taps])
+    size = math.prod(r.shape[1] for r in reads)
+    win = b.reshape(win, (*x.dims[:first], *out, size))
+    pos = np.zeros([*out, *(r.shape[1] for r in reads)], dtype=np.int64)
+    for a, r in enumerate(reads):  # flat position: sum of coordinate * row-major stride
+        shape = [1] * (2 * n)
+        shape[a], shape[n + a] = r.shape
+        pos = pos + r.reshape(shape) * math.prod(in_sp[a + 1 :])
+    pos_v = b.expand(b.const(pos.reshape(*out, size), "int64"), win.dims)
+    peak = b.reduce("Max", win, [win.rank - 1], keep_dim=True)
+
+    def where_pos(cond: Value, fill: int) -> Value:
+        return b.emit("Where", [cond, pos_v, b.expand(b.const(fill, "int64"), win.dims)], win.dims, "int64")
+
+    first_peak = b.reduce("Min", where_pos(b.compare("Eq", win, peak), math.prod(in_sp)), [win.rank - 1], False)
+    last_nan = b.reduce("Max", where_pos(b.compare("Ne", win, win), -1), [win.rank - 1], False)
+    has_nan = b.compare("Ge", last_nan, b.const(0, "int64"))
+    return b.emit("Where", [has_nan, last_nan, first_peak], last_nan.dims, "int64")
+
+
+def _take(b: Builder, x: Value, axis: int, index: np.ndarray) -> Value:
+    """x[..., index, ...] along `axis` with a constant index vector (no node when it is the whole axis)."""
+    if index.tolist() == list(range(x.dims[axis])):
+        return x
+    dims = list(x.dims)
+    dims[axis] = len(index)
+    return b.emit({"Gather": {"axis": axis}}, [x, b.const(index.astype(np.int64), "int64")], dims, x.dtype)
 
 
 def _adaptive_matrix(n_in: int, n_out: int) -> np.ndarray:

@@ -525,19 +525,24 @@ def _matmul(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dty
 
 def _conv(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
     x, w = inputs
-    if _rlx(x) in defects.INTS:  # conv-f64 (integers too): in float64, exact while |sums| < 2**53
-        wide = exact.conv2d(b, b.cast(x, "float64"), b.cast(w, "float64"), op["Conv"], dims)
+    spec = op[_kind(op)]
+    if _rlx(x) in defects.INTS:  # conv-f64 / conv3d-f64 (integers too): in float64, exact while |sums| < 2**53
+        wide = exact.conv(b, b.cast(x, "float64"), b.cast(w, "float64"), spec, dims)
         return b.cast(wide, dtype)
     if _rlx(x) != "F64":
         return b.raw(op, inputs, dims, dtype)
-    return exact.conv2d(b, x, w, op["Conv"], dims)  # conv-f64
+    return exact.conv(b, x, w, spec, dims)  # conv-f64 / conv3d-f64
 
 
 def _conv_transpose(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
-    if _rlx(inputs[0]) not in ("F32",):  # conv-transpose-f64 (integers too)
-        raise RlxLimit(f"{inputs[0].dtype} transposed convolution has no exact RLX route (ConvTranspose2d reads "
-                       "float64 and integer data as f32)")  # fmt: skip
-    return b.raw(op, inputs, dims, dtype)
+    x, w = inputs
+    spec = op[_kind(op)]
+    if _rlx(x) in defects.INTS:  # conv-transpose-f64 / conv-transpose3d-f64 (integers too): in float64
+        wide = exact.conv_transpose(b, b.cast(x, "float64"), b.cast(w, "float64"), spec, dims)
+        return b.cast(wide, dtype)
+    if _rlx(x) != "F64":
+        return b.raw(op, inputs, dims, dtype)
+    return exact.conv_transpose(b, x, w, spec, dims)  # conv-transpose-f64 / conv-transpose3d-f64
 
 
 def _batch_norm(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
@@ -597,7 +602,9 @@ _RULES: dict[str, Callable[[Builder, Any, list[Value], tuple[int, ...], str], Va
     "ArgMin": _arg_extreme,
     "MatMul": _matmul,
     "Conv": _conv,
+    "Conv3d": _conv,
     "ConvTranspose2d": _conv_transpose,
+    "ConvTranspose3d": _conv_transpose,
     "BatchNormInference": _batch_norm,
     "GroupNorm": _group_norm,
     "Pool": _pool,
