@@ -10,20 +10,28 @@ from rlx_torch_import import torchir
 from sample_utils import of_inputs
 
 
-def test_as_strided_of_a_view_is_refused(tmp_path) -> None:
-    """as_strided reads torch's storage; on a transposed view that is not the logical row-major order."""
-    model = of_inputs(lambda a: torch.as_strided(a.t(), (2, 2), (1, 2)))
+def test_as_strided_reading_a_gap_of_a_view_is_refused(tmp_path) -> None:
+    """as_strided reads torch's storage; a position between a strided view's elements is no element of it."""
+    model = of_inputs(lambda a: torch.as_strided(a[:, ::2], (2, 2), (1, 2)))
     with pytest.raises(rti.UnsupportedOpsError) as info:
         rti.from_torch(model, (torch.randn(3, 4),), tmp_path / "o", decomposition="core")
     assert "aten.as_strided.default" in info.value.targets
-    assert "as_strided of a view" in info.value.explain()
+    assert "reads storage position 1, which holds no element of its input" in info.value.explain()
 
 
-def test_as_strided_of_a_slice_with_storage_offset_is_refused(tmp_path) -> None:
-    model = of_inputs(lambda a: torch.as_strided(a[1:], (2, 2), (1, 2)))
+def test_as_strided_reading_before_a_slice_is_refused(tmp_path) -> None:
+    model = of_inputs(lambda a: torch.as_strided(a[1:], (2, 2), (1, 2), 0))
     with pytest.raises(rti.UnsupportedOpsError) as info:
         rti.from_torch(model, (torch.randn(3, 4),), tmp_path / "o", decomposition="aten")
     assert "storage offset 4" in info.value.explain()
+
+
+def test_as_strided_scatter_into_a_view_that_is_not_dense_is_refused(tmp_path) -> None:
+    model = of_inputs(lambda a, s: torch.as_strided_scatter(a[:, ::2], s, (2,), (1,)))
+    with pytest.raises(rti.UnsupportedOpsError) as info:
+        rti.from_torch(model, (torch.randn(3, 4), torch.randn(2)), tmp_path / "o", decomposition="aten")
+    assert "aten.as_strided_scatter.default" in info.value.targets
+    assert "not dense (sizes [3, 2], strides [4, 2])" in info.value.explain()
 
 
 def test_as_strided_layout_is_recorded_and_read_back(tmp_path) -> None:

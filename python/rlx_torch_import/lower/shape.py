@@ -1,6 +1,9 @@
-"""Shape and layout ops: view/reshape, permute/transpose, expand, slicing, concat, identities, strided views."""
+"""Shape and layout ops: view/reshape, permute/transpose, expand, slicing, concat, identities, strided views,
+sliding windows (unfold, im2col)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -216,40 +219,169 @@ def _row_major(dims: tuple[int, ...]) -> list[int]:
     return strides[::-1]
 
 
-def _strided_positions(call: Call) -> np.ndarray:
-    """Storage position of every output element: storage_offset + sum(index_k * stride_k)."""
-    pos = np.full(tuple(call["size"]), int(call.get("storage_offset", 0)), dtype=np.int64)
-    for axis, (n, stride) in enumerate(zip(call["size"], call["stride"], strict=True)):
-        shape = [1] * len(call["size"])
+def _positions(size: list[int] | tuple[int, ...], stride: list[int], offset: int) -> np.ndarray:
+    """Storage position of every element of a strided view: offset + sum(index_k * stride_k)."""
+    pos = np.full(tuple(size), int(offset), dtype=np.int64)
+    for axis, (n, step) in enumerate(zip(size, stride, strict=True)):
+        shape = [1] * len(size)
         shape[axis] = n
-        pos = pos + (np.arange(n, dtype=np.int64) * int(stride)).reshape(shape)
+        pos = pos + (np.arange(n, dtype=np.int64) * int(step)).reshape(shape)
     return pos
 
 
-def _check_as_strided(call: Call) -> str | None:
+def _dense(dims: tuple[int, ...], strides: list[int]) -> bool:
+    """Whether a layout is non-overlapping and dense (a permutation of a contiguous one)."""
+    live = sorted((s, d) for d, s in zip(dims, strides, strict=True) if d != 1)
+    step = 1
+    for s, d in live:
+        if s != step:
+            return False
+        step *= d
+    return True
+
+
+def _read_index(call: Call) -> np.ndarray | str:
+    """Row-major index into `self` of each element the as_strided view reads, or why it cannot be read.
+
+    torch reads storage: position p = storage_offset + sum(i_k * stride_k). Capture recorded the
+    strides and storage offset of `self` (torch-ir `layouts`), which say which logical element of
+    `self` sits at each position; a position no element of `self` holds belongs to a base tensor
+    RLX does not have. as_strided_scatter writes into a clone of `self`, which torch lays out with
+    `self`'s strides at offset 0 when `self` is dense."""
     x = call["self"]
     arg = call.node.args[0].get("tensor", "") if call.node.args else ""
     layout = call.node.layouts.get(arg, {"strides": _row_major(x.dims), "storage_offset": 0})
-    live = [(d, s) for d, s in zip(x.dims, layout["strides"], strict=True) if d != 1]
-    contiguous = live == [(d, s) for d, s in zip(x.dims, _row_major(x.dims), strict=True) if d != 1]
-    if not contiguous or layout["storage_offset"] != 0:
+    strides, base = list(layout["strides"]), int(layout["storage_offset"])
+    op = call.target.removeprefix("aten.").removesuffix(".default")
+    if call.target == "aten.as_strided_scatter.default":
+        if not _dense(x.dims, strides):
+            return (
+                f"{op} into a view that is not dense (sizes {list(x.dims)}, strides {strides}) is not supported: "
+                "torch picks the layout of the copy it writes into"
+            )
+        base = 0
+    offset = call.get("storage_offset")
+    offset = base if offset is None else int(offset)
+    pos = _positions(call["size"], call["stride"], offset)
+    if pos.size == 0:
+        return pos
+    held = _positions(x.dims, strides, base).ravel()
+    end = max(int(pos.max()), int(held.max()) if held.size else 0) + 1
+    table = np.full(end, -1, dtype=np.int64)  # storage position -> row-major index of the element there
+    table[held] = np.arange(held.size, dtype=np.int64)
+    index = table[pos]
+    if (index < 0).any():
+        missing = int(pos.ravel()[np.argmax(index.ravel() < 0)])
         return (
-            f"as_strided of a view (strides {layout['strides']}, storage offset {layout['storage_offset']}) "
-            "is not supported: it reads torch's storage, which RLX values do not have (only contiguous inputs)"
+            f"{op} reads storage position {missing}, which holds no element of its input (sizes {list(x.dims)}, "
+            f"strides {strides}, storage offset {layout['storage_offset']}): it belongs to a tensor the input "
+            "is a view of, and RLX values are logical tensors without torch's storage"
         )
-    pos = _strided_positions(call)
-    if pos.size and (pos.min() < 0 or pos.max() >= x.numel):
-        return f"as_strided reads storage positions up to {pos.max()} outside the input's {x.numel} elements"
-    return None
+    return index
 
 
-@lowers("aten.as_strided.default", check=_check_as_strided)
+def _check_as_strided(call: Call) -> str | None:
+    index = _read_index(call)
+    return index if isinstance(index, str) else None
+
+
+@lowers("aten.as_strided.default", "aten.as_strided_copy.default", check=_check_as_strided)
 def as_strided(b: Builder, call: Call) -> Value:
-    """out[i...] = flat(self)[storage_offset + sum(i_k * stride_k)] on a contiguous input (one Gather)."""
+    """out[i...] = storage[storage_offset + sum(i_k * stride_k)], read as one Gather of `self`'s elements
+    (which element sits at each storage position comes from the layout torch traced for `self`)."""
     x = call.tensor("self")
+    index = _read_index(call)
+    assert not isinstance(index, str)
     flat = b.reshape(x, (x.numel,))
-    index = b.const(_strided_positions(call), "int64")
-    return b.emit({"Gather": {"axis": 0}}, [flat, index], call.out_dims, x.dtype)
+    return b.emit({"Gather": {"axis": 0}}, [flat, b.const(index, "int64")], call.out_dims, x.dtype)
+
+
+@lowers("aten.as_strided_scatter.default", check=_check_as_strided)
+def as_strided_scatter(b: Builder, call: Call) -> Value:
+    """self with its as_strided(size, stride, storage_offset) view replaced by src: a Where on a constant
+    mask of the written elements, which read src through one Gather."""
+    x, dtype = call.tensor("self"), call.out_dtype
+    index = _read_index(call)
+    assert not isinstance(index, str)
+    written = np.zeros(x.numel, dtype=bool)
+    written[index.ravel()] = True
+    source = np.zeros(x.numel, dtype=np.int64)
+    source[index.ravel()] = np.arange(index.size, dtype=np.int64)
+    flat_x = b.reshape(b.cast(x, dtype), (x.numel,))
+    if index.size == 0:
+        return b.reshape(flat_x, call.out_dims)
+    src = b.reshape(b.cast(call.tensor("src"), dtype), (index.size,))
+    taken = b.emit({"Gather": {"axis": 0}}, [src, b.const(source, "int64")], (x.numel,), dtype)
+    y = b.emit("Where", [b.const(written, "bool"), taken, flat_x], (x.numel,), dtype)
+    return b.reshape(y, call.out_dims)
+
+
+# ── sliding windows and blocks: unfold, im2col ───────────────────────────
+
+
+def _window_rows(b: Builder, call: Call, axis: int, count: int, count_at: Any) -> int:
+    """How many windows the index table holds: `count`, or (for a node whose sizes follow a dynamic
+    dim) one more than the most windows any size in range gives, so that the table is one constant
+    narrowed to `count` at every size. `count_at(length)` is the window count of an axis length."""
+    if b.provenance.node not in b.program.size_dependent:
+        return count
+    top = b.program.size_bounds.get(call.tensor_name("self"))
+    if top is None:  # a static input, or an unbounded symbol: the table is exact for this size
+        return count
+    return max(count_at(top[axis]), count) + 1
+
+
+def _windows(b: Builder, x: Value, axis: int, count: int, width: int, step: int, dilation: int, rows: int) -> Value:
+    """x with `axis` replaced by (count, width): window i, tap j is x[..., i*step + j*dilation, ...] (one
+    Gather of a constant index table of `rows` >= count windows, narrowed to `count`)."""
+    table = np.arange(rows, dtype=np.int64)[:, None] * step + np.arange(width, dtype=np.int64)[None, :] * dilation
+    index = b.narrow(b.const(table, "int64"), 0, 0, count)
+    dims = (*x.dims[:axis], count, width, *x.dims[axis + 1 :])
+    return b.emit({"Gather": {"axis": axis}}, [x, index], dims, x.dtype)
+
+
+@lowers("aten.unfold.default")
+def unfold(b: Builder, call: Call) -> Value:
+    """out[..., i, ..., j] = self[..., i*step + j, ...]: every window of `size` elements `step` apart along
+    `dimension`, the window as a new last axis (a Gather of index windows; a reshape when step == size)."""
+    x = call.tensor("self")
+    if x.rank == 0:  # a scalar unfolds to itself, as one window of one element
+        return b.reshape(x, call.out_dims)
+    axis = norm_axis(call["dimension"], x.rank)
+    size, step = int(call["size"]), int(call["step"])
+    count = call.out_dims[axis]
+    if step == size and b.provenance.node not in b.program.size_dependent:  # disjoint windows: blocks
+        kept = b.narrow(x, axis, 0, count * size)
+        y = b.reshape(kept, (*x.dims[:axis], count, size, *x.dims[axis + 1 :]))
+    else:
+        rows = _window_rows(b, call, axis, count, lambda n: (n - size) // step + 1)
+        y = _windows(b, x, axis, count, size, step, 1, rows)
+    perm = [a for a in range(y.rank) if a != axis + 1] + [axis + 1]
+    return b.transpose(y, perm)
+
+
+@lowers("aten.im2col.default")
+def im2col(b: Builder, call: Call) -> Value:
+    """cols[n, c*kh*kw + a*kw + e, i*ow + j] = pad(x)[n, c, i*sh + a*dh, j*sw + e*dw] (F.unfold): a zero Pad,
+    one Gather of index windows per spatial axis, a transpose and a reshape."""
+    x = call.tensor("self")
+    first = x.rank - 2  # the input's first spatial axis (inputs are (c, h, w) or (n, c, h, w))
+    x = x if x.rank == 4 else b.reshape(x, (1, *x.dims))
+    k, d = [int(v) for v in call["kernel_size"]], [int(v) for v in call["dilation"]]
+    p, s = [int(v) for v in call["padding"]], [int(v) for v in call["stride"]]
+    if any(p):
+        dims = (*x.dims[:2], x.dims[2] + 2 * p[0], x.dims[3] + 2 * p[1])
+        pads = [[0, 0], [0, 0], [p[0], p[0]], [p[1], p[1]]]
+        x = b.emit({"Pad": {"pads": pads, "mode": {"Constant": 0.0}}}, [x], dims, x.dtype)
+    for a in range(2):  # height is axis 2; after its Gather (oh, kh at axes 2, 3) width is axis 4
+        axis = 2 + 2 * a
+        count = (x.dims[axis] - d[a] * (k[a] - 1) - 1) // s[a] + 1
+        rows = _window_rows(
+            b, call, first + a, count, lambda m, a=a: (m + 2 * p[a] - d[a] * (k[a] - 1) - 1) // s[a] + 1
+        )
+        x = _windows(b, x, axis, count, k[a], s[a], d[a], rows)
+    cols = b.transpose(x, [0, 1, 3, 5, 2, 4])  # (n, c, oh, kh, ow, kw) -> (n, c, kh, kw, oh, ow)
+    return b.reshape(cols, call.out_dims)
 
 
 @lowers("aten.diagonal.default")
