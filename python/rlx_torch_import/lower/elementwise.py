@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ..dtypes import FLOAT_DTYPES, HALF_DTYPES, promote
+from ..dtypes import FLOAT_DTYPES, HALF_DTYPES, INT_DTYPES, promote
 from . import exact
 from .context import Builder, Call, Value
 from .registry import lowers
@@ -148,16 +148,20 @@ def div(b: Builder, call: Call) -> Value:
 
 
 def _check_pow(call: Call) -> str | None:
-    if call.out_dtype not in FLOAT_DTYPES:
-        return f"integer pow ({call.out_dtype}) is not supported"
+    if call.out_dtype not in FLOAT_DTYPES and call.out_dtype not in INT_DTYPES:
+        return f"pow on {call.out_dtype} is not supported (torch has no {call.out_dtype} pow either)"
     return None
 
 
 @lowers("aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar", check=_check_pow)
 def pow_(b: Builder, call: Call) -> Value:
-    """self ** exponent; small constant exponents become multiplies or sqrt (exact and fast)."""
-    x = b.cast(_operand(b, call, "self"), call.out_dtype)
+    """self ** exponent; small constant exponents become multiplies or sqrt (exact and fast); integers
+    exactly, by square-and-multiply wrapping like torch (a negative exponent gives 1, ±1 or 0 as torch's powi)."""
+    dtype = call.out_dtype
+    x = b.cast(_operand(b, call, "self"), dtype)
     e = call["exponent"]
+    if dtype not in FLOAT_DTYPES:
+        return _int_pow(b, x, e if isinstance(e, Value) else int(e), dtype, call.out_dims)
     if not isinstance(e, Value):
         if e == 1:
             return x
@@ -167,7 +171,45 @@ def pow_(b: Builder, call: Call) -> Value:
             return b.unary("Sqrt", x)
         if e == -1:
             return b.unary("Recip", x)
-    return b.binary("Pow", x, _operand(b, call, "exponent"), call.out_dtype)
+    return b.binary("Pow", x, _operand(b, call, "exponent"), dtype)
+
+
+# Bits of a non-negative exponent in each integer dtype (torch's powi loops over them).
+_EXPONENT_BITS = {"int8": 7, "uint8": 8, "int16": 15, "int32": 31, "int64": 63}
+
+
+def _int_pow(b: Builder, x: Value, e: Value | int, dtype: str, dims: tuple[int, ...]) -> Value:
+    """x ** e on integers as torch's powi: square-and-multiply in int64 (products wrap; the narrower
+    dtypes wrap alike when cast back); for e < 0, 1 if x == 1, (-1) ** e if x == -1, else 0."""
+    one = b.const(1, "int64")
+    a = b.cast(x, "int64")
+    if not isinstance(e, Value):  # a constant exponent (torch rejects a negative one): its bits, unrolled
+        result = None
+        while e:
+            if e & 1:
+                result = a if result is None else b.binary("Mul", result, a)
+            e >>= 1
+            if e:
+                a = b.binary("Mul", a, a)
+        return b.expand(b.cast(one if result is None else result, dtype), dims)
+    a = b.expand(a, dims)
+    exponent = b.expand(b.cast(b.cast(e, dtype), "int64"), dims)
+    zero = b.const(0, "int64")
+    negative = b.compare("Lt", exponent, zero)
+    rest = _when(b, negative, zero, exponent)
+    result = b.expand(one, dims)
+    for i in range(_EXPONENT_BITS[dtype]):
+        bit = b.compare("Ne", b.binary("BitAnd", rest, one), zero)
+        result = _when(b, bit, b.binary("Mul", result, a), result)
+        if i + 1 < _EXPONENT_BITS[dtype]:
+            rest = b.binary("Div", rest, b.const(2, "int64"))
+            a = b.binary("Mul", a, a)
+    base = b.cast(x, "int64")
+    odd = b.compare("Ne", b.binary("BitAnd", exponent, one), zero)
+    minus_one = _when(b, odd, b.const(-1, "int64"), one)
+    inverse = _when(b, b.compare("Eq", base, one), one, b.const(0, "int64"))
+    inverse = _when(b, b.compare("Eq", base, b.const(-1, "int64")), minus_one, inverse)
+    return b.cast(_when(b, negative, inverse, result), dtype)
 
 
 def _unary(activation: str):  # noqa: ANN202 - factory returning a lowering
@@ -241,7 +283,7 @@ def _truth(b: Builder, x: Value) -> Value:
 def logical_not(b: Builder, call: Call) -> Value:
     """not x == (x == 0) for logical_not and bool; ~x == -x - 1 for integers (two's complement, exact in int64)."""
     x = call.tensor("self")
-    if call.target == "aten.bitwise_not.default" and call.out_dtype != "bool":
+    if call.target.startswith("aten.bitwise_not") and call.out_dtype != "bool":
         wide = b.cast(x, "int64")
         return b.cast(b.binary("Sub", b.binary("Sub", b.const(0, "int64"), wide), b.const(1, "int64")), call.out_dtype)
     x = b.as_float(x)
@@ -504,27 +546,111 @@ def elu(b: Builder, call: Call) -> Value:
     return b.binary("Add", _scaled(b, pos, scale, opmath=True), neg)
 
 
-# ── bitwise and/or/xor with a scalar (integers and bool) ─────────────────
+# ── bitwise and/or/xor with a scalar, shifts (integers and bool) ───────
 
-_BITWISE = {"bitwise_and": "BitAnd", "bitwise_or": "BitOr", "bitwise_xor": "BitXor"}
-_UNSIGNED_BITS = {"uint8": 8}
+_BIT_OPS = {"and": "BitAnd", "or": "BitOr", "xor": "BitXor"}
+
+
+def _bit_kind(target: str) -> str:
+    """'and' for aten.bitwise_and.Scalar, aten.bitwise_and.Scalar_Tensor and aten.__and__.Scalar."""
+    return target.split(".")[1].strip("_").removeprefix("bitwise_")
+
+
+def _wrap(value: int, dtype: str) -> int:
+    """A Python integer converted to integer dtype `dtype` as two's complement (uint8: -3 -> 253)."""
+    if dtype == "bool":
+        return int(bool(value))
+    info = np.iinfo(np.dtype(dtype))
+    value %= 1 << info.bits
+    return value - (1 << info.bits) if value > info.max else value
+
+
+def _int_operand(b: Builder, call: Call, name: str, dtype: str) -> Value:
+    """An operand of an integer op as int64 holding its value in the result `dtype` (a tensor cast to
+    `dtype`, a Python scalar converted to it first, as torch does)."""
+    value = call[name]
+    if isinstance(value, Value):
+        return b.cast(b.cast(value, dtype), "int64")
+    return b.const(_wrap(int(value), dtype), "int64")
 
 
 def _check_bitwise_scalar(call: Call) -> str | None:
-    if call.out_dtype in FLOAT_DTYPES or isinstance(call["other"], float):
+    scalars = [call[n] for n in ("self", "other") if not isinstance(call[n], Value)]
+    if call.out_dtype in FLOAT_DTYPES or any(isinstance(v, float) for v in scalars):
         return f"{call.target} on floating point is not defined (torch rejects it too)"
     return None
 
 
-@lowers("aten.bitwise_and.Scalar", "aten.bitwise_or.Scalar", "aten.bitwise_xor.Scalar", check=_check_bitwise_scalar)
+@lowers(
+    *(f"aten.{o}" for k in _BIT_OPS for o in (f"bitwise_{k}.Scalar", f"bitwise_{k}.Scalar_Tensor", f"__{k}__.Scalar")),
+    check=_check_bitwise_scalar,
+)
 def bitwise_scalar(b: Builder, call: Call) -> Value:
-    """Bitwise and/or/xor of self with an integer or bool scalar (RLX's int64 BitAnd/BitOr/BitXor, exact)."""
+    """Bitwise and/or/xor of a tensor and an integer or bool scalar (the scalar converted to the result dtype
+    first, as torch does; RLX's int64 BitAnd/BitOr/BitXor, exact)."""
     dtype = call.out_dtype
-    other = int(call["other"])
-    if dtype in _UNSIGNED_BITS:  # torch wraps the scalar to the unsigned dtype first
-        other %= 1 << _UNSIGNED_BITS[dtype]
-    x = b.cast(call.tensor("self"), "int64")
-    y = b.binary(_BITWISE[call.target.split(".")[1]], x, b.const(other, "int64"))
+    x, y = _int_operand(b, call, "self", dtype), _int_operand(b, call, "other", dtype)
+    z = b.binary(_BIT_OPS[_bit_kind(call.target)], x, y)
     if dtype == "bool":
-        return b.compare("Ne", y, b.const(0, "int64"))
-    return b.cast(y, dtype)
+        return b.compare("Ne", z, b.const(0, "int64"))
+    return b.cast(z, dtype)
+
+
+def _check_shift(call: Call) -> str | None:
+    if call.out_dtype not in INT_DTYPES:
+        return f"{call.target} on {call.out_dtype} is not defined (torch rejects it too)"
+    return None
+
+
+def _shift(left: bool):  # noqa: ANN202 - factory returning a lowering
+    def lower_shift(b: Builder, call: Call) -> Value:
+        dtype, dims = call.out_dtype, call.out_dims
+        bits = np.iinfo(np.dtype(dtype)).bits
+        signed = dtype != "uint8"
+        x = b.expand(_int_operand(b, call, "self", dtype), dims)
+        s = b.expand(_int_operand(b, call, "other", dtype), dims)
+        zero = b.const(0, "int64")
+        inside = b.compare(
+            "Ne",
+            b.binary(
+                "Mul",
+                b.cast(b.compare("Ge", s, zero), "float32"),
+                b.cast(b.compare("Lt", s, b.const(bits, "int64")), "float32"),
+            ),
+            b.const(0.0, "float32"),
+        )
+        if left:  # x * 2**s, wrapping; 2**s read from a table (2**63 is -2**63 in int64, the same bits)
+            powers = b.const(np.array([_wrap(1 << k, "int64") for k in range(64)], dtype=np.int64), "int64")
+            k = b.binary("Min", b.binary("Max", s, zero), b.const(bits - 1, "int64"))
+            scaled = b.binary("Mul", x, b.emit({"Gather": {"axis": 0}}, [powers, k], dims, "int64"))
+            return b.cast(_when(b, inside, scaled, b.expand(zero, dims)), dtype)
+        # arithmetic: floor(x / 2**s); a shift past the width gives the sign (-1 or 0), or 0 unsigned
+        k = _when(b, inside, s, b.expand(b.const(bits - 1, "int64"), dims))
+        divisors = b.const(np.array([1 << j for j in range(63)], dtype=np.int64), "int64")
+        low = b.binary("Min", k, b.const(62, "int64"))
+        y = floor_divide(b, x, b.emit({"Gather": {"axis": 0}}, [divisors, low], dims, "int64"))
+        if bits == 64:  # 2**63 does not fit: one more halving
+            last = b.compare("Eq", k, b.const(63, "int64"))
+            y = _when(b, last, floor_divide(b, y, b.const(2, "int64")), y)
+        if not signed:
+            y = _when(b, inside, y, b.expand(zero, dims))
+        return b.cast(y, dtype)
+
+    lower_shift.__name__ = "left_shift" if left else "right_shift"
+    lower_shift.__doc__ = (
+        "x << s: x * 2**s wrapping in the result dtype; 0 for s < 0 or s >= its width (torch's CPU rule)."
+        if left
+        else "x >> s: floor(x / 2**s) (arithmetic); for s < 0 or s >= the width, -1 or 0 by sign (0 for uint8)."
+    )
+    return lower_shift
+
+
+for _left, _dir, _dunder in ((True, "left", "lshift"), (False, "right", "rshift")):
+    _overloads = (
+        f"aten.bitwise_{_dir}_shift.Tensor",
+        f"aten.bitwise_{_dir}_shift.Tensor_Scalar",
+        f"aten.bitwise_{_dir}_shift.Scalar_Tensor",
+        f"aten.__{_dunder}__.Tensor",
+        f"aten.__{_dunder}__.Scalar",
+    )
+    lowers(*_overloads, check=_check_shift)(_shift(_left))

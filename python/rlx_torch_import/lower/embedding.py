@@ -36,20 +36,25 @@ def _check_bag(call: Call) -> str | None:
 
 def _membership(b: Builder, offsets: Value, n: int, include_last: bool) -> Value:
     """float32 [B, n]: 1 where position i lies in bag b = [offsets[b], offsets[b + 1]) (the last bag ends at n
-    unless include_last_offset). Offsets are a runtime tensor, so membership is computed by compares."""
+    unless include_last_offset). Offsets are a runtime tensor, so membership is computed by compares.
+
+    The same nodes serve every n (a dynamic index count): positions are a running count of ones, and the
+    last bag's end is +inf (every position is below n)."""
     off = b.cast(offsets, "float32")  # exact: positions < 2**24
     bags = off.dims[0] - 1 if include_last else off.dims[0]
     starts = b.narrow(off, 0, 0, bags)
     if include_last:
         ends = b.narrow(off, 0, 1, bags)
     else:
-        tail = b.const(np.array([n]), "float32")
+        tail = b.const(np.array([math.inf]), "float32")
         ends = (
             tail
             if bags == 1
             else b.emit({"Concat": {"axis": 0}}, [b.narrow(off, 0, 1, bags - 1), tail], (bags,), "float32")
         )
-    pos = b.expand(b.const(np.arange(n).reshape(1, n), "float32"), (bags, n))
+    ones = b.expand(b.const(1.0, "float32"), (n,))
+    count = b.emit({"Cumsum": {"axis": -1, "exclusive": False}}, [ones], (n,), "float32")
+    pos = b.expand(b.reshape(b.binary("Sub", count, b.const(1.0, "float32")), (1, n)), (bags, n))
     after = b.compare("Ge", pos, b.expand(b.reshape(starts, (bags, 1)), (bags, n)))
     before = b.compare("Lt", pos, b.expand(b.reshape(ends, (bags, 1)), (bags, n)))
     return b.binary("Mul", b.cast(after, "float32"), b.cast(before, "float32"))

@@ -110,9 +110,30 @@ lowers("aten.argmax.default")(_arg("Max"))
 lowers("aten.argmin.default")(_arg("Min"))
 
 
-@lowers("aten.index_put.default", check=_check_index)
+def _is_mask(t: object) -> bool:
+    return t is not None and getattr(t, "dtype", "") in ("bool", "uint8")
+
+
+def _check_index_put(call: Call) -> str | None:
+    indices = list(call["indices"])
+    if all(t is None for t in indices):
+        return "indexing without any index tensor is not supported"
+    if not any(_is_mask(t) for t in indices):
+        return None
+    if sum(t is not None for t in indices) > 1:
+        return "a boolean mask together with other index tensors is not supported (only x[..., mask] = v)"
+    mask = next(t for t in indices if t is not None)
+    if getattr(mask, "rank", 1) == 0:
+        return "a 0-d boolean index is not supported"
+    return None
+
+
+@lowers("aten.index_put.default", check=_check_index_put)
 def index_put(b: Builder, call: Call) -> Value:
-    """x[.., i0, i1, ..] = values (or += with accumulate): indexed axes moved first, one ScatterND, moved back."""
+    """x[.., i0, i1, ..] = values (or += with accumulate): indexed axes moved first, one ScatterND, moved back.
+    A boolean mask: a Where over the mask, values taken in row-major order of its True positions."""
+    if any(_is_mask(t) for t in call["indices"]):
+        return _index_put_mask(b, call)
     x = call.tensor("self")
     slots = list(call["indices"]) + [None] * (x.rank - len(call["indices"]))
     axes = [a for a, t in enumerate(slots) if t is not None]
@@ -122,6 +143,83 @@ def index_put(b: Builder, call: Call) -> Value:
     leading = b.transpose(x, perm)
     y = _scatter_leading(b, leading, [slots[a] for a in axes], values, bool(call.get("accumulate", False)))
     return b.transpose(y, [perm.index(a) for a in range(x.rank)])
+
+
+def _index_put_mask(b: Builder, call: Call) -> Value:
+    """x[..., mask] = values (+= with accumulate) for a mask over axes [s, s + k): torch's values broadcast to
+    [*x.dims[:s], count, *x.dims[s + k:]] with count = the number of True positions; the j-th True position
+    (row-major) takes values[..., j, ...]: j is the running count of the flattened mask minus one (an int64
+    Cumsum), read by one Gather. A value with no count axis (or count 1) is broadcast to every position."""
+    x, dtype = call.tensor("self"), call.out_dtype
+    slots = list(call["indices"])
+    s = next(a for a, t in enumerate(slots) if t is not None)
+    mask = slots[s]
+    if mask.dtype != "bool":  # a uint8 mask (deprecated in torch) selects its nonzero positions
+        mask = b.compare("Ne", mask, b.const(0, mask.dtype))
+    k = mask.rank
+    pre, rest = x.dims[:s], x.dims[s + k :]
+    m = math.prod(mask.dims)
+    selected = (*pre, 1, *rest)  # the indexed view's shape, count axis left at 1
+    values = b.cast(call.tensor("values"), dtype)
+    vdims = (1,) * (len(selected) - values.rank) + values.dims
+    count = vdims[s]
+    if count == 0:  # nothing to write (the mask then has no True position)
+        return x
+    values = b.expand(b.reshape(values, vdims), (*pre, count, *rest))
+    if count == 1:
+        picked = b.reshape(values, (*pre, *(1,) * k, *rest))
+    else:
+        flat = b.reshape(mask, (m,))
+        running = b.emit({"Cumsum": {"axis": -1, "exclusive": False}}, [b.cast(flat, "int64")], (m,), "int64")
+        j = b.binary("Max", b.binary("Sub", running, b.const(1, "int64")), b.const(0, "int64"))
+        j = b.binary("Min", j, b.const(count - 1, "int64"))  # more True positions than values: torch raises
+        picked = b.emit({"Gather": {"axis": s}}, [values, j], (*pre, m, *rest), dtype)
+        picked = b.reshape(picked, x.dims)
+    where = b.expand(b.reshape(mask, (*(1,) * s, *mask.dims, *(1,) * len(rest))), x.dims)
+    picked = b.expand(picked, x.dims)
+    if call.get("accumulate", False):
+        picked = b.binary("Add", b.cast(x, dtype), picked, dtype)
+    return b.emit("Where", [where, picked, b.cast(x, dtype)], x.dims, dtype)
+
+
+# nonzero_static compares every output row with every input position (a dense one-hot).
+MAX_NONZERO_PAIRS = 1 << 24
+
+
+def _check_nonzero_static(call: Call) -> str | None:
+    pairs = int(call["size"]) * call["self"].numel
+    if pairs > MAX_NONZERO_PAIRS:
+        return (f"nonzero_static with size * numel = {pairs} > {MAX_NONZERO_PAIRS} is not supported "
+                "(each output row is found by a dense compare against every position)")  # fmt: skip
+    return None
+
+
+@lowers("aten.nonzero_static.default", check=_check_nonzero_static)
+def nonzero_static(b: Builder, call: Call) -> Value:
+    """The coordinates of the first `size` nonzero elements in row-major order, rows past the count filled
+    with `fill_value`: row r is the position whose running count of nonzeros (an int64 Cumsum) is r + 1,
+    found by a one-hot over the positions, then unravelled into coordinates by integer division."""
+    x = call.tensor("self")
+    size, fill = int(call["size"]), int(call.get("fill_value", -1))
+    n, rank = x.numel, x.rank
+    truth = b.compare("Ne", b.reshape(x, (n,)), b.const(0, x.dtype))
+    running = b.emit({"Cumsum": {"axis": -1, "exclusive": False}}, [b.cast(truth, "int64")], (n,), "int64")
+    rows = b.expand(b.const(np.arange(1, size + 1, dtype=np.int64).reshape(size, 1), "int64"), (size, n))
+    hit = b.compare("Eq", b.expand(b.reshape(running, (1, n)), (size, n)), rows)
+    hit = b.compare("Ne", b.binary("Mul", b.cast(hit, "float32"), b.cast(truth, "float32")), b.const(0.0, "float32"))
+    positions = b.expand(b.const(np.arange(n, dtype=np.int64).reshape(1, n), "int64"), (size, n))
+    zero = b.expand(b.const(0, "int64"), (size, n))
+    flat = b.reduce("Sum", b.emit("Where", [hit, positions, zero], (size, n), "int64"), [1], keep_dim=True)
+    found = b.compare("Gt", b.reduce("Sum", b.cast(hit, "float32"), [1], keep_dim=True), b.const(0.0, "float32"))
+    strides = [math.prod(x.dims[a + 1 :]) for a in range(rank)]
+    coords = [
+        b.binary("Sub", b.binary("Div", flat, b.const(stride, "int64")),
+                 b.binary("Mul", b.binary("Div", flat, b.const(stride * dim, "int64")), b.const(dim, "int64")))
+        for stride, dim in zip(strides, x.dims, strict=True)
+    ]  # fmt: skip
+    out = coords[0] if rank == 1 else b.emit({"Concat": {"axis": 1}}, coords, (size, rank), "int64")
+    filler = b.expand(b.const(fill, "int64"), (size, rank))
+    return b.emit("Where", [b.expand(found, (size, rank)), out, filler], (size, rank), "int64")
 
 
 def _values_leading(b: Builder, values: Value, x: Value, axes: list[int], bdims: tuple[int, ...]) -> Value:

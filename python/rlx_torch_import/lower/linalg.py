@@ -42,6 +42,42 @@ def addmm(b: Builder, call: Call) -> Value:
     return b.binary("Add", prod, bias)
 
 
+@lowers("aten.addbmm.default")
+def addbmm(b: Builder, call: Call) -> Value:
+    """beta * self + alpha * sum_i(batch1[i] @ batch2[i]), the batch sum as one matmul:
+    [n, B * k] @ [B * k, m] (batch1's batch axis moved inside its rows)."""
+    b1, b2 = call.tensor("batch1"), call.tensor("batch2")
+    batches, n, k = b1.dims
+    m = b2.dims[2]
+    rows = b.reshape(b.transpose(b1, [1, 0, 2]), (n, batches * k))
+    prod = b.matmul(rows, b.reshape(b2, (batches * k, m)))
+    dtype = call.out_dtype
+    prod = b.cast(prod, dtype)
+    alpha, beta = call.get("alpha", 1), call.get("beta", 1)
+    if alpha != 1:
+        prod = b.binary("Mul", prod, b.opmath(alpha, dtype))
+    if beta == 0:  # self is ignored (NaN in it does not propagate), as in torch
+        return b.expand(prod, call.out_dims)
+    bias = b.cast(call.tensor("self"), dtype)
+    if beta != 1:
+        bias = b.binary("Mul", bias, b.opmath(beta, dtype))
+    return b.expand(b.binary("Add", prod, bias), call.out_dims)
+
+
+def _check_int_mm(call: Call) -> str | None:
+    a, c = call["self"], call["mat2"]
+    if getattr(a, "dtype", "int8") != "int8" or getattr(c, "dtype", "int8") != "int8":
+        return "_int_mm takes int8 operands only (as torch's kernel)"
+    return None
+
+
+@lowers("aten._int_mm.default", check=_check_int_mm)
+def int_mm(b: Builder, call: Call) -> Value:
+    """int8 self @ int8 mat2 accumulated in int32, exactly (the products summed in int64, which wraps to
+    int32 like torch's int32 accumulator)."""
+    return b.matmul(b.cast(call.tensor("self"), "int32"), b.cast(call.tensor("mat2"), "int32"))
+
+
 @lowers("aten.mm.default", "aten.bmm.default")
 def mm(b: Builder, call: Call) -> Value:
     """self @ mat2 (2-D or batched 3-D)."""
@@ -55,6 +91,66 @@ def matmul(b: Builder, call: Call) -> Value:
     x2 = b.reshape(x, (1, x.dims[0])) if x.rank == 1 else x
     y2 = b.reshape(y, (y.dims[0], 1)) if y.rank == 1 else y
     return b.reshape(b.matmul(x2, y2), call.out_dims)
+
+
+# ── determinant ──────────────────────────────────────────────────────────
+
+# Gaussian elimination is unrolled over the matrix size: n steps of O(1) nodes each.
+MAX_DET_N = 64
+
+
+def _det_input(call: Call) -> Value:
+    return call.tensor("self" if call.target == "aten.det.default" else "A")
+
+
+def _check_det(call: Call) -> str | None:
+    a = call["self" if call.target == "aten.det.default" else "A"]
+    if a.dtype not in ("float32", "float64"):
+        return f"det of {a.dtype} is not supported (torch's LU runs on float32/float64)"
+    if a.dims[-1] > MAX_DET_N:
+        return (f"det of a {a.dims[-1]}x{a.dims[-1]} matrix is not supported (the elimination is unrolled per "
+                f"column; n <= {MAX_DET_N})")  # fmt: skip
+    return None
+
+
+@lowers("aten._linalg_det.default", "aten.linalg_det.default", "aten.det.default", check=_check_det)
+def det(b: Builder, call: Call) -> Value | list[Value | None]:
+    """det(A) by Gaussian elimination with partial pivoting, as LAPACK's LU: per column the row of largest
+    |value| (the first on ties) becomes the pivot, det is the product of the pivots, negated per row swap; a
+    zero column gives det 0. (_linalg_det's LU and pivots outputs are not computed.)"""
+    a = _det_input(call)
+    dtype, n = a.dtype, a.dims[-1]
+    batch = math.prod(a.dims[:-2])
+    det_value = b.expand(b.const(1.0, dtype), (batch,))
+    s = b.reshape(a, (batch, n, n))  # the trailing block still to eliminate
+    zero = b.const(0.0, dtype)
+    for m in range(n, 0, -1):
+        col = b.reshape(b.narrow(s, 2, 0, 1), (batch, m))
+        if m == 1:
+            det_value = b.binary("Mul", det_value, b.reshape(col, (batch,)))
+            break
+        _, p = b.arg_extreme("Max", b.unary("Abs", col), 1, keep_dim=True)
+        hot = b.compare(
+            "Eq", b.expand(b.const(np.arange(m).reshape(1, m), "int64"), (batch, m)), b.expand(p, (batch, m))
+        )
+        hot3 = b.expand(b.reshape(hot, (batch, m, 1)), (batch, m, m))
+        pivot_row = b.reduce("Sum", b.emit("Where", [hot3, s, b.expand(zero, s.dims)], s.dims, dtype), [1], False)
+        first = b.reshape(b.narrow(s, 1, 0, 1), (batch, 1, m))
+        s = b.emit("Where", [hot3, b.expand(first, s.dims), s], s.dims, dtype)  # row p takes row 0's place
+        swapped = b.compare("Ne", b.reshape(p, (batch,)), b.const(0, "int64"))
+        det_value = b.emit("Where", [swapped, b.unary("Neg", det_value), det_value], (batch,), dtype)
+        pivot = b.reshape(b.narrow(pivot_row, 1, 0, 1), (batch,))
+        det_value = b.binary("Mul", det_value, pivot)
+        below = b.reshape(b.narrow(b.narrow(s, 1, 1, m - 1), 2, 0, 1), (batch, m - 1))
+        factors = b.binary("Div", below, b.reshape(pivot, (batch, 1)))
+        singular = b.expand(b.reshape(b.compare("Eq", pivot, zero), (batch, 1)), (batch, m - 1))
+        factors = b.emit("Where", [singular, b.expand(zero, (batch, m - 1)), factors], (batch, m - 1), dtype)
+        rest = b.narrow(b.narrow(s, 1, 1, m - 1), 2, 1, m - 1)
+        update = b.binary("Mul", b.reshape(factors, (batch, m - 1, 1)),
+                          b.reshape(b.narrow(pivot_row, 1, 1, m - 1), (batch, 1, m - 1)))  # fmt: skip
+        s = b.binary("Sub", rest, update)
+    det_value = b.reshape(det_value, a.dims[:-2])
+    return [det_value, None, None] if call.target == "aten._linalg_det.default" else det_value
 
 
 # ── pairwise distances: cdist / pdist ────────────────────────────────────

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from ..dtypes import FLOAT_DTYPES
+from . import exact
 from .context import Builder, Call, Value, norm_axis
 from .registry import lowers
 
@@ -80,6 +82,40 @@ lowers("aten.cumsum.default")(_scan("Cumsum"))
 lowers("aten.cumprod.default")(_scan("CumProd"))
 
 
+def _log_add_exp(b: Builder, p: Value, q: Value) -> Value:
+    """log(exp(p) + exp(q)) == max + log1p(exp(min - max)), stable at any magnitude; max itself where it is
+    infinite (both -inf, or +inf), as torch's helper; NaN propagates through max."""
+    high, low = b.binary("Max", p, q), b.binary("Min", p, q)
+    value = b.binary("Add", high, exact.log1p(b, b.unary("Exp", b.binary("Sub", low, high))))
+    infinite = b.compare("Eq", b.unary("Abs", high), b.const(math.inf, high.dtype))
+    return b.emit("Where", [infinite, high, value], high.dims, high.dtype)
+
+
+def _check_logcumsumexp(call: Call) -> str | None:
+    x = call["self"]
+    if getattr(x, "dtype", "float32") not in FLOAT_DTYPES:
+        return f"logcumsumexp on {x.dtype} is not supported (floating point only, as in torch)"
+    return None
+
+
+@lowers("aten.logcumsumexp.default", check=_check_logcumsumexp)
+def logcumsumexp(b: Builder, call: Call) -> Value:
+    """log(cumsum(exp(x))) along `dim`, stably: a scan in log2(n) steps (Hillis-Steele) whose step is
+    log-add-exp of running values (no exp of a large value, no log of an underflowed sum)."""
+    x = b.cast(call.tensor("self"), call.out_dtype)
+    if x.rank == 0:
+        return x
+    y, back = b.to_last_axis(x, norm_axis(call["dim"], x.rank))
+    n, last = y.dims[-1], y.rank - 1
+    step = 1
+    while step < n:
+        fill = b.expand(b.const(-math.inf, y.dtype), (*y.dims[:-1], step))
+        shifted = b.emit({"Concat": {"axis": last}}, [fill, b.narrow(y, last, 0, n - step)], y.dims, y.dtype)
+        y = _log_add_exp(b, y, shifted)
+        step *= 2
+    return b.transpose(y, back)
+
+
 lowers("aten.prod.dim_int", "aten.prod.default")(_reduce("Prod"))
 
 
@@ -112,10 +148,11 @@ def max_min_dim(b: Builder, call: Call) -> list[Value | None]:
 
 def _var_mean(b: Builder, call: Call) -> tuple[Value, Value]:
     """(sum((x - mean)^2) / (N - correction), mean) over `dim`, shaped as torch records them
-    (`.dim` overloads: unbiased=True means correction 1; a non-positive divisor gives inf/nan as in torch)."""
+    (`.dim`/`.default` overloads: unbiased=True means correction 1; a non-positive divisor gives inf/nan as in
+    torch)."""
     x = b.cast(call.tensor("self"), call.out_dtype)
     axes = _axes(call, x)
-    if call.target.endswith(".dim"):
+    if call.target.endswith((".dim", ".default")):
         correction = 1 if call.get("unbiased", True) else 0
     else:
         correction = call.get("correction", 1)
@@ -128,19 +165,26 @@ def _var_mean(b: Builder, call: Call) -> tuple[Value, Value]:
     return b.reshape(var, call.out_dims), b.reshape(mean, call.out_dims)
 
 
-@lowers("aten.var.correction", "aten.var.dim")
+@lowers("aten.var.correction", "aten.var.dim", "aten.var.default")
 def var(b: Builder, call: Call) -> Value:
     """sum((x - mean)^2) / (N - correction) over `dim` (unbiased=True means correction 1)."""
     return _var_mean(b, call)[0]
 
 
-@lowers("aten.std.correction", "aten.std.dim")
+@lowers("aten.std.correction", "aten.std.dim", "aten.std.default")
 def std(b: Builder, call: Call) -> Value:
     """sqrt(var) over `dim`."""
     return b.unary("Sqrt", _var_mean(b, call)[0])
 
 
-@lowers("aten.var_mean.correction", "aten.var_mean.dim", "aten.std_mean.correction", "aten.std_mean.dim")
+@lowers(
+    "aten.var_mean.correction",
+    "aten.var_mean.dim",
+    "aten.var_mean.default",
+    "aten.std_mean.correction",
+    "aten.std_mean.dim",
+    "aten.std_mean.default",
+)
 def var_std_mean(b: Builder, call: Call) -> list[Value | None]:
     """(var or sqrt(var), mean) over `dim`."""
     var, mean = _var_mean(b, call)

@@ -60,11 +60,11 @@ def lowers(*targets: str, check: CheckFn | None = None) -> Callable[[LowerFn], L
 
 @cache
 def _schema(target: str) -> tuple[list[str], dict[str, Any]]:
-    """Argument names and defaults of an ATen overload, from torch's own schema."""
+    """Argument names and defaults of an ATen (or prims) overload, from torch's own schema."""
     import torch
 
-    _, packet, overload = target.split(".", 2) if target.count(".") >= 2 else (None, target, "default")
-    op = getattr(getattr(torch.ops.aten, packet), overload)
+    ns, packet, overload = target.split(".", 2) if target.count(".") >= 2 else ("aten", target, "default")
+    op = getattr(getattr(getattr(torch.ops, ns), packet), overload)
     names, defaults = [], {}
     for arg in op._schema.arguments:
         names.append(arg.name)
@@ -83,7 +83,7 @@ def _plain_default(value: Any) -> Any:
 
 
 def make_call(node: Any, values: dict[str, Value]) -> Call:
-    names, defaults = _schema(node.target) if node.target.startswith("aten.") else ([], {})
+    names, defaults = _schema(node.target) if node.target.startswith(("aten.", "prims.")) else ([], {})
     return Call(node, values, names, defaults)
 
 
