@@ -102,6 +102,18 @@ class DtypeZoo(nn.Module):
         return s, ids * 3 + self.offset[:2], mask.logical_not(), s.half(), s.bfloat16()
 
 
+class NestedIO(nn.Module):
+    """A dict and a list of tensors in; a dict holding a tuple and a list out (names by pytree path)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor, d: dict[str, torch.Tensor], xs: list[torch.Tensor]) -> dict[str, object]:
+        h = self.fc(x + d["bias"]) * xs[0] - xs[1]
+        return {"hidden": h, "pair": (h.sum(-1), [h.relu(), (h > 0).sum(-1)])}
+
+
 def _randomize_bn(model: nn.Module) -> nn.Module:
     """Non-trivial running statistics, so batch norm is really tested."""
     for m in model.modules():
@@ -130,6 +142,9 @@ def make(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
             torch.randn(2, 8).bfloat16(),
         )
         return DtypeZoo().eval(), inputs
+    if name == "nested_io":
+        inputs = (torch.randn(3, 8), {"bias": torch.randn(8)}, [torch.randn(8), torch.randn(3, 8)])
+        return NestedIO().eval(), inputs  # type: ignore[return-value]
     raise KeyError(name)
 
 

@@ -102,9 +102,9 @@ def test_unsupported_op_exit_code(tmp_path) -> None:
             ["not a torch.nn.Module", "instantiate"],
         ),
         (
-            "model = nn.Linear(2, 2)\nexample_inputs = (torch.randn(1, 2), 'text')\n",
+            "model = nn.Linear(2, 2)\nexample_inputs = ([torch.randn(1, 2), object()],)\n",
             ExitCode.BAD_INPUT,
-            ["example_inputs[1] is a str"],
+            ["input input.1 is a object"],
         ),
         (
             """

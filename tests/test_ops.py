@@ -17,7 +17,11 @@ import samples_dtypes
 import samples_grad
 import samples_image
 import samples_misc
+import samples_more
 import samples_pool
+import samples_pool3d
+import samples_scalars
+import samples_views
 import samples_vision
 from sample_utils import Fn
 
@@ -435,6 +439,10 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
 
 SAMPLES += samples_vision.SAMPLES + samples_image.SAMPLES
 SAMPLES += samples_pool.SAMPLES + samples_grad.SAMPLES + samples_misc.SAMPLES + samples_dtypes.SAMPLES
+SAMPLES += samples_more.SAMPLES
+SAMPLES += samples_views.SAMPLES
+SAMPLES += samples_pool3d.SAMPLES
+SAMPLES += samples_scalars.SAMPLES
 
 try:  # Hugging Face's grouped-mm experts op exists once transformers' MoE integration is imported
     import transformers.integrations.moe  # noqa: F401
@@ -461,8 +469,6 @@ NOT_REACHED_BY_EXPORT = {
     "aten.div.Scalar": "export records tensor/scalar division as div.Tensor",
     "aten.sub.Scalar": "export records tensor - scalar as sub.Tensor",
     "aten._unsafe_view.default": "torch 2.15 export emits view.default",
-    "aten.std.correction": "torch 2.15 export records std as var.correction + sqrt",
-    "aten.std_mean.correction": "torch 2.15 export records std_mean as var_mean.correction + sqrt",
 }
 
 

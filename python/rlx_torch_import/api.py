@@ -60,6 +60,7 @@ def from_torch(
     example_inputs: Any,
     out_dir: str | os.PathLike[str],
     *,
+    kwargs: dict[str, Any] | None = None,
     verify: bool = True,
     emit: str | Sequence[str] = ("bundle",),
     decomposition: str = "high",
@@ -75,6 +76,11 @@ def from_torch(
 ) -> ParityReport:
     """Export `model`, lower it to RLX, write `out_dir/`, and verify against PyTorch.
 
+    The model is called as `model(*example_inputs, **kwargs)`; each argument may be a
+    tensor, a Python scalar or string, or nested tuples/lists/dicts of them, as torch.export
+    takes them. Tensor leaves become the bundle's inputs (named as torch.export names them,
+    `meta.json` keeps each one's path such as `d.a`); other leaves are baked in as constants
+    (torch-ir `constant_inputs`).
     `out_dir` gets torch-ir.json, weights.safetensors, reference.safetensors,
     bundle/ and report.json/report.md; with "crate" in `emit` (a sequence of targets,
     or one string such as "crate" or "bundle,crate"), also rlx-<name>/,
@@ -94,27 +100,28 @@ def from_torch(
     and verification also runs at each symbol's min, 1, example, max-1 and max
     (`report.sweep`, one row per point; docs/design.md, decision z).
     """
-    from .frontend.capture import capture, clone_inputs, eager_outputs, sweep_references
+    from .frontend.capture import capture, eager_outputs, sweep_references
     from .frontend.dynamic import by_input_name, check_axes, requested_axes
-    from .frontend.export import check_example_inputs, export_program
+    from .frontend.export import export_program
     from .frontend.fallback import decompose_targets
+    from .frontend.inputs import model_inputs
 
     emit = emit_targets(emit)
     _check_options(emit, device, max_decompose_rounds, emit_style)
     rlx_config.set_threads(threads)
-    inputs = check_example_inputs(example_inputs)
-    pristine = clone_inputs(inputs)  # the reference inputs: as given, before any run could write them
+    given = model_inputs(model, example_inputs, kwargs)
+    pristine = given.cloned()  # the reference inputs: as given, before any run could write them
     name = name or _default_name(model)
     prog = Progress(progress)
-    dynamic_shapes = by_input_name(model, dynamic_shapes, len(inputs))
+    dynamic_shapes = by_input_name(model, dynamic_shapes, len(given.args), list(given.kwargs))
     shape_log: list[str] = []  # torch's symbolic-shape log: why a dynamic dim was specialized
-    check_axes(model, dynamic_shapes, inputs)  # unknown names, missing axes, 0/1 examples: before export
+    check_axes(model, dynamic_shapes, pristine)  # unknown names, missing axes, 0/1 examples: before export
     with staged(Path(out_dir)) as stage:
         with prog.phase("export"):
             try:
                 ep = export_program(  # traces with fake tensors: the inputs' values are neither read nor written
-                    model, inputs, decomposition=decomposition, dynamic_shapes=dynamic_shapes, strict=strict,
-                    shape_log=shape_log,
+                    model, pristine.args, kwargs=pristine.kwargs, decomposition=decomposition,
+                    dynamic_shapes=dynamic_shapes, strict=strict, shape_log=shape_log,
                 )  # fmt: skip
             except ExportError:
                 eager_outputs(model, pristine)  # a model that fails in eager PyTorch too is bad input (exit 2)
@@ -240,6 +247,7 @@ def _lower_and_verify(
         auto_decomposed_ops=list(ir.auto_decomposed),
         rlx_version=_core.rlx_version(),
         torch_version=ir.producer.get("torch", ""),
+        notes=_notes(ir),
     )
     ref_path = src / torchir.REFERENCE
     if verify and ref_path.is_file():
@@ -249,7 +257,7 @@ def _lower_and_verify(
             feed = {s.name: ref[f"input.{s.name}"].to_numpy() for s in ir.inputs}
             got = model.run(feed)
             _choose_denormal_mode(model, feed, got, bundle_dir)
-            report.outputs = _compare_outputs(ir, got, ref, "")
+            report.outputs = _compare_outputs(ir, got, ref, "") + _compare_values(model, ir, {}, None)
             if ir.is_dynamic:
                 with prog.phase(f"sweep ({len(ir.sweep)} points)"):
                     _verify_sweep(model, ir, ref, report)
@@ -259,6 +267,16 @@ def _lower_and_verify(
         raise InputError(f"{ref_path}: not found, cannot verify", hint="pass verify=False / --no-verify")
     report.timings_s = dict(prog.timings)
     return report
+
+
+def _notes(ir: torchir.TorchIR) -> list[str]:
+    """What the front end baked in, inlined or left out, one line each."""
+    notes = [
+        f"input {c['path']} = {c['value']!r} baked in (torch.export specializes on it)" for c in ir.constant_inputs
+    ]
+    notes += [f"{c['kind']} (node {c['node']}): {c['how']}" for c in ir.control_flow]
+    notes += [f"dropped {d['target']} (node {d['node']}, {d['check']}): {d['reason']}" for d in ir.dropped]
+    return notes
 
 
 def _verify_sweep(model: BundleModel, ir: torchir.TorchIR, ref: dict[str, Any], report: ParityReport) -> None:
@@ -287,6 +305,7 @@ def _verify_sweep(model: BundleModel, ir: torchir.TorchIR, ref: dict[str, Any], 
             row.outputs.append(_failed("RLX", e.message))
             continue
         row.outputs = _compare_outputs(ir, got, ref, f"sweep.{i}.")
+        row.outputs += _compare_values(model, ir, point["binding"], point.get("values", {}))
         row.ok = all(o.ok for o in row.outputs)
 
 
@@ -302,6 +321,35 @@ def _compare_outputs(
             compare_output(spec.name, actual, expected.to_numpy(), _result_dtype(actual, spec.dtype), expected.dtype)
         )
     return found
+
+
+def _compare_values(
+    model: BundleModel, ir: torchir.TorchIR, binding: dict[str, int], eager: dict[str, Any] | None
+) -> list[OutputParity]:
+    """The outputs that are Python values, by equality: the bundle's (a constant, or a size
+    evaluated at `binding`) against eager PyTorch's (`eager`, or the example's, recorded in the
+    output tree, when None)."""
+    rows = []
+    got = model.values(binding)
+    leaves = [n for n in _tree_leaves(ir.output_tree) if "name" in n]
+    for leaf in leaves:
+        name = leaf["name"]
+        expected = leaf.get("example", leaf.get("constant")) if eager is None else eager.get(name)
+        ok = type(got[name]) is type(expected) and got[name] == expected
+        row = _failed(name, "" if ok else f"the bundle gives {got[name]!r}, eager PyTorch {expected!r}")
+        row.ok, row.reasons = ok, [] if ok else row.reasons
+        row.dtype, row.expected_dtype = type(got[name]).__name__, type(expected).__name__
+        row.max_abs_error = row.max_rel_error = 0.0 if ok else math.inf
+        row.cosine, row.count = (1.0 if ok else 0.0), 1
+        rows.append(row)
+    return rows
+
+
+def _tree_leaves(node: dict[str, Any]) -> list[dict[str, Any]]:
+    if "tuple" in node or "dict" in node:
+        children = node.get("tuple") or list(node.get("dict", {}).values())
+        return [leaf for c in children for leaf in _tree_leaves(c)]
+    return [node] if node else []
 
 
 def _failed(name: str, reason: str) -> OutputParity:

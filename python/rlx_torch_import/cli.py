@@ -31,7 +31,8 @@ def _convert_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "model_file",
         metavar="MODEL.py",
-        help="defines `model` and `example_inputs`, or get_model()/build() returning both",
+        help="defines `model` and `example_inputs` (and optionally `example_kwargs`), or get_model()/build() "
+        "returning them",
     )
     p.add_argument("-o", "--out", required=True, metavar="OUT", help="output directory (replaced when done)")
     _add_emit_args(p)
@@ -241,11 +242,12 @@ def _run(argv: Sequence[str]) -> int:
         from .frontend.model_file import load_model_file
 
         dynamic_shapes = parse_cli(args.dynamic or [])
-        model, example_inputs = load_model_file(args.model_file)
+        model, example_inputs, example_kwargs = load_model_file(args.model_file)
         report = api.from_torch(
             model,
             example_inputs,
             args.out,
+            kwargs=example_kwargs,
             verify=args.verify,
             emit=_emits(args),
             decomposition=args.decomposition,

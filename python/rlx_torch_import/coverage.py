@@ -96,9 +96,6 @@ NOT_NATIVE = {
     "aten.sym_numel.default": _SYMBOLIC,
     "aten.sym_stride.int": _SYMBOLIC,
     "aten.sym_storage_offset.default": _SYMBOLIC,
-    "aten._local_scalar_dense.default": (
-        "`.item()` returns a Python scalar (data-dependent), not a tensor; torch-ir records tensor values only"
-    ),
     "aten.atan2.out": (
         "out= variant: `core` export functionalizes it to atan2.default; at `aten` level it writes `out`"
         " in place, which only the decomposition fallback (which functionalizes) lowers soundly"

@@ -17,7 +17,7 @@ from . import _core, rlx_config, safetensors_io
 from .dtypes import HALF_DTYPES, numpy_dtype, to_host, to_rlx
 from .emit.bundle import BUNDLE_FORMAT, BUNDLE_VERSION, HIR, META, SYMBOLIC, WEIGHTS
 from .errors import BundleError, InputError
-from .symbolic import Symbol, infer_binding
+from .symbolic import Symbol, evaluate, infer_binding
 
 # Compiled bindings a dynamic bundle keeps (least recently used dropped first); each holds its
 # own copy of the weights (RLX's CPU backend cannot share one between compiled graphs).
@@ -132,9 +132,13 @@ class BundleModel:
         return [i["name"] for i in self.meta["inputs"]]
 
     def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> dict[str, np.ndarray]:
-        """Run once; inputs by name (or in order), outputs by name as numpy arrays."""
+        """Run once; inputs by name or path (`meta.json` inputs' `name` / `path`) or in order,
+        the tensor outputs by name as numpy arrays (`call` returns forward's structure)."""
         specs = self.meta["inputs"]
-        if not isinstance(inputs, Mapping):
+        if isinstance(inputs, Mapping):
+            by_path = {s.get("path", s["name"]): s["name"] for s in specs}
+            inputs = {by_path.get(k, k) if k not in self.input_names else k: v for k, v in inputs.items()}
+        else:
             inputs = dict(zip(self.input_names, inputs, strict=False)) if len(inputs) == len(specs) else {}
             if not inputs and specs:
                 raise InputError(f"expected {len(specs)} inputs ({', '.join(self.input_names)})")
@@ -165,6 +169,65 @@ class BundleModel:
                 value = to_host(value, spec["dtype"])
             outputs[spec["name"]] = value
         return outputs
+
+    def values(self, binding: Mapping[str, int] | None = None) -> dict[str, Any]:
+        """The outputs that are Python values (`meta.json` output_tree): a constant as torch.export
+        baked it in, a size computed at `binding` (label or torch symbol name -> size; default: the
+        example sizes)."""
+        by = {s.label: s.name for s in self.symbols}
+        sizes = {s.name: s.example for s in self.symbols}
+        sizes.update({by.get(k, k): int(v) for k, v in (binding or {}).items()})
+        found: dict[str, Any] = {}
+
+        def walk(node: dict[str, Any]) -> None:
+            if "constant" in node:
+                found[node["name"]] = node["constant"]
+            elif "size" in node:
+                found[node["name"]] = int(evaluate(node["size"], sizes))
+            for child in node.get("tuple", []) or node.get("dict", {}).values():
+                walk(child)
+
+        walk(self.meta.get("output_tree") or {})
+        return found
+
+    def call(self, *args: Any, **kwargs: Any) -> Any:
+        """Run as the model is called: `model(*args, **kwargs)` with numpy arrays (or anything
+        `np.asarray` takes) where it took tensors, nested as it took them (Python values that
+        torch.export baked in may be left out). Returns what forward returns, as numpy arrays
+        and Python values nested in tuples and dicts (`meta.json` output_tree).
+
+        Raises InputError naming the input path that is missing."""
+        named = dict(zip(self.meta.get("call_args", []), args, strict=False))
+        if len(args) > len(self.meta.get("call_args", [])):
+            raise InputError(f"expected at most {len(self.meta.get('call_args', []))} positional arguments")
+        named.update(kwargs)
+        feed = {}
+        for spec in self.meta["inputs"]:
+            head, *rest = spec.get("path", spec["name"]).split(".")
+            try:
+                value = named[head]
+                for key in rest:
+                    value = value[int(key)] if isinstance(value, (list, tuple)) else value[key]
+            except (KeyError, IndexError, TypeError, ValueError):
+                raise InputError(f"missing input {spec.get('path', spec['name'])!r}") from None
+            feed[spec["name"]] = value
+        outputs = self.run(feed)
+        tree = self.meta.get("output_tree") or {}
+        if not tree:
+            return outputs
+        values = self.values(self.binding(feed))
+
+        def build(node: dict[str, Any]) -> Any:
+            if "output" in node:  # "python": a Python value read from a tensor, carried as a 0-d array
+                value = outputs[node["output"]]
+                return {"bool": bool, "int": int, "float": float}[node["python"]](value) if "python" in node else value
+            if "name" in node:
+                return values[node["name"]]
+            if "tuple" in node:
+                return tuple(build(c) for c in node["tuple"])
+            return {k: build(c) for k, c in node["dict"].items()}
+
+        return build(tree)
 
     def set_flush_denormals(self, on: bool) -> None:
         """Turn flush-to-zero / denormals-are-zero on or off for later runs of this model."""

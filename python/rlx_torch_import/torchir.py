@@ -17,9 +17,9 @@ from .errors import InputError, TorchIRError
 from .symbolic import Dim, Symbol, evaluate, evaluate_shape, free_symbols
 
 FORMAT = "rlx-torch-ir"
-VERSION = 2
+VERSION = 3
 # Version 1 files (static shapes only) read as version 2 files without symbols.
-READABLE_VERSIONS = (1, 2)
+READABLE_VERSIONS = (1, 2, 3)
 FILENAME = "torch-ir.json"
 WEIGHTS = "weights.safetensors"
 REFERENCE = "reference.safetensors"
@@ -37,6 +37,9 @@ class TensorSpec:
     name: str
     shape: list[Dim]
     dtype: str
+    # A graph input's place in the model's call: the forward argument, then keys/positions
+    # inside it, dot-joined (`attention_mask`, `d.a`, `xs.1`); empty for other values.
+    path: str = ""
 
 
 @dataclass
@@ -73,7 +76,7 @@ class Node:
 
 
 # Ops that read their input's storage rather than its logical elements; capture records their layouts.
-LAYOUT_SENSITIVE = ("aten.as_strided.default",)
+LAYOUT_SENSITIVE = ("aten.as_strided.default", "aten.as_strided_copy.default", "aten.as_strided_scatter.default")
 
 
 @dataclass
@@ -106,6 +109,21 @@ class TorchIR:
     # "error" (eager PyTorch's error there, if it raised)}; their inputs and eager outputs are
     # `sweep.<i>.input.<name>` / `sweep.<i>.output.<name>` in reference.safetensors.
     sweep: list[dict[str, Any]] = field(default_factory=list)
+    # Leaves of the model's call that are not tensors (Python scalars, strings): torch.export
+    # baked them into the graph. {"path", "value"}.
+    constant_inputs: list[dict[str, Any]] = field(default_factory=list)
+    # The example call's positional arguments, by forward's parameter names; the first part of
+    # an input's `path` names one of them or a keyword argument.
+    call_args: list[str] = field(default_factory=list)
+    # The structure `forward` returns (`frontend.capture.output_tree`): leaves are
+    # {"output": name} (an entry of `outputs`), {"constant": value} (a Python value torch.export
+    # baked in) or {"size": expr} (an int computed from the input sizes). Empty: a flat list.
+    output_tree: dict[str, Any] = field(default_factory=dict)
+    # Graph nodes left out of `nodes` because they compute nothing RLX needs: runtime checks
+    # torch.export proved or that the binding checks make ({"node", "target", "reason"}).
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+    # Control-flow operators inlined before capture (`frontend.control_flow`): {"node", "kind", "how"}.
+    control_flow: list[dict[str, Any]] = field(default_factory=list)
     # Set by `bind` on the program it returns (never written to the file): the symbolic
     # program's value shapes, its symbols, and the binding.
     symbolic_shapes: dict[str, list[Dim]] = field(default_factory=dict)
@@ -121,6 +139,9 @@ class TorchIR:
         doc = {"format": FORMAT, "version": VERSION, **asdict(self)}
         for transient in ("symbolic_shapes", "bound_symbols", "binding"):
             del doc[transient]
+        for spec in [*doc["inputs"], *(o for node in doc["nodes"] for o in node["outputs"])]:
+            if not spec["path"]:
+                del spec["path"]
         for node in doc["nodes"]:
             if not node["layouts"]:
                 del node["layouts"]
@@ -144,7 +165,7 @@ class TorchIR:
             return a
 
         def spec(t: TensorSpec) -> TensorSpec:
-            return TensorSpec(t.name, evaluate_shape(t.shape, values), t.dtype)
+            return TensorSpec(t.name, evaluate_shape(t.shape, values), t.dtype, t.path)
 
         nodes = [
             Node(
@@ -171,6 +192,11 @@ class TorchIR:
             outputs=[OutputSpec(o.name, o.value, evaluate_shape(o.shape, values), o.dtype) for o in self.outputs],
             producer=self.producer,
             auto_decomposed=self.auto_decomposed,
+            constant_inputs=self.constant_inputs,
+            call_args=self.call_args,
+            output_tree=self.output_tree,
+            dropped=self.dropped,
+            control_flow=self.control_flow,
             symbolic_shapes=self.value_shapes(),
             bound_symbols=list(self.symbols),
             binding=dict(values),
@@ -238,7 +264,10 @@ def _spec(doc: Any, where: str, symbols: set[str] | None = None) -> TensorSpec:
                 f"{where}: field 'shape' must list non-negative ints"
                 + (" or size expressions of the declared symbols" if symbols else "")
             )
-    return TensorSpec(_need(doc, "name", str, where), shape, _need(doc, "dtype", str, where))
+    path = doc.get("path", "")
+    if not isinstance(path, str):
+        raise TorchIRError(f"{where}: field 'path' must be a string")
+    return TensorSpec(_need(doc, "name", str, where), shape, _need(doc, "dtype", str, where), path)
 
 
 def _symbols(doc: Any, source: str) -> list[Symbol]:
@@ -359,6 +388,11 @@ def parse(doc: Any, source: str = FILENAME) -> TorchIR:
         symbols=symbols,
         specialized=list(doc.get("specialized", [])),
         sweep=list(doc.get("sweep", [])),
+        constant_inputs=list(doc.get("constant_inputs", [])),
+        call_args=list(doc.get("call_args", [])),
+        output_tree=dict(doc.get("output_tree", {})),
+        dropped=list(doc.get("dropped", [])),
+        control_flow=list(doc.get("control_flow", [])),
     )
     _check_wiring(ir, source)
     return ir

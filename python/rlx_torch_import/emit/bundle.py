@@ -83,9 +83,18 @@ def write_bundle(
                 "shape": list(spec.shape) if rlxmodel is not None else list(v.dims),
                 "dtype": program.carried_inputs.get(v.name, from_rlx(v.dtype)),
                 "rlx_dtype": from_rlx(v.dtype),
+                # where the tensor sits in the model's call: forward argument, then keys/positions
+                "path": spec.path or v.name,
             }
             for v, spec in zip(program.inputs, ir.inputs, strict=True)
         ],
+        # The example call's positional arguments, by forward's parameter names (BundleModel.call).
+        "call_args": list(ir.call_args),
+        # Python values of the model's call that torch.export baked into the graph.
+        "constant_inputs": list(ir.constant_inputs),
+        # The structure forward returns (leaves: {"output": name} for an entry of "outputs",
+        # {"constant": value, "name"} and {"size": expression, "name"} for Python values); {} = flat.
+        "output_tree": ir.output_tree,
         "outputs": [
             {
                 "name": o.name,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from dataclasses import dataclass
@@ -13,8 +14,10 @@ from torch.export.graph_signature import InputKind, OutputKind
 from .. import __version__
 from ..dtypes import torch_name
 from ..errors import ExportError, InputError
-from ..symbolic import Symbol, evaluate_shape, free_symbols, line_of, values_of
+from ..symbolic import Symbol, evaluate, evaluate_shape, free_symbols, line_of, values_of
 from ..torchir import LAYOUT_SENSITIVE, Node, OutputSpec, TensorSpec, TorchIR, WeightSpec, encode_float
+from .control_flow import inline_control_flow
+from .inputs import ModelInputs, path_name
 
 
 @dataclass
@@ -71,8 +74,45 @@ def _sym_text(value: Any, name: str, op: str) -> int | str:
     return str(expr)
 
 
-def _spec_of(name: str, val: Any, op: str = "graph input") -> TensorSpec:
-    return TensorSpec(name, [_sym_text(d, name, op) for d in val.shape], torch_name(val.dtype))
+def _spec_of(name: str, val: Any, op: str = "graph input", path: str = "") -> TensorSpec:
+    return TensorSpec(name, [_sym_text(d, name, op) for d in val.shape], torch_name(val.dtype), path)
+
+
+def data_dependent(val: Any) -> bool:
+    """A SymInt/SymFloat/SymBool whose value depends on tensor values (torch's unbacked `u0`, `zuf0`)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    return isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)) and bool(free_unbacked_symbols(val))
+
+
+# What `.item()` of each dtype gives, and what Python arithmetic on it computes in.
+_ITEM_OPS = {"aten.item.default", "aten._local_scalar_dense.default"}
+
+
+def _scalar_dtype(node: torch.fx.Node, val: Any) -> str:
+    """The dtype of the 0-d tensor carrying a data-dependent scalar: the tensor's own dtype for
+    `.item()` (its value exactly), else Python's: float64, int64 or bool."""
+    if _op_name(node.target) in _ITEM_OPS:
+        return torch_name(node.args[0].meta["val"].dtype)
+    return "bool" if isinstance(val, torch.SymBool) else "float64" if isinstance(val, torch.SymFloat) else "int64"
+
+
+def _only_checked(node: torch.fx.Node) -> bool:
+    """Every use of `node` is a runtime check (`_assert_scalar`)."""
+    return all(_op_name(u.target) in _SIZE_ASSERTS for u in node.users)
+
+
+def _dropped_check(node: torch.fx.Node, target: str) -> dict[str, Any]:
+    """The record of a runtime check left out of the graph, and why."""
+    message = next((a for a in node.args if isinstance(a, str)), "")
+    cond = node.args[0] if node.args else None
+    val = cond.meta.get("val") if isinstance(cond, torch.fx.Node) else cond
+    if data_dependent(val):
+        reason = "checks a value read from a tensor; an RLX graph cannot raise, so the check is not made"
+    else:
+        reason = "a size check torch.export proved for the example, enforced by the symbols' ranges at each binding"
+    return {"node": node.name, "target": target, "check": message.removeprefix("Runtime assertion failed for "),
+            "reason": reason}  # fmt: skip
 
 
 # torch.export's runtime checks on sizes (`torch._check`, range asserts): the binding checks
@@ -89,6 +129,8 @@ def _op_name(target: Any) -> str:
     """`aten.sym_size.int`, or `operator.mul` for a Python operator on SymInts."""
     if getattr(target, "__module__", None) in ("_operator", "operator"):
         return f"operator.{target.__name__}"
+    if getattr(target, "__module__", None) == "math":
+        return f"math.{target.__name__}"
     if getattr(target, "__module__", "").startswith("torch") and callable(target) and not hasattr(target, "_schema"):
         return f"{target.__module__}.{target.__name__}"
     return str(target)
@@ -116,6 +158,8 @@ class _ArgEncoder:
     def __call__(self, arg: Any) -> dict[str, Any]:
         if isinstance(arg, torch.fx.Node):
             val = arg.meta.get("val")
+            if data_dependent(val):  # a 0-d tensor (see `capture`)
+                return {"tensor": arg.name}
             if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
                 return {"sym": str(_sym_text(val, arg.name, _op_name(arg.target)))}
             return {"tensor": self.aliases.get(arg.name, arg.name)}
@@ -145,16 +189,50 @@ class _ArgEncoder:
         raise InputError(f"cannot record argument {arg!r} of type {type(arg).__name__} in torch-ir")
 
 
-def _output_names(flat_count: int, paths: list[str]) -> list[str]:
-    if flat_count == 1:
+def output_names(paths: list[tuple[Any, ...]]) -> list[str]:
+    """Public names of the flattened outputs, from their pytree key paths: `output` for a lone
+    value, `output_<i>` for position i of a returned tuple/list, dict keys and attribute names as
+    they are (`logits`), nested positions and keys joined by dots (`past_key_values.0.key`)."""
+    if len(paths) == 1 and not paths[0]:
         return ["output"]
     names = []
     for i, path in enumerate(paths):
-        clean = re.sub(r"[^A-Za-z0-9_]+", "_", path).strip("_") or str(i)
-        names.append(f"output_{clean}")
+        parts = [re.sub(r"[^A-Za-z0-9_-]+", "_", p).strip("_") or "_" for p in path_name(path).split(".")]
+        if path and isinstance(path[0], torch.utils._pytree.SequenceKey):
+            parts[0] = f"output_{parts[0]}"
+        names.append(".".join(parts) if path else f"output_{i}")
     if len(set(names)) != len(names):
-        names = [f"output_{i}" for i in range(flat_count)]
+        names = [f"output_{i}" for i in range(len(paths))]
     return names
+
+
+def output_tree(paths: list[tuple[Any, ...]], leaves: list[dict[str, Any]]) -> dict[str, Any]:
+    """The returned structure as JSON: `{"tuple": [...]}` for tuples/lists, `{"dict": {key: ...}}`
+    for dicts, dataclasses and model-output classes, and each leaf as given (`{"output": name}`,
+    `{"constant": value}`, `{"size": expr}`). Empty containers and Nones are not kept."""
+    if len(paths) == 1 and not paths[0]:
+        return leaves[0]
+    root: dict[str, Any] = {}
+    for path, leaf in zip(paths, leaves, strict=True):
+        node = root
+        for depth, key in enumerate(path):
+            seq = isinstance(key, torch.utils._pytree.SequenceKey)
+            kind, index = ("tuple", key.idx) if seq else ("dict", path_name((key,)))
+            if not node:
+                node[kind] = [] if seq else {}
+            children = node[next(iter(node))]
+            last = depth == len(path) - 1
+            if seq:
+                while len(children) <= index:
+                    children.append({})
+                if last:
+                    children[index] = leaf
+                node = children[index]
+            else:
+                if last:
+                    children[index] = leaf
+                node = children.setdefault(index, {})
+    return root
 
 
 MUTATED_PREFIX = "mutated_"
@@ -165,9 +243,9 @@ def mutation_output_name(input_name: str) -> str:
     return MUTATED_PREFIX + input_name
 
 
-def clone_inputs(example_inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+def clone_inputs(tensors: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
     """Private copies (same values, dtype, shape and, for dense tensors, strides)."""
-    return tuple(t.detach().clone() for t in example_inputs)
+    return tuple(t.detach().clone() for t in tensors)
 
 
 @dataclass
@@ -175,19 +253,23 @@ class EagerRun:
     """PyTorch's eager run, made on copies of the example inputs (the user's tensors are never run)."""
 
     outputs: Any
-    # The copies after the run: inputs the model writes in place hold the written values.
+    # The copies of the tensor inputs after the run: inputs the model writes in place hold the written values.
     inputs_after: tuple[torch.Tensor, ...]
-    # Whether the run wrote each input in place (its version counter moved, or its values changed).
+    # Whether the run wrote each tensor input in place (its version counter moved, or its values changed).
     mutated: tuple[bool, ...]
 
 
-def eager_outputs(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...]) -> EagerRun:
-    """The eager result that parity is judged against (computed once per conversion, on copies)."""
-    copies = clone_inputs(example_inputs)
+def eager_outputs(
+    model: torch.nn.Module, inputs: ModelInputs, tensors: tuple[torch.Tensor, ...] | None = None
+) -> EagerRun:
+    """The eager result that parity is judged against (computed once per conversion, on copies):
+    `model(*args, **kwargs)` of `inputs`, with `tensors` in place of its tensor leaves if given."""
+    given = inputs.tensors if tensors is None else tensors
+    copies = clone_inputs(given)
     versions = [t._version for t in copies]
     try:
         with torch.no_grad():
-            outputs = model(*copies)
+            outputs = inputs.call(model, copies)
     except Exception as e:  # the model's own error; torch.export traced it, eager did not run
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise InputError(
@@ -196,7 +278,7 @@ def eager_outputs(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ..
         ) from e
     mutated = tuple(
         after._version != v or not _same_values(after, before)
-        for after, before, v in zip(copies, example_inputs, versions, strict=True)
+        for after, before, v in zip(copies, given, versions, strict=True)
     )
     return EagerRun(outputs, copies, mutated)
 
@@ -217,7 +299,7 @@ _ERROR_CHECKS = {torch.ops.aten._linalg_check_errors.default}
 
 def capture(
     ep: torch.export.ExportedProgram,
-    example_inputs: tuple[torch.Tensor, ...],
+    example: ModelInputs,
     eager: EagerRun,
     *,
     name: str,
@@ -228,12 +310,14 @@ def capture(
 ) -> Captured:
     """ExportedProgram + eager run -> TorchIR, state_dict-keyed weights, reference tensors.
 
-    `example_inputs` are the inputs as they were before any run (saved as the reference
-    inputs). Every user input the model writes in place (torch.export's
+    `example` is the example call as it was before any run: its tensor leaves are saved as
+    the reference inputs, its other leaves (Python scalars, strings) were baked in by
+    torch.export and are recorded as `constant_inputs`. Every user input the model writes in place (torch.export's
     `USER_INPUT_MUTATION` outputs, or an input the eager run changed) becomes an extra
     output `mutated_<input>`, checked against the input's eager value after the run.
     Buffer mutations are not outputs.
     """
+    control_flow = inline_control_flow(ep.graph_module)
     graph = ep.graph_module.graph
     sig = ep.graph_signature
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
@@ -241,12 +325,22 @@ def capture(
     weights: list[WeightSpec] = []
     weight_tensors: dict[str, torch.Tensor] = {}
     kinds = {InputKind.PARAMETER: "parameter", InputKind.BUFFER: "buffer", InputKind.CONSTANT_TENSOR: "constant"}
+    constant_inputs: list[dict[str, Any]] = []
+    leaves = iter(zip(example.paths, example.leaves, strict=True))
     for node, spec in zip(placeholders, sig.input_specs, strict=True):
         if spec.kind == InputKind.USER_INPUT:
             val = node.meta.get("val")
-            if not isinstance(val, torch.Tensor):
-                raise InputError(f"graph input {node.name!r} is not a tensor ({type(val).__name__})")
-            inputs.append(_spec_of(node.name, val))
+            path, leaf = next(leaves, ("", None))
+            if isinstance(val, torch.Tensor):
+                inputs.append(_spec_of(node.name, val, path=path))
+            elif isinstance(leaf, (bool, int, float, str)) and not node.users:
+                constant_inputs.append({"path": path, "value": leaf})  # specialized by torch.export
+            else:
+                raise InputError(
+                    f"input {path or node.name} ({type(val).__name__}) is read by the graph as a value; only "
+                    "tensors can be inputs of the converted model",
+                    hint="pass it as a tensor, or make it a constant of the module",
+                )
         elif spec.kind in kinds:
             key = str(spec.target)
             tensor = ep.state_dict.get(key)
@@ -260,6 +354,7 @@ def capture(
         else:
             raise InputError(f"graph input {node.name!r} has kind {spec.kind.name}, which is not supported")
 
+    example_inputs = example.tensors
     symbols = _symbols(ep, inputs, example_inputs, requested or {})
     examples = values_of(symbols)
 
@@ -278,69 +373,124 @@ def capture(
     encode = _ArgEncoder(aliases)
 
     nodes: list[Node] = []
+    dropped: list[dict[str, Any]] = []
     for node in graph.nodes:
-        if node.op != "call_function" or node.target is operator.getitem:
-            continue
-        target, args = _op_name(node.target), list(node.args)
-        val = node.meta.get("val")
-        if target in _SIZE_ASSERTS or isinstance(val, (torch.SymBool, bool)):
-            continue
-        if isinstance(val, (torch.SymInt, torch.SymFloat, int)) and not isinstance(val, bool):
-            # A size computation: kept as a record; its uses carry the expression ({"sym": ...}).
-            text = _sym_text(val, node.name, target)
+        try:
+            if node.op != "call_function" or node.target is operator.getitem:
+                continue
+            target, args = _op_name(node.target), list(node.args)
+            val = node.meta.get("val")
+            if target in _SIZE_ASSERTS:
+                dropped.append(_dropped_check(node, target))
+                continue
+            if data_dependent(val) and not (isinstance(val, torch.SymBool) and _only_checked(node)):
+                # A value read from a tensor (`.item()`) or computed from one: a 0-d tensor in RLX.
+                # Used as a size it is refused where the size appears (an output shape with `u0`).
+                path, mtype = _module_info(node)
+                nodes.append(
+                    Node(
+                        name=node.name,
+                        target=target,
+                        args=[encode(a) for a in args],
+                        kwargs={k: encode(v) for k, v in node.kwargs.items()},
+                        outputs=[TensorSpec(node.name, [], _scalar_dtype(node, val))],
+                        module_path=path,
+                        module_type=mtype,
+                        source=_source_line(node),
+                    )
+                )
+                continue
+            if isinstance(val, (torch.SymBool, bool)):
+                continue
+            if isinstance(val, (torch.SymInt, torch.SymFloat, int)) and not isinstance(val, bool):
+                # A size computation: kept as a record; its uses carry the expression ({"sym": ...}).
+                text = _sym_text(val, node.name, target)
+                nodes.append(
+                    Node(
+                        name=node.name,
+                        target=target,
+                        args=[encode(a) for a in args],
+                        kwargs={},
+                        outputs=[],
+                        sym=str(text),
+                    )
+                )
+                continue
+            if node.target is torch.ops.higher_order.with_effects:
+                # (token, op, *args): an op torch.export orders by a token. A pure error check (linalg's
+                # singular-matrix check) has no result to compute: RLX does not raise, the values are the same.
+                # Any other op is kept under its own name, so the registry reports it as unsupported.
+                if args[1] in _ERROR_CHECKS:
+                    continue
+                target, args = f"{args[1]} (with_effects)", args[2:]
+            if isinstance(val, (tuple, list)):
+                outs = []
+                for i, v in enumerate(val):
+                    out_name = getitem_names.get((node.name, i), f"{node.name}.{i}")
+                    outs.append(
+                        _spec_of(out_name, v, target)
+                        if isinstance(v, torch.Tensor)
+                        else TensorSpec(out_name, [], "none")
+                    )
+            elif isinstance(val, torch.Tensor):
+                outs = [_spec_of(node.name, val, target)]
+            else:
+                outs = []
+            path, mtype = _module_info(node)
+            original = str(node.meta.get("original_aten") or "")
             nodes.append(
                 Node(
-                    name=node.name, target=target, args=[encode(a) for a in args], kwargs={}, outputs=[], sym=str(text)
+                    name=node.name,
+                    target=target,
+                    args=[encode(a) for a in args],
+                    kwargs={k: encode(v) for k, v in node.kwargs.items()},
+                    outputs=outs,
+                    module_path=path,
+                    module_type=mtype,
+                    source=_source_line(node),
+                    decomposed_from=original if original and original != str(node.target) else "",
+                    layouts=_layouts(node, aliases),
                 )
             )
-            continue
-        if node.target is torch.ops.higher_order.with_effects:
-            # (token, op, *args): an op torch.export orders by a token. A pure error check (linalg's
-            # singular-matrix check) has no result to compute: RLX does not raise, the values are the same.
-            # Any other op is kept under its own name, so the registry reports it as unsupported.
-            if args[1] in _ERROR_CHECKS:
-                continue
-            target, args = f"{args[1]} (with_effects)", args[2:]
-        if isinstance(val, (tuple, list)):
-            outs = []
-            for i, v in enumerate(val):
-                out_name = getitem_names.get((node.name, i), f"{node.name}.{i}")
-                outs.append(
-                    _spec_of(out_name, v, target) if isinstance(v, torch.Tensor) else TensorSpec(out_name, [], "none")
-                )
-        elif isinstance(val, torch.Tensor):
-            outs = [_spec_of(node.name, val, target)]
-        else:
-            outs = []
-        path, mtype = _module_info(node)
-        original = str(node.meta.get("original_aten") or "")
-        nodes.append(
-            Node(
-                name=node.name,
-                target=target,
-                args=[encode(a) for a in args],
-                kwargs={k: encode(v) for k, v in node.kwargs.items()},
-                outputs=outs,
-                module_path=path,
-                module_type=mtype,
-                source=_source_line(node),
-                decomposed_from=original if original and original != str(node.target) else "",
-                layouts=_layouts(node, aliases),
-            )
-        )
+        except InputError as e:
+            raise _at_module(e, node) from None
 
     out_node = next(n for n in graph.nodes if n.op == "output")
     returned = list(zip(out_node.args[0], sig.output_specs, strict=True))
     user_values = [a for a, s in returned if s.kind == OutputKind.USER_OUTPUT]
-    flat, _ = torch.utils._pytree.tree_flatten_with_path(eager.outputs)
-    eager_tensors = [v for _, v in flat]
-    if len(eager_tensors) != len(user_values) or not all(isinstance(t, torch.Tensor) for t in eager_tensors):
-        raise InputError("the model's outputs must be tensors (or nested tuples/lists/dicts of tensors)")
-    out_names = _output_names(len(flat), [torch.utils._pytree.keystr(p) for p, _ in flat])
+    flat = torch.utils._pytree.tree_flatten_with_path(eager.outputs)[0]
+    paths = [p for p, _ in flat]
+    names = output_names(paths)
+    for out_name, (_, leaf) in zip(names, flat, strict=True):
+        if not isinstance(leaf, (torch.Tensor, *PYTHON_OUTPUTS)):
+            raise InputError(
+                f"model output {out_name!r} is a {type(leaf).__name__}; outputs must be tensors or Python "
+                "bools/ints/floats/strings, nested in tuples, lists or dicts"
+            )
+    if len(flat) != len(user_values):
+        raise InputError(
+            f"eager PyTorch returns {len(flat)} output value(s), torch.export's graph {len(user_values)}",
+            hint="the model's outputs must be tensors or Python scalars (nested tuples/lists/dicts of them)",
+        )
     outputs = []
-    for out_name, value, tensor in zip(out_names, user_values, eager_tensors, strict=True):
+    leaves: list[dict[str, Any]] = []
+    eager_tensors: list[torch.Tensor] = []
+    out_names: list[str] = []
+    for out_name, value, (_, eager_value) in zip(names, user_values, flat, strict=True):
+        if isinstance(value, torch.fx.Node) and data_dependent(value.meta.get("val")):
+            # a Python value read from a tensor (`.item()`): computed by RLX as a 0-d tensor
+            dtype = _scalar_dtype(value, value.meta["val"])
+            outputs.append(OutputSpec(out_name, value.name, [], dtype))
+            leaves.append({"output": out_name, "python": type(eager_value).__name__})
+            eager_tensors.append(torch.tensor(eager_value, dtype=getattr(torch, dtype)))
+            out_names.append(out_name)
+            continue
+        if not isinstance(eager_value, torch.Tensor):
+            leaves.append({**_python_output(out_name, value, eager_value, examples), "name": out_name})
+            continue
         if not isinstance(value, torch.fx.Node):
             raise InputError(f"model output {out_name!r} is a constant, not computed from the inputs")
+        tensor = eager_value
         traced = value.meta.get("val")
         shape: list[Any] = list(tensor.shape)
         if isinstance(traced, torch.Tensor):
@@ -353,6 +503,10 @@ def capture(
                     hint="a torch decomposition disagrees with its kernel; try another --decomposition level",
                 )
         outputs.append(OutputSpec(out_name, encode(value)["tensor"], shape, torch_name(tensor.dtype)))
+        leaves.append({"output": out_name})
+        eager_tensors.append(tensor)
+        out_names.append(out_name)
+    tree = output_tree(paths, leaves) if leaves else {}
 
     # Inputs written in place, by torch.export's signature or by the eager run: the value the
     # graph records for the write (USER_INPUT_MUTATION), else the input itself as the lowering
@@ -383,8 +537,55 @@ def capture(
         auto_decomposed=list(auto_decomposed or []),
         symbols=symbols,
         specialized=_specialized(inputs, requested or {}, shape_log or []),
+        constant_inputs=constant_inputs,
+        call_args=list(example.arg_names),
+        output_tree=tree,
+        dropped=dropped,
+        control_flow=control_flow,
     )
     return Captured(ir, weight_tensors, reference)
+
+
+def _at_module(err: InputError, node: torch.fx.Node) -> InputError:
+    """`err` with the module path and source line of the node it arose at."""
+    path, _ = _module_info(node)
+    where = ", ".join(x for x in (f"module {path}" if path else "", _source_line(node)) if x)
+    if not where or where in err.message:
+        return err
+    return InputError(f"{err.message} [{where}]", hint=err.hint)
+
+
+# Python values a `forward` may return next to its tensors (torch.export keeps them as constants).
+PYTHON_OUTPUTS = (bool, int, float, str)
+
+
+def _python_output(name: str, value: Any, eager_value: Any, examples: dict[str, int]) -> dict[str, Any]:
+    """The output-tree leaf of a non-tensor output: `{"constant": v}` for a value torch.export
+    baked in, `{"size": expr, "example": v}` for an int computed from dynamic sizes. Raises
+    ExportError when the graph's value is not what eager PyTorch returned (the check by equality)."""
+    if isinstance(value, torch.fx.Node):
+        val = value.meta.get("val")
+        if not isinstance(val, (torch.SymInt, int)) or isinstance(val, bool):
+            raise InputError(
+                f"model output {name!r} is a {type(eager_value).__name__} computed from tensor values "
+                f"(node {value.name}, {_op_name(value.target)}); RLX returns tensors only",
+                hint="return it as a tensor (drop the .item() / bool(...) conversion)",
+            )
+        text = _sym_text(val, value.name, _op_name(value.target))
+        leaf: dict[str, Any] = (
+            {"constant": text} if isinstance(text, int) else {"size": str(text), "example": eager_value}
+        )
+        graph_value = text if isinstance(text, int) else int(evaluate(str(text), examples))
+    else:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError(f"model output {name!r} is the float {value}, which meta.json (strict JSON) cannot hold")
+        leaf, graph_value = {"constant": value}, value
+    if type(graph_value) is not type(eager_value) or graph_value != eager_value:
+        raise ExportError(
+            f"model output {name!r}: torch.export's graph returns {graph_value!r}, eager PyTorch {eager_value!r}",
+            hint="the value depends on something torch.export fixed while tracing",
+        )
+    return leaf
 
 
 def _symbols(
@@ -488,7 +689,7 @@ SWEEP_SEED = 0
 
 
 def sweep_references(
-    model: torch.nn.Module, ir: TorchIR, example_inputs: tuple[torch.Tensor, ...], reference: dict[str, torch.Tensor]
+    model: torch.nn.Module, ir: TorchIR, example: ModelInputs, reference: dict[str, torch.Tensor]
 ) -> None:
     """Record the sweep points of a dynamic program in `ir.sweep`, and each point's inputs and
     eager outputs in `reference` (`sweep.<i>.input.<name>`, `sweep.<i>.output.<name>`).
@@ -498,6 +699,7 @@ def sweep_references(
     point is recorded, and that point then fails verification."""
     from ..symbolic import sweep_points
 
+    example_inputs = example.tensors
     ir.sweep = []
     for i, point in enumerate(sweep_points(ir.symbols)):
         gen = torch.Generator().manual_seed(SWEEP_SEED)
@@ -508,13 +710,16 @@ def sweep_references(
         )
         entry: dict[str, Any] = {"label": point.label, "binding": point.binding}
         try:
-            run = eager_outputs(model, inputs)
+            run = eager_outputs(model, example, inputs)
         except InputError as e:
             entry["error"] = e.message
             ir.sweep.append(entry)
             continue
-        flat = [t for t in torch.utils._pytree.tree_leaves(run.outputs)]
-        by_name = dict(zip([o.name for o in ir.outputs], flat, strict=False))
+        flat = torch.utils._pytree.tree_flatten_with_path(run.outputs)[0]
+        by_name = dict(zip(output_names([p for p, _ in flat]), [v for _, v in flat], strict=False))
+        values = {k: v for k, v in by_name.items() if isinstance(v, PYTHON_OUTPUTS)}
+        if values:
+            entry["values"] = values
         for spec, after in zip(ir.inputs, run.inputs_after, strict=True):
             by_name.setdefault(mutation_output_name(spec.name), after)
         for spec, t in zip(ir.inputs, inputs, strict=True):

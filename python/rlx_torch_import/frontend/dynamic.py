@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ..errors import InputError
+from .inputs import ModelInputs
 
 # `x:0=batch:1:64`, `x:0=batch`, `x:0=batch:1:`, `x:1=auto`, `x:1=dynamic`
 _CLI = re.compile(
@@ -67,9 +68,10 @@ def parse_cli(items: Sequence[str]) -> dict[str, dict[int, Any]] | None:
     return spec
 
 
-def by_input_name(model: torch.nn.Module, spec: Any, count: int) -> Any:
+def by_input_name(model: torch.nn.Module, spec: Any, count: int, keywords: Sequence[str] = ()) -> Any:
     """`spec` keyed by graph input names (`x`, or `args_0` for `forward(*args)`, as torch.export
-    names them) in the form torch.export takes; any other spec is returned as it is."""
+    names them) in the form torch.export takes; any other spec is returned as it is. `count`
+    positional arguments and the `keywords` arguments are passed."""
     if not isinstance(spec, dict) or not isinstance(model, torch.nn.Module):
         return spec
     params = inspect.signature(model.forward).parameters
@@ -78,8 +80,9 @@ def by_input_name(model: torch.nn.Module, spec: Any, count: int) -> Any:
         for n, p in params.items()
         if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     ]
-    if all(k in positional[:count] for k in spec):  # torch wants every input named: the rest static
-        return {n: spec.get(n) for n in positional[:count]}
+    passed = [*positional[:count], *keywords]
+    if all(k in passed for k in spec):  # torch wants every input named: the rest static
+        return {n: spec.get(n) for n in passed}
     entries: list[Any] = []
     position = 0
     for name, param in params.items():
@@ -116,14 +119,16 @@ def input_names(model: torch.nn.Module, count: int) -> list[str]:
     return names
 
 
-def check_axes(model: torch.nn.Module, spec: Any, inputs: tuple[torch.Tensor, ...]) -> None:
-    """Refuse, before torch.export, a dynamic axis an example input does not have, and a named Dim
-    whose example size is 0 or 1 (torch always specializes those sizes)."""
+def check_axes(model: torch.nn.Module, spec: Any, inputs: ModelInputs) -> None:
+    """Refuse, before torch.export, a dynamic axis an example tensor argument does not have, and a
+    named Dim whose example size is 0 or 1 (torch always specializes those sizes). Tensors nested
+    inside an argument are left to torch.export's own checks."""
     if spec is None or not isinstance(model, torch.nn.Module):
         return  # nothing dynamic; a non-module is refused by the export
-    names = input_names(model, len(inputs))
-    shapes = dict(zip(names, (tuple(t.shape) for t in inputs), strict=False))
-    for (name, axis), label in requested_axes(model, spec, names).items():
+    names = input_names(model, len(inputs.args))
+    shapes = {n: tuple(a.shape) for n, a in zip(names, inputs.args, strict=False) if isinstance(a, torch.Tensor)}
+    shapes.update({k: tuple(v.shape) for k, v in inputs.kwargs.items() if isinstance(v, torch.Tensor)})
+    for (name, axis), label in requested_axes(model, spec, list(shapes)).items():
         shape = shapes.get(name)
         if shape is None:
             continue
@@ -177,14 +182,15 @@ def requested_axes(
         by_param = list(dynamic_shapes)
     else:
         raise InputError(f"dynamic_shapes must be a dict or a tuple, got {type(dynamic_shapes).__name__}")
-    per_input: list[Any] = []
-    for param, entry in zip(params.values(), by_param, strict=False):
+    entries: dict[str, Any] = {}
+    for (name, param), entry in zip(params.items(), by_param, strict=False):
         if param.kind == inspect.Parameter.VAR_POSITIONAL:  # *args: one entry per remaining input
-            per_input.extend(entry or [])
+            entries.update({f"{name}_{i}": e for i, e in enumerate(entry or [])})
         else:
-            per_input.append(entry)
+            entries[name] = entry
     found: dict[tuple[str, int], str] = {}
-    for name, entry in zip(input_names, per_input, strict=False):
+    for name in input_names:  # a tensor nested in an argument (`d_a`) is not looked up here
+        entry = entries.get(name)
         if entry is None:
             continue
         items = (

@@ -69,24 +69,6 @@ def decomposition_table(level: str) -> dict[Any, Any] | None:
     return table
 
 
-def check_example_inputs(example_inputs: Any) -> tuple[Any, ...]:
-    """Normalize example inputs to a tuple of tensors, or say which one is wrong."""
-    if isinstance(example_inputs, torch.Tensor):
-        example_inputs = (example_inputs,)
-    if not isinstance(example_inputs, (tuple, list)):
-        raise InputError(
-            f"example_inputs must be a tensor or a tuple of tensors, got {type(example_inputs).__name__}",
-            hint="pass e.g. (torch.randn(1, 16),)",
-        )
-    for i, value in enumerate(example_inputs):
-        if not isinstance(value, torch.Tensor):
-            raise InputError(
-                f"example_inputs[{i}] is a {type(value).__name__}, not a torch.Tensor",
-                hint="every example input must be a tensor; bake Python constants into the module",
-            )
-    return tuple(example_inputs)
-
-
 def _user_frame(exc: BaseException) -> str:
     """` at file.py:12 (code)` for the innermost frame of the user's own code, if any."""
     import traceback
@@ -151,10 +133,24 @@ def _shape_log(sink: list[str] | None) -> Iterator[None]:
         logger.handlers = saved[2]
 
 
+def _library_pytrees() -> None:
+    """Let torch.export flatten the containers a model library returns: Hugging Face's
+    `DynamicCache` (the `past_key_values` of a causal LM), through transformers' own
+    `register_dynamic_cache_export_support`. Only when transformers is already imported."""
+    if "transformers" not in sys.modules:
+        return
+    try:
+        from transformers.integrations.executorch import register_dynamic_cache_export_support
+    except ImportError:  # an older transformers: its caches stay unknown to torch's pytree
+        return
+    register_dynamic_cache_export_support()
+
+
 def export_program(
     model: torch.nn.Module,
-    example_inputs: Sequence[torch.Tensor],
+    example_inputs: Sequence[Any],
     *,
+    kwargs: dict[str, Any] | None = None,
     decomposition: str = "high",
     dynamic_shapes: Any = None,
     strict: bool = False,
@@ -167,6 +163,7 @@ def export_program(
     if not isinstance(model, torch.nn.Module):
         raise InputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     model.eval()
+    _library_pytrees()
     chatter = io.StringIO()  # torch prints graph dumps while failing; our error says it once
     try:
         with (
@@ -176,7 +173,9 @@ def export_program(
             contextlib.redirect_stderr(chatter),
             _shape_log(shape_log),
         ):
-            ep = torch.export.export(model, tuple(example_inputs), dynamic_shapes=dynamic_shapes, strict=strict)
+            ep = torch.export.export(
+                model, tuple(example_inputs), kwargs=kwargs or None, dynamic_shapes=dynamic_shapes, strict=strict
+            )
         sys.stderr.write(chatter.getvalue())
     except Exception as e:  # torch raises many types here; all become one ExportError
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

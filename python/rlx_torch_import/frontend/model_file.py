@@ -17,8 +17,10 @@ def _where(exc: BaseException, path: Path) -> str:
     return f" (line {frames[-1].lineno}: {frames[-1].line})" if frames else ""
 
 
-def load_model_file(path: str | Path) -> tuple[Any, Any]:
-    """Run the file and return `(model, example_inputs)`, or raise ModelLoadError saying why not."""
+def load_model_file(path: str | Path) -> tuple[Any, Any, dict[str, Any] | None]:
+    """Run the file and return `(model, example_inputs, example_kwargs)`, or raise ModelLoadError
+    saying why not. `example_kwargs` (keyword arguments of the call) is optional: a module-level
+    `example_kwargs`, or a third item returned by get_model()/build()."""
     import torch
 
     path = Path(path)
@@ -41,11 +43,12 @@ def load_model_file(path: str | Path) -> tuple[Any, Any]:
                 result = namespace[factory]()
             except Exception as e:
                 raise ModelLoadError(f"{path}: {factory}() raised {type(e).__name__}: {e}{_where(e, path)}") from e
-            if not (isinstance(result, tuple) and len(result) == 2):
+            if not (isinstance(result, tuple) and len(result) in (2, 3)):
                 raise ModelLoadError(
-                    f"{path}: {factory}() returned {type(result).__name__}, expected (model, example_inputs)"
+                    f"{path}: {factory}() returned {type(result).__name__}, expected (model, example_inputs) "
+                    "or (model, example_inputs, example_kwargs)"
                 )
-            model, example_inputs = result
+            model, example_inputs, kwargs = result if len(result) == 3 else (*result, None)
             break
     else:
         missing = [n for n in ("model", "example_inputs") if n not in namespace]
@@ -56,9 +59,12 @@ def load_model_file(path: str | Path) -> tuple[Any, Any]:
                 "function returning (model, example_inputs)",
             )
         model, example_inputs = namespace["model"], namespace["example_inputs"]
+        kwargs = namespace.get("example_kwargs")
     if not isinstance(model, torch.nn.Module):
         raise ModelLoadError(
             f"{path}: `model` is a {type(model).__name__}, not a torch.nn.Module",
             hint="instantiate the module: model = MyNet(), not model = MyNet",
         )
-    return model, example_inputs
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise ModelLoadError(f"{path}: `example_kwargs` is a {type(kwargs).__name__}, not a dict")
+    return model, example_inputs, kwargs

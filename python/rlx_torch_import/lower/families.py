@@ -17,8 +17,10 @@ NAMES = (
     "moe",
     "norm",
     "pool",
+    "prims",
     "reduce",
     "rnn",
+    "scalars",
     "shape",
 )
 

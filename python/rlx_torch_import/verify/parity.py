@@ -364,6 +364,9 @@ class ParityReport:
     # The sizes the symbolic graph was generalized from, and sweep points whose own lowering differs.
     probes: list[dict[str, int]] = field(default_factory=list)
     unreproduced: list[dict[str, int]] = field(default_factory=list)
+    # What the front end fixed or left out (torch-ir `constant_inputs`, `control_flow`, `dropped`):
+    # one line each, e.g. "input scale = 3.0 baked in", "cond: both branches inlined; ...".
+    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         def clean(x: Any) -> Any:
@@ -385,6 +388,7 @@ class ParityReport:
         lines = [f"{head} {self.name} ({self.decomposition}) -> {self.out_dir}"]
         if self.auto_decomposed_ops:
             lines.append(f"  auto-decomposed: {', '.join(self.auto_decomposed_ops)}")
+        lines += [f"  note: {n}" for n in self.notes]
         for o in self.outputs:
             mark = "ok " if o.ok else "BAD"
             lines.append(
@@ -413,6 +417,8 @@ class ParityReport:
             f"Verdict: **{'PASS' if self.ok else 'FAIL' if self.verified else 'not verified'}** "
             f"(decomposition `{self.decomposition}`, torch {self.torch_version}, RLX {self.rlx_version})\n\n"
             + (f"Auto-decomposed: {', '.join(self.auto_decomposed_ops)}\n\n" if self.auto_decomposed_ops else "")
+            + "".join(f"- {n}\n" for n in self.notes)
+            + ("\n" if self.notes else "")
             + "| output | verdict | dtype shape | max abs | allowed abs | max rel | cosine | differing elements "
             "| reasons |\n"
             "|---|---|---|---|---|---|---|---|---|\n" + rows + "\n" + self._sweep_markdown()

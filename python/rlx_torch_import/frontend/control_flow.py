@@ -1,0 +1,189 @@
+"""Inline torch.export's control-flow operators into the top-level FX graph, before capture.
+
+- `torch.ops.higher_order.cond(pred, true_fn, false_fn, operands)`: both branches are
+  inlined and each output becomes `aten.where.self(pred, true_out, false_out)`. This is
+  RLX's own meaning of `Op::If` (rlx-autodiff `control_flow::inline_if`: both branches
+  inlined, one `Where` selects), written in ops the registry already lowers. A predicate
+  torch.export already knows (a Python bool) keeps only the taken branch.
+- `torch.ops.higher_order.map_impl(body, xs, args)`: unrolled over the leading dim of
+  `xs` (`select` each step, `stack` the results), which must be static.
+- `torch.ops.higher_order.scan(combine, init, xs, additional_inputs)`: unrolled the same
+  way, the carry threaded from step to step; returns the final carry and stacked outputs.
+- `torch.ops.higher_order.while_loop`: refused (its trip count depends on tensor values;
+  RLX's `While` returns only its first carried value).
+
+Each inlined operator is recorded (`TorchIR.control_flow`) so the report says what was done.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+from torch import fx
+
+from ..errors import InputError
+
+aten = torch.ops.aten
+
+
+def _hop(name: str) -> Any:
+    return getattr(torch.ops.higher_order, name, None)
+
+
+def _where(node: fx.Node) -> str:
+    stack = node.meta.get("stack_trace") or ""
+    lines = [line.strip() for line in stack.splitlines() if line.strip().startswith("File")]
+    return f" ({lines[-1]})" if lines else ""
+
+
+def _new(graph: fx.Graph, target: Any, args: tuple[Any, ...], like: fx.Node | None = None) -> fx.Node:
+    """A call_function node with its fake value computed from its arguments' fake values."""
+    node = graph.call_function(target, args)
+
+    def val(a: Any) -> Any:
+        if isinstance(a, fx.Node):
+            return a.meta["val"]
+        if isinstance(a, (list, tuple)):
+            return type(a)(val(x) for x in a)
+        return a
+
+    node.meta["val"] = target(*val(args))
+    if like is not None:
+        for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
+            if key in like.meta:
+                node.meta[key] = like.meta[key]
+    return node
+
+
+def _inline(graph: fx.Graph, sub: fx.GraphModule, operands: list[Any]) -> list[Any]:
+    """Copy `sub`'s nodes into `graph` (before the current insertion point) with its
+    placeholders bound to `operands`; returns what `sub` returns, flattened."""
+    env: dict[fx.Node, Any] = {}
+    placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(operands):
+        raise InputError(f"a control-flow body takes {len(placeholders)} inputs but is given {len(operands)}")
+    env.update(zip(placeholders, operands, strict=True))
+    result: list[Any] = []
+    for n in sub.graph.nodes:
+        if n.op == "placeholder":
+            continue
+        if n.op == "output":
+            out = n.args[0]
+            flat = list(out) if isinstance(out, (list, tuple)) else [out]
+            result = [env[a] if isinstance(a, fx.Node) else a for a in flat]
+            continue
+        if n.op == "get_attr":
+            raise InputError(f"a control-flow body reads attribute {n.target!r}; only tensors passed in are supported")
+        env[n] = graph.node_copy(n, lambda a: env[a])
+    return result
+
+
+def _replace_results(node: fx.Node, results: list[Any]) -> None:
+    """Point each `getitem(node, i)` at `results[i]` and remove `node`."""
+    for user in list(node.users):
+        if user.op == "call_function" and user.target is operator.getitem:
+            value = results[user.args[1]]
+            if not isinstance(value, fx.Node):
+                raise InputError(f"{node.name}: output {user.args[1]} is a constant {value!r}, not a tensor")
+            user.replace_all_uses_with(value)
+            user.graph.erase_node(user)
+        else:
+            raise InputError(f"{node.name}: its result is used whole by {user.name}; expected per-output getitems")
+    node.graph.erase_node(node)
+
+
+def _leading(node: fx.Node, xs: list[fx.Node], kind: str) -> int:
+    sizes = {x.meta["val"].shape[0] for x in xs}
+    if len(sizes) != 1:
+        raise InputError(
+            f"{kind} (node {node.name}): its inputs have different leading sizes {sorted(map(str, sizes))}"
+        )
+    (size,) = sizes
+    if not isinstance(size, int):
+        raise InputError(
+            f"{kind} (node {node.name}{_where(node)}) runs over a dynamic leading dim ({size}); it is unrolled at "
+            "conversion, so that dim must be static",
+            hint="make the mapped/scanned dim static in dynamic_shapes",
+        )
+    return size
+
+
+def inline_control_flow(gm: fx.GraphModule) -> list[dict[str, Any]]:
+    """Inline every cond / map / scan of `gm` (and of its bodies, innermost first) in place.
+
+    Returns one record per inlined operator: {"node", "kind", "how"}. Raises InputError for
+    while_loop and for forms that cannot be unrolled (a dynamic leading dim)."""
+    records: list[dict[str, Any]] = []
+    for child in list(gm.children()):
+        if isinstance(child, fx.GraphModule):
+            records += inline_control_flow(child)
+    graph = gm.graph
+    for node in list(graph.nodes):
+        if node.op != "call_function":
+            continue
+        if node.target is _hop("cond"):
+            pred, true_g, false_g, operands = node.args[:4]
+            branches = [getattr(gm, g.target) for g in (true_g, false_g)]
+            with graph.inserting_before(node):
+                if isinstance(pred, bool) or (isinstance(pred, fx.Node) and isinstance(pred.meta.get("val"), bool)):
+                    taken = pred if isinstance(pred, bool) else pred.meta["val"]
+                    results = _inline(graph, branches[0 if taken else 1], list(operands))
+                    how = f"predicate known at conversion ({taken}): the {'true' if taken else 'false'} branch"
+                else:
+                    if not isinstance(pred, fx.Node) or not isinstance(pred.meta.get("val"), torch.Tensor):
+                        raise InputError(
+                            f"torch.cond (node {node.name}{_where(node)}) has a predicate computed from sizes "
+                            f"({pred}); only a tensor predicate or a constant is supported",
+                            hint="compute the predicate as a tensor, or branch in Python on the static size",
+                        )
+                    outs_t = _inline(graph, branches[0], list(operands))
+                    outs_f = _inline(graph, branches[1], list(operands))
+                    results = [
+                        _new(graph, aten.where.self, (pred, t, f), node) for t, f in zip(outs_t, outs_f, strict=True)
+                    ]
+                    how = "both branches inlined; each output selected by aten.where on the predicate (RLX If)"
+            _replace_results(node, results)
+            records.append({"node": node.name, "kind": "cond", "how": how})
+        elif node.target is _hop("map_impl"):
+            body_g, xs, args = node.args[:3]
+            body = getattr(gm, body_g.target)
+            steps = _leading(node, list(xs), "map")
+            with graph.inserting_before(node):
+                per_step = []
+                for i in range(steps):
+                    sliced = [_new(graph, aten.select.int, (x, 0, i), node) for x in xs]
+                    per_step.append(_inline(graph, body, [*sliced, *args]))
+                results = [
+                    _new(graph, aten.stack.default, (list(outs), 0), node) for outs in zip(*per_step, strict=True)
+                ]
+            _replace_results(node, results)
+            records.append({"node": node.name, "kind": "map", "how": f"unrolled over {steps} steps, results stacked"})
+        elif node.target is _hop("scan"):
+            combine_g, init, xs, extra = node.args[:4]
+            body = getattr(gm, combine_g.target)
+            steps = _leading(node, list(xs), "scan")
+            with graph.inserting_before(node):
+                carry, ys = list(init), []
+                for t in range(steps):
+                    sliced = [_new(graph, aten.select.int, (x, 0, t), node) for x in xs]
+                    outs = _inline(graph, body, [*carry, *sliced, *extra])
+                    carry, step_ys = outs[: len(init)], outs[len(init) :]
+                    ys.append(step_ys)
+                stacked = [_new(graph, aten.stack.default, (list(y), 0), node) for y in zip(*ys, strict=True)]
+            _replace_results(node, [*carry, *stacked])
+            records.append({"node": node.name, "kind": "scan", "how": f"unrolled over {steps} steps, carry threaded"})
+        elif node.target is _hop("while_loop"):
+            raise InputError(
+                f"torch.while_loop (node {node.name}{_where(node)}): its trip count depends on tensor values; RLX "
+                "compiles a fixed graph and its While op returns only the first carried value, so a while_loop is "
+                "not converted",
+                hint="use a loop with a static trip count (a Python for loop, or torch.scan)",
+            )
+    for node in list(graph.nodes):  # the bodies' get_attr nodes, now unused
+        if node.op == "get_attr" and not node.users:
+            graph.erase_node(node)
+    graph.lint()
+    gm.recompile()
+    return records

@@ -1,0 +1,164 @@
+"""Models called the way people call them: keyword and nested inputs, Python values among the
+inputs and the outputs, verified against PyTorch (issue 11)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.export import Dim
+
+import rlx_torch_import as rti
+
+
+class Nested(nn.Module):
+    """A dict and a list of tensors, a float and a str baked in, an optional keyword tensor;
+    returns a dict holding a tuple, a list, an int and a bool next to tensors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x, d, xs, scale=2.0, mode="add", mask=None):
+        y = self.lin(x * scale + d["a"] - d["b"]) + xs[0] - xs[1]
+        y = y + 1 if mode == "add" else y - 1
+        if mask is not None:
+            y = y * mask
+        return {"out": y, "pair": (y.sum(), [y.relu()]), "rows": x.shape[0], "flag": True, "ratio": 0.5}
+
+
+def _nested_call() -> tuple[tuple, dict]:
+    torch.manual_seed(0)
+    args = (torch.randn(2, 3), {"a": torch.randn(2, 3), "b": torch.randn(3)}, [torch.randn(3), torch.randn(2, 3)])
+    return args, {"scale": 3.0, "mode": "add", "mask": (torch.rand(2, 3) > 0.3).float()}
+
+
+def test_dict_list_keyword_and_python_values(tmp_path) -> None:
+    model = Nested().eval()
+    args, kwargs = _nested_call()
+    report = rti.from_torch(model, args, tmp_path, kwargs=kwargs)
+    assert report.ok, report.summary()
+    names = [o.name for o in report.outputs]
+    assert names == ["out", "pair.0", "pair.1.0", "rows", "flag", "ratio"]
+    meta = json.loads((tmp_path / "bundle" / "meta.json").read_text())
+    assert [(i["name"], i["path"]) for i in meta["inputs"]] == [
+        ("x", "x"), ("d_a", "d.a"), ("d_b", "d.b"), ("xs_0", "xs.0"), ("xs_1", "xs.1"), ("mask", "mask"),
+    ]  # fmt: skip
+    assert meta["constant_inputs"] == [{"path": "scale", "value": 3.0}, {"path": "mode", "value": "add"}]
+    assert meta["call_args"] == ["x", "d", "xs"]
+    assert meta["output_tree"]["dict"]["rows"] == {"constant": 2, "name": "rows"}
+
+    # The bundle called like the model: nested numpy inputs in, forward's structure out.
+    bundle = rti.BundleModel(tmp_path / "bundle")
+    np_args = (args[0].numpy(), {k: v.numpy() for k, v in args[1].items()}, [t.numpy() for t in args[2]])
+    got = bundle.call(*np_args, mask=kwargs["mask"].numpy())
+    with torch.no_grad():
+        want = model(*args, **kwargs)
+    assert set(got) == {"out", "pair", "rows", "flag", "ratio"}
+    np.testing.assert_allclose(got["out"], want["out"].numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["pair"][1][0], want["pair"][1][0].numpy(), rtol=1e-5, atol=1e-6)
+    assert (got["rows"], got["flag"], got["ratio"]) == (2, True, 0.5)
+    # run() takes inputs by name or by path
+    by_path = bundle.run({"x": np_args[0], "d.a": np_args[1]["a"], "d.b": np_args[1]["b"], "xs.0": np_args[2][0],
+                          "xs.1": np_args[2][1], "mask": kwargs["mask"].numpy()})  # fmt: skip
+    np.testing.assert_array_equal(by_path["out"], got["out"])
+    with pytest.raises(rti.InputError, match=r"missing input 'xs\.1'"):
+        bundle.call(np_args[0], np_args[1], np_args[2][:1], mask=kwargs["mask"].numpy())
+
+
+def test_hugging_face_keywords(tmp_path) -> None:
+    """A causal LM called as Hugging Face models are: input_ids and attention_mask keywords, a
+    padded row, a dynamic sequence length; every output (logits and the cache's tensors) verified
+    at the example and at each sweep point, named by its path."""
+    T = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64,
+    )  # fmt: skip
+    model = T.LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(0, 128, (2, 8))
+    mask = torch.ones(2, 8, dtype=torch.int64)
+    mask[1, :3] = 0  # left padding
+    seq = Dim("seq", min=2, max=32)
+    report = rti.from_torch(
+        model, (), tmp_path, kwargs={"input_ids": ids, "attention_mask": mask},
+        dynamic_shapes={"input_ids": {1: seq}, "attention_mask": {1: seq}},
+    )  # fmt: skip
+    assert report.ok, report.summary()
+    assert len(report.sweep) == 4 and all(row.ok for row in report.sweep)
+    names = [o.name for o in report.outputs]
+    assert names[0] == "logits" and len(names) == 1 + 2 * cfg.num_hidden_layers
+    ids, mask = torch.randint(0, 128, (2, 13)), torch.ones(2, 13, dtype=torch.int64)
+    mask[0, :5] = 0
+    got = rti.BundleModel(tmp_path / "bundle").call(input_ids=ids.numpy(), attention_mask=mask.numpy())
+    with torch.no_grad():
+        want = model(input_ids=ids, attention_mask=mask).logits
+    np.testing.assert_allclose(got["logits"], want.numpy(), rtol=1e-4, atol=1e-4)
+
+
+class SizeOut(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+        return x.relu(), x.shape[0] * 2 + 1, x.shape[1]
+
+
+def test_size_outputs_follow_the_binding(tmp_path) -> None:
+    """An int computed from a dynamic size is an output checked by equality at every sweep point."""
+    report = rti.from_torch(
+        SizeOut(), (torch.randn(4, 3),), tmp_path, dynamic_shapes={"x": {0: Dim("n", min=2, max=9)}}
+    )
+    assert report.ok, report.summary()
+    assert report.sweep and all(any(o.name == "output_1" and o.ok for o in row.outputs) for row in report.sweep)
+    bundle = rti.BundleModel(tmp_path / "bundle")
+    assert bundle.call(np.ones((7, 3), np.float32))[1:] == (15, 3)
+    assert bundle.values({"n": 5}) == {"output_1": 11, "output_2": 3}
+
+
+def test_model_file_with_example_kwargs(tmp_path) -> None:
+    src = tmp_path / "kw.py"
+    src.write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x, *, bias, scale=1.0):\n"
+        "        return {'y': x * scale + bias}\n"
+        "model = M()\n"
+        "example_inputs = (torch.randn(2, 3),)\n"
+        "example_kwargs = {'bias': torch.randn(3), 'scale': 0.5}\n"
+    )
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "rlx_torch_import.cli", str(src), "-o", str(out), "--quiet"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    meta = json.loads((out / "bundle" / "meta.json").read_text())
+    assert [i["path"] for i in meta["inputs"]] == ["x", "bias"] and meta["outputs"][0]["name"] == "y"
+
+
+def test_unsupported_leaf_is_named(tmp_path) -> None:
+    with pytest.raises(rti.InputError, match=r"input xs\.1 is a ndarray"):
+        rti.from_torch(Nested(), (torch.randn(2, 3), {}, [torch.randn(3), np.zeros(3)]), tmp_path / "o")
+
+
+class ItemOut(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, float, int, bool]:
+        return x.relu(), x.sum().item(), (x > 0).sum().item(), (x > 2).any().item()
+
+
+def test_python_values_read_from_tensors_are_outputs(tmp_path) -> None:
+    """`.item()` results returned by forward: computed by RLX (0-d), compared with eager, returned as Python values."""
+    torch.manual_seed(0)
+    report = rti.from_torch(ItemOut(), (torch.randn(3, 4),), tmp_path)
+    assert report.ok, report.summary()
+    assert [o.dtype for o in report.outputs] == ["float32", "float32", "int64", "bool"]
+    x = torch.randn(3, 4) * 2
+    got = rti.BundleModel(tmp_path / "bundle").call(x.numpy())
+    want = ItemOut()(x)
+    assert isinstance(got[1], float) and got[1] == pytest.approx(want[1], abs=1e-5)  # float32 sums in another order
+    assert (got[2], got[3]) == want[2:] and isinstance(got[2], int) and isinstance(got[3], bool)

@@ -1,0 +1,175 @@
+"""Control flow torch.export keeps (cond, map, scan) and data-dependent values (`.item()`, shape
+asserts), verified against PyTorch (issue 11)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from functorch.experimental.control_flow import map as torch_map
+from torch import nn
+
+import rlx_torch_import as rti
+
+
+class Branchy(nn.Module):
+    """torch.cond on a tensor predicate; the true branch uses a weight, the false one does not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, lambda x: self.lin(x).relu(), lambda x: x.sin() * 2 - 1, (x,))
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["true_branch_example", "false_branch_example"])
+def test_cond_verifies_on_both_branches(sign: float, tmp_path) -> None:
+    torch.manual_seed(0)
+    model = Branchy().eval()
+    example = torch.rand(3, 4) * sign
+    report = rti.from_torch(model, (example,), tmp_path)
+    assert report.ok, report.summary()
+    ir = json.loads((tmp_path / "torch-ir.json").read_text())
+    assert [c["kind"] for c in ir["control_flow"]] == ["cond"]
+    assert not any("cond" in n["target"] for n in ir["nodes"])
+    # The same bundle on an input taking the other branch.
+    bundle = rti.BundleModel(tmp_path / "bundle")
+    for x in (torch.rand(3, 4), -torch.rand(3, 4)):
+        got = bundle.run([x.numpy()])["output"]
+        with torch.no_grad():
+            np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+class MultiOut(nn.Module):
+    """A cond with two outputs of different dtypes and a closure over a second input."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        def yes(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return x + y, (x > 0).long().sum(0)
+
+        def no(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return x * y, (y > 0).long().sum(0)
+
+        return torch.cond(y.mean() > x.mean(), yes, no, (x, y))
+
+
+def test_cond_with_two_outputs(tmp_path) -> None:
+    torch.manual_seed(1)
+    x, y = torch.randn(3, 5), torch.randn(3, 5) + 1
+    report = rti.from_torch(MultiOut(), (x, y), tmp_path)
+    assert report.ok, report.summary()
+    bundle = rti.BundleModel(tmp_path / "bundle")
+    got = bundle.run([y.numpy(), x.numpy()])  # swapped: the other branch
+    want = MultiOut()(y, x)
+    np.testing.assert_allclose(got["output_0"], want[0].numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(got["output_1"], want[1].numpy())
+
+
+class Mapped(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 2)
+
+    def forward(self, xs: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return torch_map(lambda x, b: self.lin(x).tanh() + b, xs, bias)
+
+
+def test_map(tmp_path) -> None:
+    torch.manual_seed(0)
+    report = rti.from_torch(Mapped().eval(), (torch.randn(5, 3, 4), torch.randn(2)), tmp_path)
+    assert report.ok, report.summary()
+    ir = json.loads((tmp_path / "torch-ir.json").read_text())
+    assert ir["control_flow"] == [{"node": "map_impl", "kind": "map", "how": "unrolled over 5 steps, results stacked"}]
+
+
+class Scanned(nn.Module):
+    def forward(self, xs: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        from torch._higher_order_ops.scan import scan
+
+        def step(carry: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            new = torch.tanh(carry * 0.5 + x)
+            return new, new.sum(-1)
+
+        return scan(step, h, xs)
+
+
+def test_scan(tmp_path) -> None:
+    torch.manual_seed(0)
+    report = rti.from_torch(Scanned(), (torch.randn(6, 2, 4), torch.randn(2, 4)), tmp_path)
+    assert report.ok, report.summary()
+
+
+class Looping(nn.Module):
+    def forward(self, i: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        from torch._higher_order_ops.while_loop import while_loop
+
+        return while_loop(lambda i, x: i < 5, lambda i, x: (i + 1, x * 2), (i, x))
+
+
+def test_while_loop_is_refused_with_its_reason(tmp_path) -> None:
+    with pytest.raises(rti.InputError, match=r"torch.while_loop \(node while_loop.*trip count depends on tensor"):
+        rti.from_torch(Looping(), (torch.tensor(0), torch.randn(3)), tmp_path / "o")
+    assert not (tmp_path / "o").exists()
+
+
+class ItemArithmetic(nn.Module):
+    """`.item()` feeding only arithmetic (Python floats and ints, floor division, sym_max)."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        s = x.abs().mean().item()
+        n = (x > 0).sum().item()
+        return x * s + y.mean() + s * 2 + (s // 0.25) + torch.sym_max(n, 2) - n % 3
+
+
+def test_item_feeding_arithmetic_stays_a_tensor(tmp_path) -> None:
+    torch.manual_seed(0)
+    report = rti.from_torch(ItemArithmetic(), (torch.randn(4, 6), torch.randn(4, 6)), tmp_path)
+    assert report.ok, report.summary()
+    bundle = rti.BundleModel(tmp_path / "bundle")
+    x, y = torch.randn(4, 6) * 3, torch.randn(4, 6)
+    np.testing.assert_allclose(bundle.run([x.numpy(), y.numpy()])["output"], ItemArithmetic()(x, y).numpy(), rtol=1e-5)
+
+
+class ShapeChecked(nn.Module):
+    """Checks as LLaVA-style code writes them: torch._check on a count read from a tensor and on sizes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, image_mask: torch.Tensor, feats: torch.Tensor) -> torch.Tensor:
+        n = image_mask.sum().item()
+        torch._check(n >= 0)
+        torch._check(n <= image_mask.numel())
+        torch._check(feats.shape[0] == image_mask.shape[0])
+        return self.proj(feats) * image_mask.unsqueeze(-1)
+
+
+def test_shape_asserts_are_dropped_and_recorded(tmp_path) -> None:
+    torch.manual_seed(0)
+    report = rti.from_torch(ShapeChecked(), ((torch.rand(5) > 0.5).long(), torch.randn(5, 8)), tmp_path)
+    assert report.ok, report.summary()
+    ir = json.loads((tmp_path / "torch-ir.json").read_text())
+    assert {d["target"] for d in ir["dropped"]} == {"aten._assert_scalar.default"}
+    assert any("u0 >= 0" in d["check"] for d in ir["dropped"])
+    assert all(d["reason"] for d in ir["dropped"])
+
+
+class ItemAsSize(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Identity()
+
+    def forward(self, x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        n = k.item()
+        return self.inner(torch.zeros(n) + x.sum())
+
+
+def test_item_used_as_a_size_is_refused(tmp_path) -> None:
+    with pytest.raises(rti.InputError) as info:
+        rti.from_torch(ItemAsSize(), (torch.randn(3), torch.tensor(4)), tmp_path / "o")
+    message = info.value.message
+    assert "depends on tensor values" in message and "node" in message and "aten." in message
