@@ -11,20 +11,7 @@ import torchvision
 from torch import nn
 
 import rlx_torch_import as rti
-
-
-def _randomize_bn3d(model: nn.Module, seed: int = 0) -> nn.Module:
-    """Give BatchNorm3d running stats and affine params non-trivial values (so they matter), eval mode."""
-    g = torch.Generator().manual_seed(seed)
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm3d):
-            n = m.num_features
-            m.running_mean.copy_(torch.randn(n, generator=g) * 0.1)
-            m.running_var.copy_(torch.rand(n, generator=g) * 0.5 + 0.75)
-            m.weight.data.copy_(torch.rand(n, generator=g) * 0.5 + 0.75)
-            m.bias.data.copy_(torch.randn(n, generator=g) * 0.1)
-    return model.eval()
-
+from test_vision_models import _randomize_bn
 
 VIDEO = torchvision.models.video
 MODELS = [
@@ -38,7 +25,7 @@ MODELS = [
 def test_torchvision_video_model(name: str, make, tmp_path) -> None:
     """A 4-frame 32x32 clip (N, C, T, H, W) through the whole network (stem, 4 stages, global pool, fc)."""
     torch.manual_seed(0)
-    model = _randomize_bn3d(make())
+    model = _randomize_bn(make())
     report = rti.from_torch(model, (torch.randn(1, 3, 4, 32, 32),), tmp_path / name)
     assert report.verified and report.ok, report.summary()
     assert report.outputs[0].cosine >= 0.99999, report.summary()

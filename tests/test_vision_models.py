@@ -11,10 +11,10 @@ import rlx_torch_import as rti
 
 
 def _randomize_bn(model: nn.Module, seed: int = 0) -> nn.Module:
-    """Give BatchNorm running stats and affine params non-trivial values (so they matter), eval mode."""
+    """Give BatchNorm (2-D and 3-D) running stats and affine params non-trivial values (so they matter), eval mode."""
     g = torch.Generator().manual_seed(seed)
     for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
+        if isinstance(m, (nn.BatchNorm2d, nn.BatchNorm3d)):
             n = m.num_features
             m.running_mean.copy_(torch.randn(n, generator=g) * 0.1)
             m.running_var.copy_(torch.rand(n, generator=g) * 0.5 + 0.75)

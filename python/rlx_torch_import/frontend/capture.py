@@ -386,19 +386,7 @@ def capture(
             if data_dependent(val) and not (isinstance(val, torch.SymBool) and _only_checked(node)):
                 # A value read from a tensor (`.item()`) or computed from one: a 0-d tensor in RLX.
                 # Used as a size it is refused where the size appears (an output shape with `u0`).
-                path, mtype = _module_info(node)
-                nodes.append(
-                    Node(
-                        name=node.name,
-                        target=target,
-                        args=[encode(a) for a in args],
-                        kwargs={k: encode(v) for k, v in node.kwargs.items()},
-                        outputs=[TensorSpec(node.name, [], _scalar_dtype(node, val))],
-                        module_path=path,
-                        module_type=mtype,
-                        source=_source_line(node),
-                    )
-                )
+                nodes.append(_record(node, target, args, [TensorSpec(node.name, [], _scalar_dtype(node, val))], encode))
                 continue
             if isinstance(val, (torch.SymBool, bool)):
                 continue
@@ -436,22 +424,7 @@ def capture(
                 outs = [_spec_of(node.name, val, target)]
             else:
                 outs = []
-            path, mtype = _module_info(node)
-            original = str(node.meta.get("original_aten") or "")
-            nodes.append(
-                Node(
-                    name=node.name,
-                    target=target,
-                    args=[encode(a) for a in args],
-                    kwargs={k: encode(v) for k, v in node.kwargs.items()},
-                    outputs=outs,
-                    module_path=path,
-                    module_type=mtype,
-                    source=_source_line(node),
-                    decomposed_from=original if original and original != str(node.target) else "",
-                    layouts=_layouts(node, aliases),
-                )
-            )
+            nodes.append(_record(node, target, args, outs, encode, aliases))
         except InputError as e:
             raise _at_module(e, node) from None
 
@@ -544,6 +517,32 @@ def capture(
         control_flow=control_flow,
     )
     return Captured(ir, weight_tensors, reference)
+
+
+def _record(
+    node: torch.fx.Node,
+    target: str,
+    args: list[Any],
+    outputs: list[TensorSpec],
+    encode: _ArgEncoder,
+    aliases: dict[str, str] | None = None,
+) -> Node:
+    """The torch-ir node of an fx call: encoded arguments, outputs, provenance (module, source line,
+    the op it was decomposed from) and, with `aliases`, the layouts of layout-sensitive arguments."""
+    path, mtype = _module_info(node)
+    original = str(node.meta.get("original_aten") or "")
+    return Node(
+        name=node.name,
+        target=target,
+        args=[encode(a) for a in args],
+        kwargs={k: encode(v) for k, v in node.kwargs.items()},
+        outputs=outputs,
+        module_path=path,
+        module_type=mtype,
+        source=_source_line(node),
+        decomposed_from=original if original and original != str(node.target) else "",
+        layouts=_layouts(node, aliases) if aliases is not None else {},
+    )
 
 
 def _at_module(err: InputError, node: torch.fx.Node) -> InputError:
