@@ -10,6 +10,7 @@ import pytest
 import torch
 from functorch.experimental.control_flow import map as torch_map
 from torch import nn
+from torch.export import Dim
 
 import rlx_torch_import as rti
 
@@ -173,3 +174,20 @@ def test_item_used_as_a_size_is_refused(tmp_path) -> None:
         rti.from_torch(ItemAsSize(), (torch.randn(3), torch.tensor(4)), tmp_path / "o")
     message = info.value.message
     assert "depends on tensor values" in message and "node" in message and "aten." in message
+
+
+def test_cond_under_a_dynamic_batch(tmp_path) -> None:
+    """The inlined branches and their where follow a dynamic dim through the sweep."""
+    torch.manual_seed(0)
+    report = rti.from_torch(
+        Branchy().eval(), (torch.rand(3, 4),), tmp_path, dynamic_shapes={"x": {0: Dim("b", min=1, max=16)}}
+    )
+    assert report.ok and len(report.sweep) == 4, report.summary()
+
+
+def test_scan_over_a_dynamic_length_is_refused(tmp_path) -> None:
+    with pytest.raises(rti.InputError, match=r"scan \(node scan, File .*test_control_flow.py.*dynamic leading dim"):
+        rti.from_torch(
+            Scanned(), (torch.randn(6, 2, 4), torch.randn(2, 4)), tmp_path / "o",
+            dynamic_shapes={"xs": {0: Dim("t", min=2, max=16)}, "h": None},
+        )  # fmt: skip

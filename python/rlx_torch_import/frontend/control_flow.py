@@ -34,8 +34,10 @@ def _hop(name: str) -> Any:
 
 def _where(node: fx.Node) -> str:
     stack = node.meta.get("stack_trace") or ""
-    lines = [line.strip() for line in stack.splitlines() if line.strip().startswith("File")]
-    return f" ({lines[-1]})" if lines else ""
+    lines = [
+        line.strip() for line in stack.splitlines() if line.strip().startswith("File") and "<eval_with_key>" not in line
+    ]
+    return f", {lines[-1]}" if lines else ""
 
 
 def _new(graph: fx.Graph, target: Any, args: tuple[Any, ...], like: fx.Node | None = None) -> fx.Node:
@@ -95,19 +97,18 @@ def _replace_results(node: fx.Node, results: list[Any]) -> None:
 
 
 def _leading(node: fx.Node, xs: list[fx.Node], kind: str) -> int:
-    sizes = {x.meta["val"].shape[0] for x in xs}
-    if len(sizes) != 1:
+    """The static leading size of `xs`, over which `kind` is unrolled."""
+    sizes = [x.meta["val"].shape[0] for x in xs]
+    dynamic = [str(n) for n in sizes if not isinstance(n, int)]
+    if dynamic:
         raise InputError(
-            f"{kind} (node {node.name}): its inputs have different leading sizes {sorted(map(str, sizes))}"
-        )
-    (size,) = sizes
-    if not isinstance(size, int):
-        raise InputError(
-            f"{kind} (node {node.name}{_where(node)}) runs over a dynamic leading dim ({size}); it is unrolled at "
-            "conversion, so that dim must be static",
+            f"{kind} (node {node.name}{_where(node)}) runs over a dynamic leading dim ({dynamic[0]}); it is unrolled "
+            "at conversion, so that dim must be static",
             hint="make the mapped/scanned dim static in dynamic_shapes",
         )
-    return size
+    if len(set(sizes)) != 1:
+        raise InputError(f"{kind} (node {node.name}): its inputs have different leading sizes {sizes}")
+    return sizes[0]
 
 
 def inline_control_flow(gm: fx.GraphModule) -> list[dict[str, Any]]:
