@@ -50,7 +50,7 @@ def test_dict_list_keyword_and_python_values(tmp_path) -> None:
         ("x", "x"), ("d_a", "d.a"), ("d_b", "d.b"), ("xs_0", "xs.0"), ("xs_1", "xs.1"), ("mask", "mask"),
     ]  # fmt: skip
     assert meta["constant_inputs"] == [{"path": "scale", "value": 3.0}, {"path": "mode", "value": "add"}]
-    assert meta["call_args"] == ["x", "d", "xs"]
+    assert meta["call_args"] == ["x", "d", "xs", "scale", "mode", "mask"]  # forward's positional parameters
     assert meta["output_tree"]["dict"]["rows"] == {"constant": 2, "name": "rows"}
 
     # The bundle called like the model: nested numpy inputs in, forward's structure out.
@@ -162,3 +162,77 @@ def test_python_values_read_from_tensors_are_outputs(tmp_path) -> None:
     want = ItemOut()(x)
     assert isinstance(got[1], float) and got[1] == pytest.approx(want[1], abs=1e-5)  # float32 sums in another order
     assert (got[2], got[3]) == want[2:] and isinstance(got[2], int) and isinstance(got[3], bool)
+
+
+class Shapes(nn.Module):
+    """Empty containers, None, a list and an in-place write among the inputs and outputs; dropout
+    and a default argument; left in training mode by its user."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x, buf, scale=1.0, mode="a", extra=None):
+        buf.add_(1)
+        return self.drop(x) * scale, (), None, [x + 1, {"k": x.sum()}], {"e": []}
+
+
+def test_structure_defaults_mutation_and_mode(tmp_path) -> None:
+    model = Shapes()  # training mode, as a user may leave it
+    report = rti.from_torch(model, (torch.randn(2, 3), torch.zeros(3)), tmp_path, kwargs={"scale": 0.5})
+    assert report.ok, report.summary()
+    assert model.training and model.drop.training  # the user's mode is given back
+    assert report.notes[0].startswith("the model was in training mode")
+    assert "input scale = 0.5 baked in" in report.notes[1] and len(report.notes) == 2  # defaults are not notes
+    bundle = rti.BundleModel(tmp_path / "bundle")
+    x, buf = np.ones((2, 3), np.float32), np.zeros(3, np.float32)
+    got = bundle.call(x, buf, scale=0.5)
+    want = Shapes().eval()(torch.ones(2, 3), torch.zeros(3), scale=0.5)
+    assert got[1] == () and got[2] is None and got[4] == {"e": []} and isinstance(got[3], list)
+    np.testing.assert_allclose(got[0], want[0].numpy())
+    np.testing.assert_allclose(got[3][1]["k"], want[3][1]["k"].numpy())
+    np.testing.assert_array_equal(buf, np.ones(3, np.float32))  # written in place, as torch writes it
+    assert bundle.call(x, buf, 0.5, "a", None)[0].shape == (2, 3)  # the defaults forward used may be passed
+    with pytest.raises(rti.InputError, match=r"input scale was baked into the bundle as 0\.5 at conversion; got 2\.0"):
+        bundle.call(x, buf, scale=2.0)
+    with pytest.raises(rti.InputError, match="input extra was baked into the bundle as None"):
+        bundle.call(x, buf, extra=3)
+    with pytest.raises(rti.InputError, match=r"argument\(s\) 'other' were not part of the call"):
+        bundle.call(x, buf, other=1)
+    with pytest.raises(rti.InputError, match="at most 5 positional"):
+        bundle.call(x, buf, 0.5, "a", None, 1)
+
+
+class VarArgs(nn.Module):
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        return args[0] + args[1] * args[2]
+
+
+def test_dynamic_shapes_for_varargs_in_torchs_own_form(tmp_path) -> None:
+    batch = Dim("batch", min=2, max=8)
+    inputs = (torch.randn(3, 2), torch.randn(3, 2), torch.randn(3, 2))
+    report = rti.from_torch(VarArgs(), inputs, tmp_path, dynamic_shapes={"args": ({0: batch}, {0: batch}, {0: batch})})
+    assert report.ok and len(report.sweep) == 4, report.summary()
+
+
+class Frames(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.unfold(1, 4, 2).sum(-1)
+
+
+def test_unbounded_dim_under_a_size_dependent_op_says_to_give_a_max(tmp_path) -> None:
+    with pytest.raises(rti.DynamicShapeError) as info:
+        rti.from_torch(Frames(), (torch.randn(2, 12),), tmp_path / "o", dynamic_shapes={"x": {1: Dim("T", min=6)}})
+    assert "give T a max" in (info.value.hint or "")
+
+
+class Pair(nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x + y
+
+
+def test_a_shared_dim_marked_on_one_input_only_names_the_fix(tmp_path) -> None:
+    with pytest.raises(rti.ExportError) as info:
+        rti.from_torch(Pair(), (torch.randn(4, 3), torch.randn(4, 3)), tmp_path / "o",
+                       dynamic_shapes={"x": {0: Dim("n")}, "y": None})  # fmt: skip
+    assert "mark that axis of every such input" in (info.value.hint or "")

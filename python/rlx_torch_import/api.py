@@ -7,7 +7,8 @@ import math
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from .lower import find_unsupported, lower
 from .lower.symbolic import lower_symbolic
 from .outdir import staged
 from .progress import Progress
-from .runtime import BundleModel
+from .runtime import BundleModel, tree_children
 from .verify.parity import OutputParity, ParityReport, SweepRow, compare_output
 
 EMIT_TARGETS = ("bundle", "crate")
@@ -116,7 +117,7 @@ def from_torch(
     dynamic_shapes = by_input_name(model, dynamic_shapes, len(given.args), list(given.kwargs))
     shape_log: list[str] = []  # torch's symbolic-shape log: why a dynamic dim was specialized
     check_axes(model, dynamic_shapes, pristine)  # unknown names, missing axes, 0/1 examples: before export
-    with staged(Path(out_dir)) as stage:
+    with _eval_mode(model) as was_training, staged(Path(out_dir)) as stage:
         with prog.phase("export"):
             try:
                 ep = export_program(  # traces with fake tensors: the inputs' values are neither read nor written
@@ -166,8 +167,33 @@ def from_torch(
             report = _lower_and_verify(stage, stage / "bundle", verify, prog, out_dir=Path(out_dir), crate=crate_style)
         except UnsupportedOpsError as e:
             raise _with_fallback_reasons(e, skipped) from None
+        if was_training:
+            report.notes.insert(0, TRAINING_NOTE)
         _write_reports(report, stage)
     return report
+
+
+TRAINING_NOTE = (
+    "the model was in training mode: it was converted and verified in eval mode (dropout off, batch norm on its "
+    "running statistics); its own mode is left as it was"
+)
+
+
+@contextmanager
+def _eval_mode(model: Any) -> Iterator[bool]:
+    """Run the conversion with `model` in eval mode (inference), then give every submodule back the
+    mode it had; yields whether any submodule was training."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        yield False
+        return
+    modes = [(m, m.training) for m in model.modules()]
+    try:
+        yield any(t for _, t in modes)
+    finally:
+        for m, training in modes:
+            m.training = training
 
 
 def _with_fallback_reasons(err: UnsupportedOpsError, skipped: dict[str, str]) -> UnsupportedOpsError:
@@ -272,7 +298,9 @@ def _lower_and_verify(
 def _notes(ir: torchir.TorchIR) -> list[str]:
     """What the front end baked in, inlined or left out, one line each."""
     notes = [
-        f"input {c['path']} = {c['value']!r} baked in (torch.export specializes on it)" for c in ir.constant_inputs
+        f"input {c['path']} = {c['value']!r} baked in (torch.export specializes on it)"
+        for c in ir.constant_inputs
+        if not c.get("default")  # a default forward used: not something the caller passed
     ]
     notes += [f"{c['kind']} (node {c['node']}): {c['how']}" for c in ir.control_flow]
     notes += [f"dropped {d['target']} (node {d['node']}, {d['check']}): {d['reason']}" for d in ir.dropped]
@@ -336,18 +364,22 @@ def _compare_values(
         name = leaf["name"]
         expected = leaf.get("example", leaf.get("constant")) if eager is None else eager.get(name)
         ok = type(got[name]) is type(expected) and got[name] == expected
-        row = _failed(name, "" if ok else f"the bundle gives {got[name]!r}, eager PyTorch {expected!r}")
-        row.ok, row.reasons = ok, [] if ok else row.reasons
-        row.dtype, row.expected_dtype = type(got[name]).__name__, type(expected).__name__
-        row.max_abs_error = row.max_rel_error = 0.0 if ok else math.inf
-        row.cosine, row.count = (1.0 if ok else 0.0), 1
+        kind = type(expected).__name__
+        row = OutputParity(
+            name=name, ok=ok, shape=[], expected_shape=[], dtype=type(got[name]).__name__, expected_dtype=kind,
+            count=1, nonfinite_match=True, max_abs_error=0.0 if ok else math.inf, max_rel_error=0.0 if ok else math.inf,
+            cosine=1.0 if ok else 0.0, allowed_abs_error=0.0, mismatches=0 if ok else 1,
+            first_mismatch=None if ok else [], first_actual=None if ok else got[name],
+            first_expected=None if ok else expected,
+            reasons=[] if ok else [f"a Python {kind}: the bundle gives {got[name]!r}, eager PyTorch {expected!r}"],
+        )  # fmt: skip
         rows.append(row)
     return rows
 
 
 def _tree_leaves(node: dict[str, Any]) -> list[dict[str, Any]]:
-    if "tuple" in node or "dict" in node:
-        children = node.get("tuple") or list(node.get("dict", {}).values())
+    children = tree_children(node)
+    if children or any(k in node for k in ("tuple", "list", "dict")):
         return [leaf for c in children for leaf in _tree_leaves(c)]
     return [node] if node else []
 

@@ -184,7 +184,7 @@ class BundleModel:
                 found[node["name"]] = node["constant"]
             elif "size" in node:
                 found[node["name"]] = int(evaluate(node["size"], sizes))
-            for child in node.get("tuple", []) or node.get("dict", {}).values():
+            for child in tree_children(node):
                 walk(child)
 
         walk(self.meta.get("output_tree") or {})
@@ -193,25 +193,51 @@ class BundleModel:
     def call(self, *args: Any, **kwargs: Any) -> Any:
         """Run as the model is called: `model(*args, **kwargs)` with numpy arrays (or anything
         `np.asarray` takes) where it took tensors, nested as it took them (Python values that
-        torch.export baked in may be left out). Returns what forward returns, as numpy arrays
-        and Python values nested in tuples and dicts (`meta.json` output_tree).
+        torch.export baked in may be left out, but not changed). Returns what forward returns, as
+        numpy arrays and Python values nested in tuples, lists and dicts (`meta.json` output_tree).
+        An input the model writes in place is written into the array passed (if writable).
 
-        Raises InputError naming the input path that is missing."""
-        named = dict(zip(self.meta.get("call_args", []), args, strict=False))
-        if len(args) > len(self.meta.get("call_args", [])):
-            raise InputError(f"expected at most {len(self.meta.get('call_args', []))} positional arguments")
-        named.update(kwargs)
+        Raises InputError naming the input path that is missing, an argument the converted call
+        did not have, or a baked-in value given differently."""
+        positional = self.meta.get("call_args", [])
+        if len(args) > len(positional):
+            raise InputError(
+                f"expected at most {len(positional)} positional argument(s) ({', '.join(positional) or 'none'}); "
+                f"pass the others by keyword ({', '.join(sorted(self._call_heads() - set(positional))) or 'none'})"
+            )
+        named = dict(zip(positional, args, strict=False))
+        for key, value in kwargs.items():
+            if key in named:
+                raise InputError(f"argument {key!r} is given twice (positionally and by keyword)")
+            named[key] = value
+        unknown = sorted(k for k in set(named) - self._call_heads() if named[k] is not None)
+        if unknown:
+            raise InputError(
+                f"argument(s) {', '.join(map(repr, unknown))} were not part of the call the bundle was converted "
+                f"from (its arguments: {', '.join(sorted(self._call_heads()))})"
+            )
+        for const in self.meta.get("constant_inputs", []):  # baked in: may be left out, not changed
+            try:
+                given = _lookup(named, const["path"])
+            except LookupError:
+                continue
+            if given != const["value"]:
+                raise InputError(
+                    f"input {const['path']} was baked into the bundle as {const['value']!r} at conversion; got "
+                    f"{given!r}",
+                    hint="convert again with the value you want (torch.export specializes on Python values)",
+                )
         feed = {}
         for spec in self.meta["inputs"]:
-            head, *rest = spec.get("path", spec["name"]).split(".")
             try:
-                value = named[head]
-                for key in rest:
-                    value = value[int(key)] if isinstance(value, (list, tuple)) else value[key]
-            except (KeyError, IndexError, TypeError, ValueError):
+                feed[spec["name"]] = _lookup(named, spec.get("path", spec["name"]))
+            except LookupError:
                 raise InputError(f"missing input {spec.get('path', spec['name'])!r}") from None
-            feed[spec["name"]] = value
         outputs = self.run(feed)
+        for spec in self.meta["inputs"]:  # in-place writes land in the caller's arrays, as in PyTorch
+            written, target = outputs.get(f"mutated_{spec['name']}"), feed[spec["name"]]
+            if written is not None and isinstance(target, np.ndarray) and target.flags.writeable:
+                np.copyto(target, written.reshape(target.shape), casting="unsafe")
         tree = self.meta.get("output_tree") or {}
         if not tree:
             return outputs
@@ -225,9 +251,17 @@ class BundleModel:
                 return values[node["name"]]
             if "tuple" in node:
                 return tuple(build(c) for c in node["tuple"])
+            if "list" in node:
+                return [build(c) for c in node["list"]]
             return {k: build(c) for k, c in node["dict"].items()}
 
         return build(tree)
+
+    def _call_heads(self) -> set[str]:
+        """The argument names of the converted call (first parts of the input and constant paths)."""
+        paths = [s.get("path", s["name"]) for s in self.meta["inputs"]]
+        paths += [c["path"] for c in self.meta.get("constant_inputs", [])]
+        return {p.split(".", 1)[0] for p in paths}
 
     def set_flush_denormals(self, on: bool) -> None:
         """Turn flush-to-zero / denormals-are-zero on or off for later runs of this model."""
@@ -297,6 +331,25 @@ def _thunk_profile(run: Any) -> dict[str, tuple[float, int]]:
             ms, calls = found.get(m[1], (0.0, 0))
             found[m[1]] = (ms + float(m[2]), calls + int(m[3]))
     return found
+
+
+def _lookup(named: Mapping[str, Any], path: str) -> Any:
+    """The value at `path` (`d.a`, `xs.1`) in the call's arguments; LookupError if absent."""
+    head, *rest = path.split(".")
+    value = named[head]
+    for key in rest:
+        try:
+            value = value[int(key)] if isinstance(value, (list, tuple)) else value[key]
+        except (TypeError, ValueError) as e:
+            raise LookupError(path) from e
+    return value
+
+
+def tree_children(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The children of an `output_tree` node (none for a leaf)."""
+    if "tuple" in node or "list" in node:
+        return list(node.get("tuple", node.get("list", [])))
+    return list(node.get("dict", {}).values())
 
 
 def _from_bytes(data: Any, dtype: str, dims: list[int]) -> np.ndarray:

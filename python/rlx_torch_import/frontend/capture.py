@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind, OutputKind
 
 from .. import __version__
@@ -206,33 +207,26 @@ def output_names(paths: list[tuple[Any, ...]]) -> list[str]:
     return names
 
 
-def output_tree(paths: list[tuple[Any, ...]], leaves: list[dict[str, Any]]) -> dict[str, Any]:
-    """The returned structure as JSON: `{"tuple": [...]}` for tuples/lists, `{"dict": {key: ...}}`
-    for dicts, dataclasses and model-output classes, and each leaf as given (`{"output": name}`,
-    `{"constant": value}`, `{"size": expr}`). Empty containers and Nones are not kept."""
-    if len(paths) == 1 and not paths[0]:
-        return leaves[0]
-    root: dict[str, Any] = {}
-    for path, leaf in zip(paths, leaves, strict=True):
-        node = root
-        for depth, key in enumerate(path):
-            seq = isinstance(key, torch.utils._pytree.SequenceKey)
-            kind, index = ("tuple", key.idx) if seq else ("dict", path_name((key,)))
-            if not node:
-                node[kind] = [] if seq else {}
-            children = node[next(iter(node))]
-            last = depth == len(path) - 1
-            if seq:
-                while len(children) <= index:
-                    children.append({})
-                if last:
-                    children[index] = leaf
-                node = children[index]
-            else:
-                if last:
-                    children[index] = leaf
-                node = children.setdefault(index, {})
-    return root
+def output_tree(outputs: Any, leaves: list[dict[str, Any]]) -> dict[str, Any]:
+    """What `forward` returned (`outputs`), as JSON with `leaves` in torch's flattening order:
+    `{"tuple": [...]}` / `{"list": [...]}` for tuples and lists, `{"dict": {key: ...}}` for dicts,
+    dataclasses, named tuples and model-output classes, and each leaf as given (`{"output": name}`,
+    `{"constant": value, ...}` (None too), `{"size": expr, ...}`)."""
+    feed = iter(leaves)
+
+    def walk(obj: Any) -> dict[str, Any]:
+        if pytree.tree_is_leaf(obj):  # None too: torch's pytree flattens it as a leaf
+            return next(feed)
+        handler = pytree.SUPPORTED_NODES[pytree._get_node_type(obj)]
+        if handler.flatten_with_keys_fn is not None:
+            children = handler.flatten_with_keys_fn(obj)[0]
+        else:
+            children = [(pytree.SequenceKey(i), v) for i, v in enumerate(handler.flatten_fn(obj)[0])]
+        if all(isinstance(k, pytree.SequenceKey) for k, _ in children) and isinstance(obj, (list, tuple)):
+            return {"list" if isinstance(obj, list) else "tuple": [walk(v) for _, v in children]}
+        return {"dict": {path_name((k,)): walk(v) for k, v in children}}
+
+    return walk(outputs)
 
 
 MUTATED_PREFIX = "mutated_"
@@ -354,6 +348,7 @@ def capture(
         else:
             raise InputError(f"graph input {node.name!r} has kind {spec.kind.name}, which is not supported")
 
+    constant_inputs += [{"path": k, "value": v, "default": True} for k, v in example.defaults.items()]
     example_inputs = example.tensors
     symbols = _symbols(ep, inputs, example_inputs, requested or {})
     examples = values_of(symbols)
@@ -438,7 +433,7 @@ def capture(
         if not isinstance(leaf, (torch.Tensor, *PYTHON_OUTPUTS)):
             raise InputError(
                 f"model output {out_name!r} is a {type(leaf).__name__}; outputs must be tensors or Python "
-                "bools/ints/floats/strings, nested in tuples, lists or dicts"
+                "bools/ints/floats/strings/None, nested in tuples, lists or dicts"
             )
     if len(flat) != len(user_values):
         raise InputError(
@@ -479,7 +474,7 @@ def capture(
         leaves.append({"output": out_name})
         eager_tensors.append(tensor)
         out_names.append(out_name)
-    tree = output_tree(paths, leaves) if leaves else {}
+    tree = output_tree(eager.outputs, leaves)
 
     # Inputs written in place, by torch.export's signature or by the eager run: the value the
     # graph records for the write (USER_INPUT_MUTATION), else the input itself as the lowering
@@ -555,7 +550,7 @@ def _at_module(err: InputError, node: torch.fx.Node) -> InputError:
 
 
 # Python values a `forward` may return next to its tensors (torch.export keeps them as constants).
-PYTHON_OUTPUTS = (bool, int, float, str)
+PYTHON_OUTPUTS = (bool, int, float, str, type(None))
 
 
 def _python_output(name: str, value: Any, eager_value: Any, examples: dict[str, int]) -> dict[str, Any]:

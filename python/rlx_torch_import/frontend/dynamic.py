@@ -88,13 +88,15 @@ def by_input_name(model: torch.nn.Module, spec: Any, count: int, keywords: Seque
     for name, param in params.items():
         if param.kind == inspect.Parameter.VAR_POSITIONAL:
             rest = count - position
-            entries.append(tuple(spec.get(f"{name}_{i}") for i in range(rest)))
+            # torch's own form names `*args` once with a tuple ({"args": (...)}); ours names each (`args_0`)
+            whole = spec.get(name)
+            entries.append(tuple(whole) if whole is not None else tuple(spec.get(f"{name}_{i}") for i in range(rest)))
             position = count
         elif param.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
             if position < count:
                 entries.append(spec.get(name))
                 position += 1
-    known = {n for n, p in params.items() if p.kind != inspect.Parameter.VAR_POSITIONAL}
+    known = set(params)
     known |= {f"{n}_{i}" for n, p in params.items() if p.kind == inspect.Parameter.VAR_POSITIONAL for i in range(count)}
     unknown = [k for k in spec if k not in known]
     if unknown:

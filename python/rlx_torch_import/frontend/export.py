@@ -186,10 +186,17 @@ def export_program(
         if dynamic_shapes is not None and ("Constraints violated" in text or "specialized" in text.lower()):
             # torch names each dim and the guard its range breaks; that is the whole message
             first = "\n".join([first, *reasons[:12]])
-            hint += (
-                " A dynamic dim's range includes sizes the model cannot take (torch's guards above);"
-                " narrow the Dim's min/max to the sizes the model supports, or make the dim static."
-            )
+            if "specialized it to be a constant" in text:
+                hint += (
+                    " The model ties a dim you marked dynamic to a static size: usually another input shares"
+                    " it (attention_mask, token_type_ids next to input_ids); mark that axis of every such input"
+                    " with the same Dim, or make the dim static."
+                )
+            else:
+                hint += (
+                    " A dynamic dim's range includes sizes the model cannot take (torch's guards above);"
+                    " narrow the Dim's min/max to the sizes the model supports, or make the dim static."
+                )
         elif "data-dependent" in text.lower() or "guard" in text.lower() or "GuardOnDataDependent" in type(e).__name__:
             hint += (
                 " The forward has Python control flow that depends on tensor values;"

@@ -9,7 +9,7 @@ each is recorded with its path (`constants`) so the report can say what was fixe
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -49,8 +49,10 @@ class ModelInputs:
     spec: pytree.TreeSpec
     leaves: list[Any]
     paths: list[str]
-    # forward's parameter names of the positional arguments (`args_<i>` past them)
+    # forward's positional parameters by name (`args_<i>` for `*args`), passed or not
     arg_names: list[str]
+    # forward's parameters left out of the call whose defaults are Python values (used as they are)
+    defaults: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tensors(self) -> tuple[torch.Tensor, ...]:
@@ -80,7 +82,9 @@ class ModelInputs:
         """The same call on private copies of the tensors (the user's are never run)."""
         leaves = [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in self.leaves]
         args, kwargs = pytree.tree_unflatten(leaves, self.spec)
-        return ModelInputs(tuple(args), dict(kwargs), self.spec, leaves, list(self.paths), list(self.arg_names))
+        return ModelInputs(
+            tuple(args), dict(kwargs), self.spec, leaves, list(self.paths), list(self.arg_names), dict(self.defaults)
+        )
 
     def call(self, model: Any, tensors: tuple[torch.Tensor, ...]) -> Any:
         """`model(*args, **kwargs)` with `tensors` in place of the example tensors."""
@@ -88,11 +92,13 @@ class ModelInputs:
         return model(*args, **kwargs)
 
 
-def _forward_names(model: Any, count: int) -> list[str]:
-    """Names of the first `count` positional parameters of `model.forward` (`args_<i>` past them)."""
+def _forward_names(model: Any, count: int) -> tuple[list[str], list[str]]:
+    """Names of `count` positional arguments of `model.forward` (`<varargs>_<i>` for `*args`, as
+    torch.export names them), and forward's positional parameters including those not passed."""
     import inspect
 
     names: list[str] = []
+    varargs = False
     try:
         params = list(inspect.signature(model.forward).parameters.values())
     except (TypeError, ValueError, AttributeError):
@@ -101,9 +107,11 @@ def _forward_names(model: Any, count: int) -> list[str]:
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             names.append(p.name)
         elif p.kind == p.VAR_POSITIONAL:  # torch.export's names for `*args`: args_0, args_1, ...
-            names += [f"{p.name}_{i}" for i in range(count - len(names))]
+            names = names[:count] + [f"{p.name}_{i}" for i in range(count - len(names[:count]))]
+            varargs = True
             break
-    return [names[i] if i < len(names) else f"args_{i}" for i in range(count)]
+    given = [names[i] if i < len(names) else f"args_{i}" for i in range(count)]
+    return given, (given if varargs else [*given, *names[count:]])
 
 
 def model_inputs(model: Any, example_inputs: Any, kwargs: dict[str, Any] | None = None) -> ModelInputs:
@@ -126,7 +134,7 @@ def model_inputs(model: Any, example_inputs: Any, kwargs: dict[str, Any] | None 
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
         raise InputError(f"kwargs must be a dict keyed by forward's argument names, got {type(kwargs).__name__}")
     args = tuple(example_inputs)
-    names = _forward_names(model, len(args))
+    names, positional = _forward_names(model, len(args))
     flat, spec = pytree.tree_flatten_with_path((args, kwargs))
     leaves, paths = [], []
     for path, value in flat:
@@ -146,4 +154,21 @@ def model_inputs(model: Any, example_inputs: Any, kwargs: dict[str, Any] | None 
             "no example input is a tensor",
             hint="pass the model's tensor inputs, e.g. (torch.randn(1, 16),) or kwargs={'input_ids': ...}",
         )
-    return ModelInputs(args, dict(kwargs), spec, leaves, paths, names)
+    return ModelInputs(args, dict(kwargs), spec, leaves, paths, positional, _defaults(model, len(args), kwargs))
+
+
+def _defaults(model: Any, count: int, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """forward's parameters the call leaves out whose defaults are Python values (bool, int, float,
+    str, None): the graph is traced with them, so a later call may pass the same value."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError, AttributeError):
+        return {}
+    found = {}
+    for i, p in enumerate(params):
+        passed = p.name in kwargs or (i < count and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        if not passed and p.default is not p.empty and isinstance(p.default, CONSTANT_LEAVES):
+            found[p.name] = p.default
+    return found

@@ -154,9 +154,18 @@ def lower_symbolic(ir: TorchIR, *, optimize: bool = True) -> SymbolicProgram:
         text, unreproduced = _core.generalize(hirs, sizes, names, len(probes))
     except RuntimeError as e:
         at = ", ".join(f"{s.label}={[b[s.name] for b in probes]}" for s in ir.symbols)
+        unbounded = [s.label for s in ir.symbols if s.max is None]
+        hint = (
+            "the node named above lowers to a different RLX graph at different sizes (a constant or "
+            "a structure that depends on a size); make that dim static, or report the op"
+        )
+        if unbounded:  # size-dependent tables (unfold windows, arange, pooling divisors) are cut from one at the max
+            hint = (
+                f"give {', '.join(unbounded)} a max (Dim(..., max=N) or --dynamic INPUT:AXIS=NAME:MIN:MAX): ops whose "
+                "constants depend on a size (unfold/im2col windows, arange, pooling divisors) are built up to the "
+                "max; otherwise " + hint.split("; ", 1)[0] + ": make that dim static, or report the op"
+            )
         raise DynamicShapeError(
-            f"RLX could not make one graph for every size of the dynamic dims (lowered at {at}): {e}",
-            hint="the node named above lowers to a different RLX graph at different sizes (a constant or "
-            "a structure that depends on a size); make that dim static, or report the op",
+            f"RLX could not make one graph for every size of the dynamic dims (lowered at {at}): {e}", hint=hint
         ) from None
     return SymbolicProgram(example, text, probes, [lowered[k] for k in unreproduced])
