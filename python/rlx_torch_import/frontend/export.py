@@ -199,8 +199,9 @@ def export_program(
                 )
         elif "data-dependent" in text.lower() or "guard" in text.lower() or "GuardOnDataDependent" in type(e).__name__:
             hint += (
-                " The forward has Python control flow that depends on tensor values;"
-                " rewrite it with torch.where / torch.cond, or make the condition a constant."
+                " The forward needs a Python value of something read from a tensor: an if/while on it,"
+                " or int()/bool()/max() of a `.item()` result. Rewrite it with torch.where / torch.cond,"
+                " keep the value a tensor (arithmetic on `.item()` is fine), or make it a constant."
             )
         else:
             hint += " Check that forward() runs on the example inputs and uses only torch operations."
