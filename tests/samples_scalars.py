@@ -46,10 +46,20 @@ def _bool_item(x: torch.Tensor) -> torch.Tensor:
     return x + torch.sym_ite(flag, 1.0, 0.0)
 
 
+def _indexing(x: torch.Tensor, i: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """A value read from a tensor as an index or a slice start (the slice's length stays known)."""
+    n = i.item()
+    torch._check(n >= -2)
+    torch._check(n <= 1)
+    return x[n] * 2, x.select(1, n), x.narrow(0, n + 2, 2), x[n + 2 : n + 4, ::2]
+
+
 SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     ("item_float_arithmetic", of_inputs(_float_ops), (r(3, 4),)),
     ("item_int_arithmetic", of_inputs(_int_ops), (r(3, 4), torch.tensor([2, 5, -1]))),
     ("item_comparisons", of_inputs(_compare_ops), (r(3, 4), torch.tensor([1, 2]))),
     ("item_rounding", of_inputs(_rounding), (r(3, 4) * 3,)),
     ("item_bool", of_inputs(_bool_item), (r(2, 3).abs() + 0.1,)),
+    ("item_index_positive", of_inputs(_indexing), (r(5, 4), torch.tensor(1))),
+    ("item_index_negative", of_inputs(_indexing), (r(5, 4), torch.tensor(-2))),
 ]

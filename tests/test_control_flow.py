@@ -111,7 +111,9 @@ class Looping(nn.Module):
 
 
 def test_while_loop_is_refused_with_its_reason(tmp_path) -> None:
-    with pytest.raises(rti.InputError, match=r"torch.while_loop \(node while_loop, File .*test_control_flow.py.*trip count"):
+    with pytest.raises(
+        rti.InputError, match=r"torch.while_loop \(node while_loop, File .*test_control_flow.py.*trip count"
+    ):
         rti.from_torch(Looping(), (torch.tensor(0), torch.randn(3)), tmp_path / "o")
     assert not (tmp_path / "o").exists()
 
@@ -191,3 +193,23 @@ def test_scan_over_a_dynamic_length_is_refused(tmp_path) -> None:
             Scanned(), (torch.randn(6, 2, 4), torch.randn(2, 4)), tmp_path / "o",
             dynamic_shapes={"xs": {0: Dim("t", min=2, max=16)}, "h": None},
         )  # fmt: skip
+
+
+def test_value_read_from_a_tensor_as_an_int_argument_is_refused() -> None:
+    """An int argument other than an index or slice start (here cumsum's dim) that arrives as a
+    value read from a tensor is an unsupported use naming the argument and the node."""
+    from rlx_torch_import.lower import find_unsupported
+    from rlx_torch_import.torchir import Node, OutputSpec, TensorSpec, TorchIR
+
+    ir = TorchIR(
+        name="m", decomposition="aten", weights=[],
+        inputs=[TensorSpec("x", [3], "float32"), TensorSpec("i", [], "int64")],
+        nodes=[
+            Node("item", "aten.item.default", [{"tensor": "i"}], {}, [TensorSpec("item", [], "int64")]),
+            Node("cumsum", "aten.cumsum.default", [{"tensor": "x"}], {"dim": {"tensor": "item"}},
+                 [TensorSpec("cumsum", [3], "float32")]),
+        ],
+        outputs=[OutputSpec("output", "cumsum", [3], "float32")],
+    )  # fmt: skip
+    (item,) = find_unsupported(ir)
+    assert item.node == "cumsum" and "argument 'dim' (int) is a value read from a tensor (node item" in item.reason

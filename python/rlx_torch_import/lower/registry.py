@@ -39,20 +39,26 @@ class Lowering:
     fn: LowerFn
     check: CheckFn | None
     family: str
+    # int arguments the lowering also takes as a 0-d tensor (a value read from a tensor, `.item()`)
+    tensor_scalars: tuple[str, ...] = ()
 
 
 REGISTRY: dict[str, Lowering] = {}
 
 
-def lowers(*targets: str, check: CheckFn | None = None) -> Callable[[LowerFn], LowerFn]:
-    """Register `fn` as the lowering of each ATen overload in `targets`."""
+def lowers(
+    *targets: str, check: CheckFn | None = None, tensor_scalars: tuple[str, ...] = ()
+) -> Callable[[LowerFn], LowerFn]:
+    """Register `fn` as the lowering of each ATen overload in `targets`. `tensor_scalars` names the
+    int arguments `fn` also lowers when they arrive as a 0-d tensor (a value read from a tensor);
+    any other int/bool/float/list argument arriving so is refused by the capability pass."""
 
     def register(fn: LowerFn) -> LowerFn:
         family = fn.__module__.rsplit(".", 1)[-1]
         for target in targets:
             if target in REGISTRY:
                 raise RuntimeError(f"{target} is registered twice ({REGISTRY[target].fn.__name__}, {fn.__name__})")
-            REGISTRY[target] = Lowering(target, fn, check, family)
+            REGISTRY[target] = Lowering(target, fn, check, family, tuple(tensor_scalars))
         return fn
 
     return register
@@ -124,6 +130,10 @@ def _check_calls(ir: TorchIR) -> list[Unsupported]:
         if bad:
             report(node.target, f"output dtype {bad[0].dtype} has no RLX counterpart")
             continue
+        data = _scalars_from_tensors(node, lowering)
+        if data:
+            report(node.target, data)
+            continue
         if lowering.check is not None:
             try:
                 reason = lowering.check(make_call(node, values))
@@ -132,6 +142,29 @@ def _check_calls(ir: TorchIR) -> list[Unsupported]:
             if reason:
                 report(node.target, reason)
     return items
+
+
+def _scalars_from_tensors(node: Any, lowering: Lowering) -> str | None:
+    """Why a value read from a tensor (`.item()`, a 0-d tensor here) cannot be an argument that the
+    ATen schema types int/bool/float (a size, an index, a flag), or None."""
+    if not node.target.startswith("aten."):
+        return None
+    import torch
+
+    _, packet, overload = node.target.split(".", 2)
+    schema = getattr(getattr(torch.ops.aten, packet), overload)._schema
+    given = dict(zip([a.name for a in schema.arguments], node.args, strict=False)) | dict(node.kwargs)
+    for arg in schema.arguments:
+        value = given.get(arg.name)
+        if not isinstance(value, dict) or "tensor" not in value or arg.name in lowering.tensor_scalars:
+            continue
+        kind = str(arg.type)
+        if "Tensor" not in kind and "Scalar" not in kind:
+            return (
+                f"argument {arg.name!r} ({kind}) is a value read from a tensor (node {value['tensor']}, `.item()`); "
+                "RLX needs it when the graph is compiled"
+            )
+    return None
 
 
 def find_unsupported(ir: TorchIR) -> list[Unsupported]:

@@ -95,26 +95,69 @@ def expand(b: Builder, call: Call) -> Value:
     return b.expand(call.tensor("self"), call.out_dims)
 
 
-@lowers("aten.slice.Tensor")
+@lowers("aten.slice.Tensor", tensor_scalars=("start", "end"))
 def slice_(b: Builder, call: Call) -> Value:
-    """x[start:end:step] along one axis (Narrow when step is 1, else strided Slice)."""
+    """x[start:end:step] along one axis (Narrow when step is 1, else strided Slice). A start read
+    from a tensor (`x[n:n + 2]`, `narrow(0, n, 2)` with `n = i.item()`), whose slice length torch
+    still knows, is a Gather of start + step * arange(length), start clamped as torch clamps it."""
     x = call.tensor("self")
     axis = norm_axis(call.get("dim", 0), x.rank)
     size = x.dims[axis]
     start, end, step = call.get("start", 0), call.get("end", size), call.get("step", 1)
+    if isinstance(start, Value) or isinstance(end, Value):
+        return _gathered_run(b, x, axis, start, call.out_dims, step)
     start = max(0, min(size, start + size if start < 0 else start))
     end = max(start, min(size, end + size if end < 0 else end))
     return b.strided(x, axis, start, call.out_dims[axis], step)
 
 
-@lowers("aten.select.int")
+@lowers("aten.narrow.default", tensor_scalars=("start",))
+def narrow(b: Builder, call: Call) -> Value:
+    """x.narrow(dim, start, length): `length` elements from `start` (a start read from a tensor
+    is a Gather, as in `slice`)."""
+    x = call.tensor("self")
+    axis = norm_axis(call["dim"], x.rank)
+    start = call["start"]
+    if isinstance(start, Value):
+        return _gathered_run(b, x, axis, start, call.out_dims, 1)
+    start = start + x.dims[axis] if start < 0 else start
+    return b.narrow(x, axis, start, call["length"])
+
+
+def _gathered_run(b: Builder, x: Value, axis: int, start: Value | int, out_dims: tuple[int, ...], step: int) -> Value:
+    """x's elements start, start + step, ... along `axis` (as many as `out_dims` has), `start` a 0-d
+    tensor (a value read from a tensor): negative counts from the end, clamped into range as torch
+    clamps a slice start."""
+    size = x.dims[axis]
+    first = b.cast(start if isinstance(start, Value) else b.const(start, "int64"), "int64")
+    zero = b.const(0, "int64")
+    first = b.emit("Where", [b.compare("Lt", first, zero), b.binary("Add", first, b.const(size, "int64")), first],
+                   (), "int64")  # fmt: skip
+    first = b.binary("Min", b.binary("Max", first, zero), b.const(size, "int64"))
+    offsets = b.const(np.arange(out_dims[axis], dtype=np.int64) * step, "int64")
+    index = b.binary("Min", b.binary("Add", first, offsets), b.const(max(size - 1, 0), "int64"))
+    return b.emit({"Gather": {"axis": axis}}, [x, index], tuple(out_dims), x.dtype)
+
+
+@lowers("aten.select.int", tensor_scalars=("index",))
 def select(b: Builder, call: Call) -> Value:
-    """x[..., index, ...]: narrow to one element, then drop the axis."""
+    """x[..., index, ...]: narrow to one element, then drop the axis; an index read from a tensor
+    (`x[i.item()]`) is a Gather of it, a negative one counted from the end as torch counts it."""
     x = call.tensor("self")
     axis = norm_axis(call["dim"], x.rank)
     index = call["index"]
+    if isinstance(index, Value):
+        i = b.cast(index, "int64")
+        n = b.const(x.dims[axis], "int64")
+        wrapped = b.emit("Where", [b.compare("Lt", i, b.const(0, "int64")), b.binary("Add", i, n), i], (), "int64")
+        return b.reshape(b.emit({"Gather": {"axis": axis}}, [x, b.reshape(wrapped, (1,))], _one(x, axis), x.dtype),
+                         call.out_dims)  # fmt: skip
     index = index + x.dims[axis] if index < 0 else index
     return b.reshape(b.narrow(x, axis, index, 1), call.out_dims)
+
+
+def _one(x: Value, axis: int) -> tuple[int, ...]:
+    return tuple(1 if i == axis else d for i, d in enumerate(x.dims))
 
 
 @lowers("aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default")
