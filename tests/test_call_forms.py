@@ -236,3 +236,17 @@ def test_a_shared_dim_marked_on_one_input_only_names_the_fix(tmp_path) -> None:
         rti.from_torch(Pair(), (torch.randn(4, 3), torch.randn(4, 3)), tmp_path / "o",
                        dynamic_shapes={"x": {0: Dim("n")}, "y": None})  # fmt: skip
     assert "mark that axis of every such input" in (info.value.hint or "")
+
+
+class Optional_(nn.Module):
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, flag: bool = False) -> torch.Tensor:
+        return (x * 2 if mask is None else x * mask) + int(flag)
+
+
+def test_none_and_bool_arguments_are_baked_in(tmp_path) -> None:
+    report = rti.from_torch(Optional_(), (torch.randn(2), None), tmp_path, kwargs={"flag": True})
+    assert report.ok, report.summary()
+    meta = json.loads((tmp_path / "bundle" / "meta.json").read_text())
+    assert meta["constant_inputs"] == [{"path": "mask", "value": None}, {"path": "flag", "value": True}]
+    got = rti.BundleModel(tmp_path / "bundle").call(np.ones(2, np.float32), None, flag=True)
+    np.testing.assert_array_equal(got, np.full(2, 3.0, np.float32))

@@ -221,7 +221,8 @@ class BundleModel:
                 given = _lookup(named, const["path"])
             except LookupError:
                 continue
-            if given != const["value"]:
+            same = given == const["value"]
+            if not (isinstance(same, bool) and same):  # an array given for a baked-in value is not it either
                 raise InputError(
                     f"input {const['path']} was baked into the bundle as {const['value']!r} at conversion; got "
                     f"{given!r}",

@@ -18,7 +18,7 @@ from ..errors import ExportError, InputError
 from ..symbolic import Symbol, evaluate, evaluate_shape, free_symbols, line_of, values_of
 from ..torchir import LAYOUT_SENSITIVE, Node, OutputSpec, TensorSpec, TorchIR, WeightSpec, encode_float
 from .control_flow import inline_control_flow
-from .inputs import ModelInputs, path_name
+from .inputs import CONSTANT_LEAVES, ModelInputs, path_name
 
 
 @dataclass
@@ -86,7 +86,7 @@ def data_dependent(val: Any) -> bool:
     return isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)) and bool(free_unbacked_symbols(val))
 
 
-# What `.item()` of each dtype gives, and what Python arithmetic on it computes in.
+# The ops that read a tensor's one element as a Python value (`.item()`).
 _ITEM_OPS = {"aten.item.default", "aten._local_scalar_dense.default"}
 
 
@@ -327,7 +327,7 @@ def capture(
             path, leaf = next(leaves, ("", None))
             if isinstance(val, torch.Tensor):
                 inputs.append(_spec_of(node.name, val, path=path))
-            elif isinstance(leaf, (bool, int, float, str)) and not node.users:
+            elif isinstance(leaf, CONSTANT_LEAVES) and not node.users:
                 constant_inputs.append({"path": path, "value": leaf})  # specialized by torch.export
             else:
                 raise InputError(
