@@ -340,6 +340,59 @@ class SweepRow:
 
 
 @dataclass
+class NodeError:
+    """One way of comparing a node's RLX value with PyTorch's: max abs / max rel error, the
+    largest error in ULP of the reference value (floats; 0 for exact dtypes), cosine, the
+    budget's allowed absolute error, and the verdict."""
+
+    max_abs: float
+    max_rel: float
+    ulp: float
+    cosine: float
+    allowed_abs: float
+    ok: bool
+
+
+@dataclass
+class NodeParity:
+    """Per-node parity of one tensor value an ATen node of the exported program produced.
+
+    `cumulative`: RLX fed with the model inputs; `local`: the node's own RLX computation fed
+    with PyTorch's values of its inputs (reference-fed), so its error is the op's alone.
+    Either is None with `note` saying why there is no RLX value (fused away, not a tensor,
+    ...). `kind` is the op's numerical character the budget follows ("exact", "movement",
+    "elementwise", "reduction"); `reduction` the reduction length budgets scale with."""
+
+    index: int
+    node: str
+    value: str
+    aten: str
+    module_path: str
+    source: str
+    shape: list[int]
+    dtype: str
+    kind: str
+    reduction: int = 1
+    local: NodeError | None = None
+    cumulative: NodeError | None = None
+    note: str = ""
+
+
+@dataclass
+class InputSetRow:
+    """Verification on one extra input set (`verify_inputs`): its label (`file:<name>`,
+    `auto:<what>`), what it exercises, and each output's parity against eager PyTorch."""
+
+    label: str
+    description: str
+    ok: bool
+    outputs: list[OutputParity] = field(default_factory=list)
+
+    def failures(self) -> str:
+        return "; ".join(f"{o.name}: {', '.join(o.reasons)}" for o in self.outputs if not o.ok)
+
+
+@dataclass
 class ParityReport:
     """Result of one conversion: `ok` is True only when every output passed (or verify was off).
 
@@ -367,6 +420,14 @@ class ParityReport:
     # What the front end fixed or left out (torch-ir `constant_inputs`, `control_flow`, `dropped`):
     # one line each, e.g. "input scale = 3.0 baked in", "cond: both branches inlined; ...".
     notes: list[str] = field(default_factory=list)
+    # Per-node parity (verify/nodes.py), in graph order; empty when not computed.
+    nodes: list[NodeParity] = field(default_factory=list)
+    # The first node whose local (reference-fed) error is over its budget, or None; with
+    # `drift` saying where a cumulative error grows when every node is locally within budget.
+    first_divergence: NodeParity | None = None
+    drift: str = ""
+    # Extra input sets verified beside the example (`verify_inputs`), one row each.
+    input_sets: list[InputSetRow] = field(default_factory=list)
 
     def to_json(self) -> str:
         def clean(x: Any) -> Any:
