@@ -36,6 +36,7 @@ def test_bench_runs_the_tiny_mlp(tmp_path, capsys) -> None:
             "--no-onnx",
             "--no-kernels",
             "--no-dynamic",
+            "--no-per-node",
             "--out",
             str(out),
         ]
@@ -147,3 +148,12 @@ def test_dynamic_bench_times_new_and_cached_bindings(monkeypatch: pytest.MonkeyP
     assert "batch=4 (example)" in example and example.split("|")[6].strip() != "-"  # static bundle timed
     assert "batch=32 |" in other and other.split("|")[6].strip() == "-"
     assert float(other.split("|")[5].strip().removesuffix("x")) > 0
+
+
+def test_per_node_cost_table() -> None:
+    from rlx_torch_import import verify_bench
+
+    head, _rule, row = verify_bench.rows(["tests.transformer_block"], 1)
+    cells = dict(zip([c.strip() for c in head.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")],
+                     strict=True))  # fmt: skip
+    assert int(cells["nodes"]) > 10 and float(cells["per-node phase s"]) >= 0 and cells["extra"].endswith("%"), cells

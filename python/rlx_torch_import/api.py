@@ -18,13 +18,13 @@ import numpy as np
 from . import _core, rlx_config, safetensors_io, torchir
 from .emit.bundle import META, write_bundle
 from .emit.crate import STYLES, check_style, crate_names, write_crate
-from .errors import BundleError, ExportError, InputError, UnsupportedOpsError
+from .errors import BundleError, ExportError, InputError, RtiError, UnsupportedOpsError
 from .lower import find_unsupported, lower
 from .lower.symbolic import lower_symbolic
 from .outdir import staged
 from .progress import Progress
 from .runtime import BundleModel, tree_children
-from .verify.parity import OutputParity, ParityReport, SweepRow, compare_output
+from .verify.parity import InputSetRow, OutputParity, ParityReport, SweepRow, compare_output
 
 EMIT_TARGETS = ("bundle", "crate")
 REPORT_JSON = "report.json"
@@ -74,6 +74,8 @@ def from_torch(
     max_decompose_rounds: int = 4,
     emit_style: str = "graph",
     threads: int | None = None,
+    per_node: bool = True,
+    verify_inputs: Any = None,
 ) -> ParityReport:
     """Export `model`, lower it to RLX, write `out_dir/`, and verify against PyTorch.
 
@@ -100,13 +102,25 @@ def from_torch(
     `Dim.DYNAMIC`). With dynamic dims the bundle runs at every size in their ranges,
     and verification also runs at each symbol's min, 1, example, max-1 and max
     (`report.sweep`, one row per point; docs/design.md, decision z).
+    `verify_inputs` adds input sets verification runs besides the example (`report.input_sets`,
+    one row each; `report.ok` needs every set to pass): a list of dicts keyed by input name or
+    path (inputs left out are the example's), tuples of tensors in input order, .safetensors
+    files keyed by input name (or `input.<name>`), and "auto" (adversarial sets made from the
+    example's shapes, dtypes and value ranges, `frontend/input_sets.py`); "auto" alone is
+    `["auto"]`. Eager PyTorch runs on each set here; the sets are stored with the reference, so
+    `build` verifies them again.
+    With `per_node` (and `verify`), every node's value is also compared with PyTorch's
+    intermediate, cumulatively and reference-fed (`report.nodes`, `report.first_divergence`;
+    `verify/nodes.py`).
     """
     from .frontend.capture import capture, eager_outputs, sweep_references
     from .frontend.dynamic import by_input_name, check_axes, requested_axes
     from .frontend.export import export_program
     from .frontend.fallback import decompose_targets
+    from .frontend.input_sets import normalize, record_input_sets
     from .frontend.inputs import model_inputs
 
+    set_specs = normalize(verify_inputs)  # checked before anything runs
     emit = emit_targets(emit)
     _check_options(emit, device, max_decompose_rounds, emit_style)
     rlx_config.set_threads(threads)
@@ -158,6 +172,9 @@ def from_torch(
         if cap.ir.is_dynamic:
             with prog.phase("sweep references"):
                 sweep_references(model, cap.ir, pristine, cap.reference)
+        if set_specs:
+            with prog.phase("input set references"):
+                record_input_sets(model, cap.ir, pristine, cap.reference, set_specs)
         with prog.phase("write torch-ir"):
             cap.ir.save(stage)
             safetensors_io.write(stage / torchir.WEIGHTS, dict(safetensors_io.iter_torch(cap.weights)))
@@ -165,6 +182,8 @@ def from_torch(
         try:
             crate_style = emit_style if "crate" in emit else None
             report = _lower_and_verify(stage, stage / "bundle", verify, prog, out_dir=Path(out_dir), crate=crate_style)
+            if verify and per_node:
+                add_node_parity(report, stage, prog)
         except UnsupportedOpsError as e:
             raise _with_fallback_reasons(e, skipped) from None
         if was_training:
@@ -196,6 +215,27 @@ def _eval_mode(model: Any) -> Iterator[bool]:
             m.training = training
 
 
+def add_node_parity(report: ParityReport, directory: Path, prog: Progress | None = None) -> None:
+    """Fill `report.nodes`, `first_divergence` and `drift` from the conversion in `directory`
+    (`verify.nodes.node_parity`). Diagnostics never change the verdict: if they cannot be
+    computed, a note says why."""
+    from .verify.nodes import node_parity
+
+    prog = prog or Progress(False)
+    with prog.phase("per-node parity"):
+        try:
+            found = node_parity(directory, outputs_ok=all(o.ok for o in report.outputs))
+        except RtiError as e:
+            report.notes.append(f"per-node parity not computed: {e.message}")
+        except Exception as e:  # a bug in the diagnostics must not cost the user the verified conversion
+            report.notes.append(
+                f"per-node parity not computed (internal error, please report): {type(e).__name__}: {e}"
+            )
+        else:
+            report.nodes, report.first_divergence, report.drift = found.nodes, found.first_divergence, found.drift
+    report.timings_s = dict(prog.timings)
+
+
 def _with_fallback_reasons(err: UnsupportedOpsError, skipped: dict[str, str]) -> UnsupportedOpsError:
     """Say, per op, why automatic decomposition could not help."""
     items = [
@@ -213,6 +253,7 @@ def build(
     emit: str | Sequence[str] = ("bundle",),
     emit_style: str = "graph",
     threads: int | None = None,
+    per_node: bool = True,
 ) -> ParityReport:
     """Lower an existing torch-ir directory again into `directory/bundle` (and
     `directory/rlx-<name>/` with "crate" in `emit`) and verify it (RLX's pool sized `threads`)."""
@@ -225,6 +266,8 @@ def build(
         report = _lower_and_verify(
             directory, stage, verify, prog, out_dir=directory, crate=emit_style if "crate" in emit else None
         )
+        if verify and per_node:
+            add_node_parity(report, directory, prog)
     _write_reports(report, directory)
     return report
 
@@ -287,8 +330,12 @@ def _lower_and_verify(
             if ir.is_dynamic:
                 with prog.phase(f"sweep ({len(ir.sweep)} points)"):
                     _verify_sweep(model, ir, ref, report)
+            if ir.input_sets:
+                with prog.phase(f"input sets ({len(ir.input_sets)})"):
+                    _verify_input_sets(model, ir, ref, report)
             report.verified = True
             report.ok = all(o.ok for o in report.outputs) and all(r.ok for r in report.sweep)
+            report.ok = report.ok and all(r.ok for r in report.input_sets)
     elif verify:
         raise InputError(f"{ref_path}: not found, cannot verify", hint="pass verify=False / --no-verify")
     report.timings_s = dict(prog.timings)
@@ -334,6 +381,27 @@ def _verify_sweep(model: BundleModel, ir: torchir.TorchIR, ref: dict[str, Any], 
             continue
         row.outputs = _compare_outputs(ir, got, ref, f"sweep.{i}.")
         row.outputs += _compare_values(model, ir, point["binding"], point.get("values", {}))
+        row.ok = all(o.ok for o in row.outputs)
+
+
+def _verify_input_sets(model: BundleModel, ir: torchir.TorchIR, ref: dict[str, Any], report: ParityReport) -> None:
+    """One report row per extra input set (torch-ir `input_sets`): the bundle on the set's inputs
+    (a dynamic bundle at the sizes they give) against eager PyTorch's outputs on them."""
+    for k, entry in enumerate(ir.input_sets):
+        row = InputSetRow(entry["label"], entry.get("description", ""), ok=False)
+        report.input_sets.append(row)
+        if "error" in entry:
+            row.outputs.append(_failed("input set", entry["error"]))
+            continue
+        feed = {s.name: ref[f"set.{k}.input.{s.name}"].to_numpy() for s in ir.inputs}
+        try:
+            got = model.run(feed)
+            binding = model.binding(feed)
+        except (InputError, BundleError) as e:
+            row.outputs.append(_failed("RLX", e.message))
+            continue
+        row.outputs = _compare_outputs(ir, got, ref, f"set.{k}.")
+        row.outputs += _compare_values(model, ir, binding, entry.get("values", {}))
         row.ok = all(o.ok for o in row.outputs)
 
 
@@ -417,8 +485,12 @@ def _result_dtype(result: np.ndarray, declared: str) -> str:
 
 
 def _write_reports(report: ParityReport, directory: Path) -> None:
-    """report.json (machine-readable) and report.md (for people), each replaced atomically."""
-    for fname, text in ((REPORT_JSON, report.to_json()), (REPORT_MD, report.markdown())):
+    """report.json (machine-readable), report.md and report.html (for people; the page is
+    self-contained), each replaced atomically."""
+    from .verify.report_html import report_html
+
+    reports = ((REPORT_JSON, report.to_json()), (REPORT_MD, report.markdown()), ("report.html", report_html(report)))
+    for fname, text in reports:
         tmp = directory / f".{fname}.tmp"
-        tmp.write_text(text)
+        tmp.write_text(text, encoding="utf-8")
         tmp.replace(directory / fname)

@@ -10,7 +10,8 @@ Options: `--models a,b` (default: all), `--runs N` timed runs (default 20) after
 `--warmup N` untimed ones (default 3), `--threads N` (default: every core this
 process may use), `--out PATH` (default bench/results.md), `--no-onnx` (skip
 ONNX Runtime), `--no-kernels` (skip the RLX-kernels-alone table), `--no-dynamic`
-(skip the dynamic-bundle table, `dynamic_bench.py`), `--timeout S` per model,
+(skip the dynamic-bundle table, `dynamic_bench.py`), `--no-per-node` (skip the per-node
+parity cost table, `verify_bench.py`), `--timeout S` per model,
 `--list` (the model names).
 
 Every model runs in a fresh child process (`--one NAME --json PATH`), so memory
@@ -1013,6 +1014,7 @@ def _parse(argv: Sequence[str] | None, names: Sequence[str]) -> argparse.Namespa
     parser.add_argument("--no-onnx", action="store_true", help="skip ONNX Runtime")
     parser.add_argument("--no-kernels", action="store_true", help="skip the RLX-kernels-alone table")
     parser.add_argument("--no-dynamic", action="store_true", help="skip the dynamic-bundle table")
+    parser.add_argument("--no-per-node", action="store_true", help="skip the per-node parity cost table")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per model (default %(default)s)")
     parser.add_argument("--list", action="store_true", help="list the model names and exit")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # child mode: measure one model...
@@ -1055,6 +1057,14 @@ DYNAMIC_NOTE = (
 )
 
 
+PER_NODE_NOTE = (
+    "`from_torch` with and without per-node parity (`verify_bench.py`), medians of 5 conversions each in one "
+    "process: per-node parity runs PyTorch's intermediates from torch-ir, compiles and runs two debug builds "
+    "of the graph (every intermediate an output; every node alone, fed PyTorch's inputs) and draws the report's "
+    "error plot. `--no-per-node` / `per_node=False` turn it off."
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark (or, with --one, measure one model as a child); returns the exit status."""
     models, notes = registry()
@@ -1084,10 +1094,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     dynamic = (
         None if args.no_dynamic else _child_table(args, "dynamic_bench", "dynamic", "new binding vs cached binding")
     )
+    per_node = None if args.no_per_node else _child_table(args, "verify_bench", "per-node", "per-node parity cost")
     printed, full = render(args, results, notes)
     for title, note, body in (
         ("RLX kernels alone vs PyTorch", KERNELS_NOTE, kernels),
         ("Dynamic shapes: a new binding vs a cached one", DYNAMIC_NOTE, dynamic),
+        ("Per-node parity: what it adds to a conversion", PER_NODE_NOTE, per_node),
     ):
         if body:
             section = [f"## {title}", "", note, "", body, ""]

@@ -66,6 +66,16 @@ def _convert_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="rounds of automatic decomposition (default: 4)",
     )
+    p.add_argument(
+        "--verify-inputs",
+        action="append",
+        metavar="FILE.safetensors|auto",
+        help="verify on one more input set besides the example (repeatable): a .safetensors file with one "
+        "tensor per input, keyed by input name (or input.<name>; inputs it lacks are the example's), or auto: "
+        "adversarial sets made from the example's shapes, dtypes and value ranges (rounding boundaries, ties, "
+        "large magnitudes, zeros, negatives, a fully masked row, integer bounds). Stored with the reference, "
+        "so `build DIR` verifies them again",
+    )
     p.add_argument("--device", default="cpu", help="RLX device (default: cpu)")
     _add_threads_arg(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -110,6 +120,13 @@ def _add_verify_args(p: argparse.ArgumentParser) -> None:
         help="check parity against PyTorch (the default; this is its explicit form)",
     )
     group.add_argument("--no-verify", dest="verify", action="store_false", help="skip the parity check against PyTorch")
+    p.add_argument(
+        "--no-per-node",
+        dest="per_node",
+        action="store_false",
+        help="skip per-node parity (each node's value against PyTorch's, cumulative and reference-fed; "
+        "report.md/report.html's per-node table and first divergence)",
+    )
 
 
 def _add_threads_arg(p: argparse.ArgumentParser) -> None:
@@ -211,11 +228,68 @@ def _run_bundle(argv: Sequence[str]) -> int:
     return ExitCode.OK
 
 
+def _diagnose_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rlx-torch-import diagnose",
+        description="Per-node parity of a conversion: the first node whose own (reference-fed) error is over its "
+        "budget, and a self-contained repro folder for it. Exit 0: no divergence; 1: a divergence or "
+        "accumulated drift was found.",
+    )
+    p.add_argument("directory", metavar="OUT", help="a conversion directory (torch-ir.json, reference.safetensors)")
+    p.add_argument("--node", metavar="NAME", help="write the repro of this node instead of the first divergence")
+    p.add_argument("--repro", metavar="DIR", help="where to write the repro folder (default OUT/repro-<node>)")
+    p.add_argument("--all", action="store_true", help="print every node, not only the failing ones")
+    _add_threads_arg(p)
+    return p
+
+
+def _diagnose(argv: Sequence[str]) -> int:
+    """`rlx-torch-import diagnose`: prints the per-node table (failing nodes) and the verdict."""
+    from . import rlx_config
+    from .verify.diagnose import diagnose
+
+    args = _diagnose_parser().parse_args(argv)
+    rlx_config.set_threads(args.threads)
+    found = diagnose(args.directory, node=args.node, repro_dir=args.repro)
+    rows = found.report.nodes
+    shown = [
+        r for r in rows if args.all or r.note or (r.local and not r.local.ok) or (r.cumulative and not r.cumulative.ok)
+    ]
+    for r in shown:
+        local = (
+            f"local {r.local.max_abs:.3g} / {r.local.allowed_abs:.3g} ({'ok' if r.local.ok else 'FAIL'})"
+            if r.local
+            else "local -"
+        )
+        cumulative = (
+            f"cumulative {r.cumulative.max_abs:.3g} ({'ok' if r.cumulative.ok else 'FAIL'})" if r.cumulative else ""
+        )
+        where = ", ".join(x for x in (r.module_path, r.source) if x)
+        print(f"[{r.index}] {r.node} {r.aten} {r.dtype}{r.shape} {local} {cumulative}{f' [{where}]' if where else ''}"
+              f"{f' ({r.note})' if r.note else ''}")  # fmt: skip
+    over = sum(1 for r in rows if r.local and not r.local.ok)
+    print(f"{len(rows)} node values compared, {over} over their local budget")
+    if found.node is not None:
+        r = found.node
+        kind = "first divergence" if args.node is None else "node"
+        print(f"{kind}: {r.node} ({r.aten}{', ' + r.module_path if r.module_path else ''}"
+              f"{', ' + r.source if r.source else ''})")  # fmt: skip
+        print(f"repro written to {found.repro} (python {found.repro}/repro.py)")
+    if found.report.drift:
+        print(found.report.drift)
+    if found.report.first_divergence is None and not found.report.drift:
+        print("no divergence: every node is within its local budget")
+        return ExitCode.OK
+    return ExitCode.PARITY_FAILED
+
+
 def _run(argv: Sequence[str]) -> int:
     from . import api
 
     if argv and argv[0] == "run":
         return _run_bundle(argv[1:])
+    if argv and argv[0] == "diagnose":
+        return _diagnose(argv[1:])
     if argv and argv[0] == "coverage":
         from .coverage import main as coverage_main
 
@@ -231,6 +305,7 @@ def _run(argv: Sequence[str]) -> int:
         report = api.build(
             args.directory,
             verify=args.verify,
+            per_node=args.per_node,
             progress=not args.quiet,
             emit=_emits(args),
             emit_style=args.emit_style,
@@ -249,6 +324,7 @@ def _run(argv: Sequence[str]) -> int:
             args.out,
             kwargs=example_kwargs,
             verify=args.verify,
+            per_node=args.per_node,
             emit=_emits(args),
             decomposition=args.decomposition,
             dynamic_shapes=dynamic_shapes,
@@ -260,6 +336,7 @@ def _run(argv: Sequence[str]) -> int:
             max_decompose_rounds=args.max_decompose_rounds,
             emit_style=args.emit_style,
             threads=args.threads,
+            verify_inputs=args.verify_inputs,
         )
     print(report.summary())
     return ExitCode.OK if report.ok else ExitCode.PARITY_FAILED

@@ -120,6 +120,12 @@ class Program:
     # Their values' largest dims over the symbols' ranges, by torch-ir value name (None: a symbol
     # it uses is unbounded). A lowering that needs a size-independent constant sizes it by these.
     size_bounds: dict[str, list[int] | None] = field(default_factory=dict)
+    # torch-ir value name -> the RLX value computing it (id, dims, torch-ir dtype); a value the
+    # lowering does not compute (a skipped output, a node fused into another) is absent.
+    torch_values: dict[str, tuple[str, tuple[int, ...], str]] = field(default_factory=dict)
+    # With `lower(..., probe_values=True)`: the torch-ir values appended as extra outputs (after
+    # the graph's own), in graph order (a debug build; never the shipped graph).
+    probes: list[str] = field(default_factory=list)
 
     def weight_sources(self) -> set[str]:
         """The stored weights the parameters are read from (derived ones through their sources)."""

@@ -124,6 +124,11 @@ class TorchIR:
     dropped: list[dict[str, Any]] = field(default_factory=list)
     # Control-flow operators inlined before capture (`frontend.control_flow`): {"node", "kind", "how"}.
     control_flow: list[dict[str, Any]] = field(default_factory=list)
+    # Extra input sets verification runs besides the example (`verify_inputs`): {"label",
+    # "description", "error" (eager PyTorch's error on it, or why it cannot run), "values"
+    # (Python-value outputs eager PyTorch gave)}; their inputs and eager outputs are
+    # `set.<k>.input.<name>` / `set.<k>.output.<name>` in reference.safetensors.
+    input_sets: list[dict[str, Any]] = field(default_factory=list)
     # Set by `bind` on the program it returns (never written to the file): the symbolic
     # program's value shapes, its symbols, and the binding.
     symbolic_shapes: dict[str, list[Dim]] = field(default_factory=dict)
@@ -197,6 +202,7 @@ class TorchIR:
             output_tree=self.output_tree,
             dropped=self.dropped,
             control_flow=self.control_flow,
+            input_sets=self.input_sets,
             symbolic_shapes=self.value_shapes(),
             bound_symbols=list(self.symbols),
             binding=dict(values),
@@ -393,6 +399,7 @@ def parse(doc: Any, source: str = FILENAME) -> TorchIR:
         output_tree=dict(doc.get("output_tree", {})),
         dropped=list(doc.get("dropped", [])),
         control_flow=list(doc.get("control_flow", [])),
+        input_sets=list(doc.get("input_sets", [])),
     )
     _check_wiring(ir, source)
     return ir

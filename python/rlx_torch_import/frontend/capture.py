@@ -718,6 +718,8 @@ def sweep_references(
             by_name.setdefault(mutation_output_name(spec.name), after)
         for spec, t in zip(ir.inputs, inputs, strict=True):
             reference[f"sweep.{i}.input.{spec.name}"] = t.detach()
-        for out in ir.outputs:
-            reference[f"sweep.{i}.output.{out.name}"] = by_name[out.name].detach()
+        for out in ir.outputs:  # a Python value read from a tensor (`.item()`) is compared as a 0-d tensor
+            value = by_name[out.name]
+            tensor = value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=getattr(torch, out.dtype))
+            reference[f"sweep.{i}.output.{out.name}"] = tensor.detach()
         ir.sweep.append(entry)

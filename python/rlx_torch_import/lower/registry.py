@@ -207,8 +207,12 @@ def _size_bounds(ir: TorchIR) -> dict[str, list[int] | None]:
     return {name: evaluate_shape(shape, top) for name, shape in ir.symbolic_shapes.items() if not is_static(shape)}
 
 
-def lower(ir: TorchIR, *, optimize: bool = True) -> Program:
+def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False) -> Program:
     """TorchIR -> lowered program. Raises UnsupportedOpsError listing every gap first.
+
+    With `probe_values` (a debug build for per-node parity, `verify/nodes.py`), every tensor a
+    node computes that has an RLX value is also an output, after the graph's own
+    (`program.probes` names them).
 
     With `optimize`, the conversion-time passes of `lower/optimize.py` run last (weights
     stored in the layout RLX reads, constants folded, dead nodes dropped). A program with
@@ -275,6 +279,7 @@ def lower(ir: TorchIR, *, optimize: bool = True) -> Program:
                     f"{node.name} produced {value.dtype}{list(value.dims)}, torch says {spec.dtype}{spec.shape}"
                 )
             values[spec.name] = value
+            program.torch_values[spec.name] = (value.id, value.dims, value.dtype)
         _rebind_mutated(node, call, values)
     if items:
         raise UnsupportedOpsError(items=items, decomposition=ir.decomposition)
@@ -292,14 +297,17 @@ def lower(ir: TorchIR, *, optimize: bool = True) -> Program:
             ],
             decomposition=ir.decomposition,
         )
-    for out in ir.outputs:
-        value = values[out.value]
+    probes = [
+        (o.name, values[o.name]) for n in ir.nodes for o in n.outputs if probe_values and o.name in program.torch_values
+    ]
+    for name, value in [*((o.name, values[o.value]) for o in ir.outputs), *probes]:
         if boundary_dtype(value.dtype) != to_rlx(value.dtype):  # half: computed as F32, rounded on the host
-            program.carried_outputs[out.name] = out.dtype
+            program.carried_outputs[name] = value.dtype
         if value.dtype in NARROW_DTYPES:
-            builder.provenance = Provenance(aten="<boundary cast>", node=out.name)
+            builder.provenance = Provenance(aten="<boundary cast>", node=name)
             value = builder.cast(value, "float32")
         program.outputs.append(value.id)
+    program.probes = [name for name, _ in probes]
     audit(program, builder.nan_free_ids, builder.compensated)
     if optimize:
         from .optimize import optimize as run_passes

@@ -392,6 +392,20 @@ class InputSetRow:
         return "; ".join(f"{o.name}: {', '.join(o.reasons)}" for o in self.outputs if not o.ok)
 
 
+# More per-node rows than this: report.md lists only the failing nodes and the first divergence.
+_MARKDOWN_NODES = 40
+
+
+def node_failed(n: NodeParity) -> bool:
+    """Whether a node's local or cumulative error is over its budget."""
+    return any(e is not None and not e.ok for e in (n.local, n.cumulative))
+
+
+def is_node(n: NodeParity, other: NodeParity | None) -> bool:
+    """Whether `n` is the same value of the graph as `other` (e.g. the first divergence)."""
+    return other is not None and n.index == other.index and n.value == other.value
+
+
 @dataclass
 class ParityReport:
     """Result of one conversion: `ok` is True only when every output passed (or verify was off).
@@ -464,6 +478,7 @@ class ParityReport:
             )
             for r in bad:
                 lines.append(f"  BAD {r.label} {r.binding}: {r.failures()}")
+        lines += [f"  BAD input set {r.label}: {r.failures()}" for r in self.input_sets if not r.ok]
         return "\n".join(lines)
 
     def markdown(self) -> str:
@@ -482,8 +497,79 @@ class ParityReport:
             + ("\n" if self.notes else "")
             + "| output | verdict | dtype shape | max abs | allowed abs | max rel | cosine | differing elements "
             "| reasons |\n"
-            "|---|---|---|---|---|---|---|---|---|\n" + rows + "\n" + self._sweep_markdown()
+            "|---|---|---|---|---|---|---|---|---|\n"
+            + rows
+            + "\n"
+            + self._sweep_markdown()
+            + self._input_sets_markdown()
+            + self._nodes_markdown()
         )
+
+    def _input_sets_markdown(self) -> str:
+        if not self.input_sets:
+            return ""
+        rows = "\n".join(
+            f"| {r.label} | {r.description} | {'pass' if r.ok else 'FAIL'} | "
+            f"{max((o.max_abs_error for o in r.outputs), default=0.0):.3g} | "
+            f"{min((o.cosine for o in r.outputs), default=1.0):.8f} | {r.failures()} |"
+            for r in self.input_sets
+        )
+        return (
+            "\n## Extra input sets\n\n"
+            "| input set | what it exercises | verdict | max abs | min cosine | failing outputs |\n"
+            "|---|---|---|---|---|---|\n" + rows + "\n"
+        )
+
+    def _nodes_markdown(self) -> str:
+        d = self.first_divergence
+        if not self.nodes and d is None and not self.drift:
+            return ""
+
+        def errs(e: NodeError | None, note: str) -> str:
+            if e is None:
+                return f"{note or 'no RLX value'} |" + " |" * 5
+            return (
+                f"{e.max_abs:.3g} | {e.max_rel:.3g} | {e.ulp:.3g} | {e.cosine:.8f} | {e.allowed_abs:.3g} | "
+                f"{'pass' if e.ok else 'FAIL'} |"
+            )
+
+        failing = sum(node_failed(n) for n in self.nodes)
+        shown = self.nodes
+        head = f"{len(self.nodes)} values, {failing} over budget" if self.nodes else "No per-node values recorded"
+        if len(self.nodes) > _MARKDOWN_NODES:
+            shown = [n for n in self.nodes if node_failed(n) or is_node(n, d)]
+            head += (
+                f"; {len(shown)} shown (failing nodes and the first divergence; every node is in report.json "
+                "and report.html)"
+            )
+        lines = [
+            f"\n## Per-node parity\n\n{head}. local: the op fed PyTorch's inputs; cumulative: fed the model inputs.\n"
+        ]
+        if d is not None:
+            lim = f" (local max abs {d.local.max_abs:.3g} > {d.local.allowed_abs:.3g})" if d.local is not None else ""
+            where = f" in `{d.module_path}`" if d.module_path else ""
+            lines.append(f"**First divergence**: #{d.index} `{d.node}` (`{d.aten}`{where}, {d.source}){lim}\n")
+        if self.drift:
+            lines.append(f"**Drift**: {self.drift}\n")
+        if not shown:
+            return "\n".join(lines) + "\n"
+        metrics = ("max abs", "max rel", "ULP", "cosine", "budget", "verdict")
+        lines.append(
+            "| # | node | ATen op | module path | source | shape | dtype | "
+            + " | ".join(f"{kind} {m}" for kind in ("local", "cumulative") for m in metrics)
+            + " |\n|"
+            + "---|" * 19
+        )
+        for n in shown:
+            mark = "**" if is_node(n, d) else ""
+            cells = f"| {n.index} | {mark}{n.node}{mark} | {n.aten} | {n.module_path} | {n.source} | {n.shape} "
+            cells += f"| {n.dtype} |"
+            if n.local is None and n.cumulative is None:
+                cells += f" {n.note or 'no RLX value'} |" + " |" * 11
+            else:
+                cells += f" {errs(n.local, n.note)} {errs(n.cumulative, n.note)}"
+            lines.append(cells)
+        return "\n".join(lines) + "\n"
 
     def _sweep_markdown(self) -> str:
         if not self.sweep:

@@ -1,0 +1,513 @@
+"""Per-node parity: where along the graph RLX's numbers leave PyTorch's.
+
+For every tensor an ATen node of the exported program computes, two comparisons:
+
+- **cumulative**: the RLX value when the graph is fed the model inputs, against PyTorch's
+  intermediate value (the error accumulated up to that node);
+- **local** (reference-fed): the node's own RLX lowering fed PyTorch's values of its inputs,
+  so the error is the op's alone.
+
+PyTorch's intermediates come from running torch-ir's nodes with torch's own ATen ops
+(`torch_values`), so a conversion directory is enough: the model is not needed. RLX's come
+from two debug builds of the program (`lower(..., probe_values=True, optimize=False)`), never
+the shipped graph: the whole program with every intermediate made an output, and a program
+of disconnected single-node graphs whose tensor inputs are fresh graph inputs.
+
+Local budgets follow the op's numerical character (`op_kind`): integer/bool results and data
+movement are exact; elementwise ops may differ by a few ULP of the tensor's largest value;
+contractions and reductions by eps * (16 + 2K) of their scale, K the reduction length.
+Cumulative budgets are the output budgets (`parity.compare_output`).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import warnings
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import _core, safetensors_io, torchir
+from ..dtypes import NARROW_DTYPES, numpy_dtype, to_host
+from ..program import Program
+from ..symbolic import values_of
+from ..torchir import Node, OutputSpec, TensorSpec, TorchIR
+from .parity import NodeError, NodeParity, budget_for
+
+# Data movement and selection: every element is a copy of an input element.
+MOVEMENT = {
+    "view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "slice", "select", "cat", "stack",
+    "clone", "index", "gather", "embedding", "squeeze", "unsqueeze", "flatten", "split", "split_with_sizes",
+    "narrow", "constant_pad_nd", "alias", "contiguous", "unfold", "as_strided", "as_strided_copy", "index_select",
+    "repeat", "roll", "flip", "chunk", "unbind", "where", "detach", "lift_fresh_copy", "expand_copy", "view_copy",
+    "permute_copy", "unsqueeze_copy", "squeeze_copy", "slice_copy", "select_copy", "t_copy", "transpose_copy",
+    "max_pool2d", "max_pool2d_with_indices", "max_pool3d", "max_pool1d", "item", "_local_scalar_dense", "masked_fill",
+    "full", "zeros", "ones", "empty", "zeros_like", "ones_like", "full_like", "new_zeros", "new_ones", "fill",
+    "tril", "triu", "relu", "index_put", "scatter", "pad", "reflection_pad1d", "reflection_pad2d",
+    "replication_pad1d", "replication_pad2d", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle",
+}  # fmt: skip
+# Contractions: K is the contracted length (sqrt of in0 * in1 elements over the output's).
+CONTRACTION = {
+    "mm", "bmm", "addmm", "matmul", "linear", "baddbmm", "addbmm", "convolution", "conv1d", "conv2d", "conv3d",
+    "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "_convolution", "einsum", "_int_mm", "addmv", "mv",
+    "dot", "tensordot", "scaled_dot_product_attention", "_scaled_dot_product_flash_attention_for_cpu",
+}  # fmt: skip
+# Reductions and normalizations: K is the reduced length (input elements over output elements,
+# at least the last axis for the per-row normalizations).
+REDUCTION = {
+    "sum", "mean", "var", "std", "var_mean", "std_mean", "prod", "norm", "linalg_vector_norm", "softmax", "_softmax",
+    "log_softmax", "_log_softmax", "logsumexp", "cumsum", "cumprod", "logcumsumexp", "layer_norm",
+    "native_layer_norm", "group_norm", "native_group_norm", "batch_norm", "_native_batch_norm_legit_no_training",
+    "rms_norm", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+    "adaptive_avg_pool3d", "mse_loss", "amax", "amin", "max", "min", "_log_softmax_backward_data", "cross_entropy",
+    "nll_loss_forward", "upsample_bilinear2d", "upsample_bicubic2d", "grid_sampler_2d", "_linalg_det", "linalg_det",
+}  # fmt: skip
+
+_EPS = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+
+
+def op_kind(target: str, dtype: str) -> str:
+    """The numerical character a node's local budget follows: exact, movement, elementwise,
+    contraction or reduction."""
+    if dtype not in _EPS:
+        return "exact"
+    packet = target.split(".")[1] if target.startswith(("aten.", "prims.")) else target
+    packet = packet.rstrip("_") if packet not in ("_softmax", "_log_softmax") else packet
+    if packet in MOVEMENT:
+        return "movement"
+    if packet in CONTRACTION:
+        return "contraction"
+    if packet in REDUCTION:
+        return "reduction"
+    return "elementwise"
+
+
+# ---------------------------------------------------------------------------------------------
+# PyTorch's intermediate values, from torch-ir alone
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, name)
+
+
+def _to_torch(raw: safetensors_io.RawTensor) -> Any:
+    import torch
+
+    arr = raw.to_numpy()
+    if raw.dtype == "bfloat16":
+        return torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32)).to(torch.bfloat16)
+    return torch.from_numpy(np.array(arr))
+
+
+def _decode(arg: dict[str, Any], env: dict[str, Any]) -> Any:
+    """A torch-ir argument as a Python/torch value for calling the ATen op."""
+    import torch
+
+    ((tag, payload),) = arg.items()
+    if tag == "tensor":
+        return env[payload]
+    if tag == "list":
+        return [_decode(a, env) for a in payload]
+    if tag == "float":
+        return torchir.decode_float(payload)
+    if tag == "dtype":
+        return _torch_dtype(payload)
+    if tag == "device":
+        return torch.device("cpu")
+    if tag == "layout":
+        return getattr(torch, payload)
+    if tag == "memory_format":
+        return getattr(torch, payload)
+    if tag == "none":
+        return None
+    return payload
+
+
+_PYTHON_OPS = {
+    "operator.add": operator.add, "operator.sub": operator.sub, "operator.mul": operator.mul,
+    "operator.truediv": operator.truediv, "operator.floordiv": operator.floordiv, "operator.mod": operator.mod,
+    "operator.pow": operator.pow, "operator.neg": operator.neg, "operator.ge": operator.ge, "operator.gt": operator.gt,
+    "operator.le": operator.le, "operator.lt": operator.lt, "operator.eq": operator.eq, "operator.ne": operator.ne,
+    "operator.and_": operator.and_, "operator.or_": operator.or_, "math.floor": math.floor, "math.ceil": math.ceil,
+    "math.trunc": math.trunc,
+}  # fmt: skip
+
+
+def _call(node: Node, env: dict[str, Any]) -> list[Any]:
+    """Run one torch-ir node with torch's own op; its tensor outputs in `node.outputs` order."""
+    import torch
+
+    args = [_decode(a, env) for a in node.args]
+    kwargs = {k: _decode(v, env) for k, v in node.kwargs.items()}
+    if node.target.startswith(("aten.", "prims.")):
+        ns, packet, overload = node.target.split(".", 2)
+        op = getattr(getattr(getattr(torch.ops, ns), packet), overload)
+        result = op(*args, **kwargs)
+    elif node.target in _PYTHON_OPS:  # values read from tensors: 0-d tensors here, Python numbers in torch
+        plain = [a.item() if isinstance(a, torch.Tensor) else a for a in args]
+        result = _PYTHON_OPS[node.target](*plain)
+    elif node.target.startswith("torch.sym_"):
+        plain = [a.item() if isinstance(a, torch.Tensor) else a for a in args]
+        result = getattr(torch, node.target.removeprefix("torch."))(*plain)
+    else:
+        raise NotImplementedError(f"no PyTorch evaluation for {node.target}")
+    results = list(result) if isinstance(result, (tuple, list)) else [result]
+    found = []
+    for spec, value in zip(node.outputs, results, strict=False):
+        if spec.dtype == "none" or value is None:
+            found.append(None)
+            continue
+        found.append(value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=_torch_dtype(spec.dtype)))
+    return found
+
+
+def torch_values(ir: TorchIR, inputs: dict[str, Any], weights: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Every tensor value of a (static or bound) program, computed by PyTorch from `inputs` (input
+    name -> tensor) and `weights` (state_dict key -> tensor). Returns the values and, per node PyTorch
+    could not evaluate here, why (its outputs and what depends on them are then absent)."""
+    import torch
+
+    env: dict[str, Any] = dict(inputs)
+    env.update({w.name: weights[w.key] for w in ir.weights})
+    missing: dict[str, str] = {}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's warnings here repeat what the export and eager runs said
+        for node in ir.nodes:
+            if not node.outputs:
+                continue
+            try:
+                results = _call(node, env)
+            except Exception as e:  # an op torch cannot run alone here (an effect, a missing input)
+                missing[node.name] = f"PyTorch could not run it alone ({type(e).__name__}: {str(e)[:120]})"
+                continue
+            for spec, value in zip(node.outputs, results, strict=False):
+                if value is not None:
+                    env[spec.name] = value
+    return env, missing
+
+
+# ---------------------------------------------------------------------------------------------
+# RLX's values: debug builds with every intermediate an output
+
+
+def _local_program(ir: TorchIR, skip: set[str] | None = None) -> TorchIR:
+    """Each node alone (but those in `skip`), its tensor arguments fresh graph inputs
+    `<value>@<node>` (weights stay weights); every node output is a graph output."""
+    shapes = ir.value_shapes()
+    dtypes = {s.name: s.dtype for s in ir.inputs} | {o.name: o.dtype for n in ir.nodes for o in n.outputs}
+    weights = {w.name for w in ir.weights}
+    inputs: dict[str, TensorSpec] = {}
+    nodes = []
+
+    def fresh(arg: dict[str, Any], node: Node) -> dict[str, Any]:
+        ((tag, payload),) = arg.items()
+        if tag == "list":
+            return {"list": [fresh(a, node) for a in payload]}
+        if tag != "tensor" or payload in weights:
+            return arg
+        name = f"{payload}@{node.name}"
+        inputs.setdefault(name, TensorSpec(name, list(shapes[payload]), dtypes[payload]))
+        return {"tensor": name}
+
+    for node in ir.nodes:
+        if not node.outputs or node.name in (skip or set()):
+            continue
+        nodes.append(replace(node, args=[fresh(a, node) for a in node.args],
+                             kwargs={k: fresh(v, node) for k, v in node.kwargs.items()}))  # fmt: skip
+    outputs = [
+        OutputSpec(o.name, o.name, list(o.shape), o.dtype) for n in nodes for o in n.outputs if o.dtype != "none"
+    ]
+    return replace(ir, inputs=list(inputs.values()), nodes=nodes, outputs=outputs[:1], symbols=[])
+
+
+def _run_local(
+    ir: TorchIR, env: dict[str, Any], host: Any, weights: dict[str, Any]
+) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """RLX's reference-fed values: every node alone, fed PyTorch's values of its inputs. A node
+    that cannot be lowered alone (its lowering reads an input's values at conversion) or whose
+    inputs have no PyTorch value is left out, with the reason (node name -> reason)."""
+    from ..errors import UnsupportedOpsError
+
+    alone: dict[str, str] = {}
+    for _ in range(3):
+        local_ir = _local_program(ir, skip=set(alone))
+        unfed = {s.name.split("@", 1)[1] for s in local_ir.inputs if s.name.split("@", 1)[0] not in env}
+        if unfed - set(alone):
+            alone.update({n: "no local RLX value: an input of the node has no PyTorch value" for n in unfed})
+            continue
+        feed = {s.name: host(s.name.split("@", 1)[0], s.dtype) for s in local_ir.inputs}
+        try:
+            return _run_debug(local_ir, feed, weights), alone
+        except UnsupportedOpsError as e:
+            alone.update({i.node: f"no local RLX value: lowered alone, {i.reason}" for i in e.items})
+    return {}, alone
+
+
+def _run_debug(ir: TorchIR, feed: dict[str, np.ndarray], weights: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Lower `ir` with every intermediate an output, compile it, run it on `feed`; the RLX value
+    of each torch-ir value it computes (narrow ints/bool as themselves, halves rounded, as the
+    bundle gives its outputs)."""
+    from ..dtypes import from_rlx
+    from ..lower import lower
+    from ..runtime import _bind, _from_bytes
+
+    program: Program = lower(ir, optimize=False, probe_values=True)
+    model = _core.CompiledModel(_core.program_to_hir_json(program.to_core_json()))
+    for p in program.params:
+        _bind(model, p.name, weights[p.name])
+    dtypes = {s.name: s.dtype for s in ir.inputs}
+    args = []
+    for decl in program.inputs:
+        carrier, dtype = from_rlx(decl.dtype), dtypes[decl.name]
+        arr = np.asarray(feed[decl.name])
+        if carrier != dtype:  # bool/narrow ints and half floats cross as float32
+            arr = to_host(arr, dtype)
+        host = np.ascontiguousarray(arr.astype(numpy_dtype(carrier), copy=False))
+        args.append((decl.name, host.reshape(-1).view(np.uint8), decl.dtype))
+    raw = model.run(args)
+    out_dtypes = {o.name: o.dtype for n in ir.nodes for o in n.outputs} | {o.name: o.dtype for o in ir.outputs}
+    found: dict[str, np.ndarray] = {}
+    for name, (data, _rlx, dims) in zip([o.name for o in ir.outputs] + program.probes, raw, strict=True):
+        dtype = out_dtypes[name]
+        carried = dtype in NARROW_DTYPES or dtype in ("float16", "bfloat16")
+        value = _from_bytes(data, "float32" if carried else dtype, dims)
+        found[name] = to_host(value, dtype) if carried else value
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# Budgets and metrics
+
+
+def _numpy(value: Any, dtype: str) -> np.ndarray:
+    import torch
+
+    if dtype == "bfloat16":
+        return value.float().numpy()
+    if isinstance(value, torch.Tensor):
+        return value.detach().contiguous().numpy()
+    return np.asarray(value)
+
+
+def _reduction_length(node: Node, env: dict[str, Any], kind: str, out_numel: int) -> int:
+    import torch
+
+    tensors = [env.get(a["tensor"]) for a in node.args if "tensor" in a]
+    tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
+    if not tensors:
+        return 1
+    if kind == "contraction" and len(tensors) >= 2:
+        return max(1, round(math.sqrt(tensors[0].numel() * tensors[1].numel() / max(out_numel, 1))))
+    k = tensors[0].numel() / max(out_numel, 1)
+    last = tensors[0].shape[-1] if tensors[0].dim() else 1
+    return max(1, round(k), int(last))
+
+
+def _scale(node: Node, magnitude: Any, kind: str, top: float) -> float:
+    """The magnitude a node's error is measured against: its result's largest value `top`, or for
+    a contraction the product of its two inputs' largest values (a sum may cancel); `magnitude`
+    gives a value's largest finite magnitude (cached per value)."""
+    if kind not in ("contraction", "reduction"):
+        return top
+    mags = sorted((magnitude(a["tensor"]) for a in node.args if "tensor" in a), reverse=True)
+    if kind == "contraction" and len(mags) >= 2:
+        return max(top, mags[0] * mags[1])
+    return max(top, mags[0]) if mags else top
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One comparison's raw numbers (computed once, judged by two budgets)."""
+
+    shape_ok: bool
+    exact_equal: bool
+    nonfinite_same: bool
+    max_abs: float
+    max_rel: float
+    ulp: float
+    cosine: float
+    top: float  # largest finite |expected|
+
+
+def measure(actual: np.ndarray, expected: np.ndarray, dtype: str) -> Measured:
+    """Errors of `actual` against `expected` in the dtype's working precision (float32 for the
+    float32 and half dtypes, float64 for float64; integers and bool by equality)."""
+    a, e = np.asarray(actual), np.asarray(expected)
+    if a.shape != e.shape:
+        return Measured(False, False, False, math.inf, math.inf, math.inf, 0.0, 0.0)
+    if dtype not in _EPS:
+        equal = bool(np.array_equal(a, e))
+        diff = 0.0 if equal else float(np.abs(a.astype(np.float64) - e.astype(np.float64)).max())
+        return Measured(True, equal, True, diff, 0.0 if equal else math.inf, 0.0, 1.0 if equal else 0.0, 0.0)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # ULP/relative of huge values is inf
+        return _measure_float(a, e, dtype)
+
+
+def _measure_float(a: np.ndarray, e: np.ndarray, dtype: str) -> Measured:
+    work = np.float64 if dtype == "float64" else np.float32
+    a, e = a.astype(work, copy=False).ravel(), e.astype(work, copy=False).ravel()
+    finite_a, finite_e = np.isfinite(a), np.isfinite(e)
+    nonfinite_same = bool(
+        np.array_equal(finite_a, finite_e) and np.array_equal(a[~finite_a], e[~finite_e], equal_nan=True)
+    )
+    both = finite_a & finite_e
+    if not both.all():
+        a, e = a[both], e[both]
+    if not a.size:
+        return Measured(True, nonfinite_same, nonfinite_same, 0.0, 0.0, 0.0, 1.0, 0.0)
+    diff = np.abs(a - e)
+    mag = np.abs(e)
+    top = float(mag.max())
+    max_abs = float(diff.max())
+    if max_abs == 0.0:
+        return Measured(True, nonfinite_same, nonfinite_same, 0.0, 0.0, 0.0, 1.0, top)
+    spacing = np.spacing(mag) * (2.0**16 if dtype == "bfloat16" else 2.0**13 if dtype == "float16" else 1.0)
+    ulp = float((diff / np.maximum(spacing, np.finfo(work).tiny)).max())
+    max_rel = float((diff / np.where(mag > 0, mag, 1.0)).max())
+    scale = max(top, float(np.abs(a).max())) or 1.0
+    x, y = (a / scale).astype(np.float64), (e / scale).astype(np.float64)
+    nx, ny = math.sqrt(float(x @ x)), math.sqrt(float(y @ y))
+    cosine = 1.0 if nx == ny == 0.0 else float(x @ y) / (nx * ny) if nx and ny else 0.0
+    return Measured(True, False, nonfinite_same, max_abs, max_rel, ulp, cosine, top)
+
+
+def local_error(m: Measured, dtype: str, kind: str, k: int, scale: float) -> NodeError:
+    """The local (reference-fed) verdict: exact for integers, bool and data movement; otherwise
+    max abs error within eps * (16 elementwise | 16 + 2K contraction/reduction) * `scale`."""
+    if not m.shape_ok:
+        return NodeError(math.inf, math.inf, math.inf, 0.0, 0.0, False)
+    if dtype not in _EPS or kind == "movement":
+        ok = m.nonfinite_same and m.max_abs == 0.0
+        return NodeError(m.max_abs, m.max_rel, m.ulp, m.cosine, 0.0, bool(ok))
+    factor = 16.0 if kind == "elementwise" else 16.0 + 2.0 * k
+    allowed = factor * _EPS[dtype] * scale + float(np.finfo(np.float32).tiny)
+    return NodeError(m.max_abs, m.max_rel, m.ulp, m.cosine, allowed, bool(m.nonfinite_same and m.max_abs <= allowed))
+
+
+def cumulative_error(m: Measured, dtype: str) -> NodeError:
+    """The cumulative verdict: the output budget of the dtype (`parity.budget_for`)."""
+    if not m.shape_ok:
+        return NodeError(math.inf, math.inf, math.inf, 0.0, 0.0, False)
+    budget = budget_for(dtype)
+    allowed = budget.atol + budget.rtol * m.top
+    if dtype not in _EPS:
+        return NodeError(m.max_abs, m.max_rel, 0.0, m.cosine, 0.0, bool(m.exact_equal))
+    ok = m.nonfinite_same and m.max_abs <= allowed and m.cosine >= budget.min_cosine
+    return NodeError(m.max_abs, m.max_rel, m.ulp, m.cosine, allowed, bool(ok))
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole report
+
+
+@dataclass
+class NodeReport:
+    """Per-node parity of a conversion directory (see module docstring)."""
+
+    nodes: list[NodeParity] = field(default_factory=list)
+    first_divergence: NodeParity | None = None
+    drift: str = ""
+    # PyTorch's intermediates, RLX's local values (for repro folders): value name -> array
+    expected: dict[str, Any] = field(default_factory=dict)
+    local: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def node_parity(directory: Path, *, outputs_ok: bool = True) -> NodeReport:
+    """Per-node parity of the conversion in `directory` (torch-ir.json, weights.safetensors,
+    reference.safetensors) at the example inputs. `outputs_ok` (whether the outputs passed)
+    decides whether an all-local-pass result is reported as accumulated drift."""
+    import torch
+
+    ir = torchir.load(directory)
+    if ir.is_dynamic:
+        ir = ir.bind(values_of(ir.symbols))
+    ref = safetensors_io.read(directory / torchir.REFERENCE)
+    raw_weights = safetensors_io.read(directory / torchir.WEIGHTS)
+    weights = {k: _to_torch(v) for k, v in raw_weights.items()}
+    inputs = {s.name: _to_torch(ref[f"input.{s.name}"]) for s in ir.inputs}
+    env, missing = torch_values(ir, inputs, weights)
+
+    def host(name: str, dtype: str) -> np.ndarray:
+        return _numpy(env[name], dtype)
+
+    tops: dict[str, float] = {}
+
+    def magnitude(name: str) -> float:
+        """A value's largest finite magnitude (0 for integers, bool and values PyTorch lacks)."""
+        if name not in tops:
+            value = env.get(name)
+            top = 0.0
+            if isinstance(value, torch.Tensor) and value.numel() and value.is_floating_point():
+                low, high = torch.aminmax(value.detach())  # one pass, no copy
+                top = max(abs(float(low)), abs(float(high)))
+                if not math.isfinite(top):  # NaN or inf inside: the largest finite magnitude
+                    top = float(value.detach().abs().nan_to_num(0, 0, 0).max())
+            tops[name] = top
+        return tops[name]
+
+    feed = {s.name: host(s.name, s.dtype) for s in ir.inputs}
+    cumulative = _run_debug(ir, feed, raw_weights)
+    local, alone = _run_local(ir, env, host, raw_weights)
+
+    report = NodeReport(expected=env, local=local)
+    index = 0
+    with torch.no_grad():
+        for node in ir.nodes:
+            for spec in node.outputs:
+                if spec.dtype == "none":
+                    continue
+                row = NodeParity(
+                    index=index, node=node.name, value=spec.name, aten=node.target, module_path=node.module_path,
+                    source=node.source, shape=list(spec.shape), dtype=spec.dtype, kind=op_kind(node.target, spec.dtype),
+                )  # fmt: skip
+                index += 1
+                report.nodes.append(row)
+                if spec.name not in env:
+                    row.note = missing.get(node.name, "no PyTorch value (an input of it has none)")
+                    continue
+                expected = host(spec.name, spec.dtype)
+                row.reduction = _reduction_length(node, env, row.kind, expected.size) if row.kind in (
+                    "contraction", "reduction") else 1  # fmt: skip
+                if spec.name in local:
+                    m = measure(local[spec.name], expected, spec.dtype)
+                    row.local = local_error(m, spec.dtype, row.kind, row.reduction, m.top)
+                    if not row.local.ok and row.kind in ("contraction", "reduction"):  # measured against its inputs
+                        scale = _scale(node, magnitude, row.kind, m.top)
+                        row.local = local_error(m, spec.dtype, row.kind, row.reduction, scale)
+                if spec.name in cumulative:
+                    row.cumulative = cumulative_error(measure(cumulative[spec.name], expected, spec.dtype), spec.dtype)
+                if node.name in alone:
+                    row.note = alone[node.name]
+                elif row.local is None and row.cumulative is None:
+                    row.note = "no RLX value: the node's lowering does not compute this output (e.g. an unused index)"
+                elif row.local is None:
+                    row.note = "no local RLX value (an input of the node has no PyTorch value)"
+    report.first_divergence = next((r for r in report.nodes if r.local is not None and not r.local.ok), None)
+    if report.first_divergence is None and not outputs_ok:
+        report.drift = _drift(report.nodes)
+    return report
+
+
+def _drift(rows: list[NodeParity]) -> str:
+    """Where a cumulative error grows past its budget when every node is locally within budget."""
+    over = next((r for r in rows if r.cumulative is not None and not r.cumulative.ok), None)
+    measured = [r for r in rows if r.cumulative is not None and r.dtype in _EPS]
+    if not measured:
+        return "every node is within its local budget; no float intermediate has an RLX value to follow"
+    worst = max(measured, key=lambda r: r.cumulative.max_rel if r.cumulative else 0.0)
+    where = (
+        f"it first exceeds the output budget at node {over.node} ({over.aten}"
+        f"{', ' + over.module_path if over.module_path else ''}; max abs {over.cumulative.max_abs:.3g})"
+        if over and over.cumulative
+        else "no intermediate exceeds the output budget"
+    )
+    return (
+        "accumulated drift: every node is within its local budget, but the error adds up along the graph; "
+        f"{where}; the largest relative error is at node {worst.node} ({worst.aten}, "
+        f"{worst.cumulative.max_rel if worst.cumulative else 0.0:.3g})"
+    )
