@@ -188,6 +188,11 @@ def from_torch(
             raise _with_fallback_reasons(e, skipped) from None
         if was_training:
             report.notes.insert(0, TRAINING_NOTE)
+        if set_specs and not verify:
+            report.notes.append(
+                f"{len(cap.ir.input_sets)} extra input set(s) stored with the reference but not verified "
+                "(verify is off; `build` verifies them)"
+            )
         _write_reports(report, stage)
     return report
 

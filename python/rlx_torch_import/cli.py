@@ -267,8 +267,9 @@ def _diagnose(argv: Sequence[str]) -> int:
         where = ", ".join(x for x in (r.module_path, r.source) if x)
         print(f"[{r.index}] {r.node} {r.aten} {r.dtype}{r.shape} {local} {cumulative}{f' [{where}]' if where else ''}"
               f"{f' ({r.note})' if r.note else ''}")  # fmt: skip
-    over = sum(1 for r in rows if r.local and not r.local.ok)
-    print(f"{len(rows)} node values compared, {over} over their local budget")
+    local = sum(1 for r in rows if r.local and not r.local.ok)
+    cumulative = sum(1 for r in rows if r.cumulative and not r.cumulative.ok)
+    print(f"{len(rows)} node values compared: {local} over their local budget, {cumulative} over the cumulative one")
     if found.node is not None:
         r = found.node
         kind = "first divergence" if args.node is None else "node"

@@ -112,6 +112,10 @@ def _from_mapping(
     return tuple(t if t is not None else e for t, e in zip(chosen, example, strict=True)), kept
 
 
+# Keys a file of tensors may hold beside the inputs: outputs and other sets of a reference file.
+_OTHER_KEYS = ("output.", "sweep.", "set.")
+
+
 def _read_file(path: Path) -> dict[str, torch.Tensor]:
     """The tensors of a .safetensors file (native dtypes; bfloat16 back from numpy's float32 exactly)."""
     from .. import safetensors_io
@@ -162,7 +166,8 @@ def resolve(specs: list[Spec], ir: TorchIR, example: ModelInputs) -> list[InputS
             label, description = f"inputs:{k}", f"input set {k} of verify_inputs (a tuple in input order)"
         else:
             path = Path(spec)
-            chosen, kept = _from_mapping(_read_file(path), ir.inputs, tensors, f"{where} ({path})", strict=False)
+            found = {k: v for k, v in _read_file(path).items() if not k.startswith(_OTHER_KEYS)}
+            chosen, kept = _from_mapping(found, ir.inputs, tensors, f"{where} ({path})", strict=True)
             if len(kept) == len(ir.inputs):
                 raise InputError(
                     f"{where}: {path} holds no tensor named after an input; expected keys such as "
@@ -323,9 +328,8 @@ def _large(inp: _Input, order: int, gen: torch.Generator) -> torch.Tensor | None
     shape = inp.example.shape
     magnitude = lo + (hi - lo) * torch.rand(shape, generator=gen, dtype=torch.float64)
     sign = torch.where(torch.rand(shape, generator=gen) < 0.5, -1.0, 1.0).double()
-    values = (magnitude * sign).reshape(-1)
-    values[::5] = 0.0  # and zeros among them
-    return values.reshape(shape).to(inp.example.dtype)
+    # no zeros here: a divisor of 0 is the zeros set's business (it keeps divisors non-zero)
+    return (magnitude * sign).to(inp.example.dtype)
 
 
 def _zeros(inp: _Input, order: int, gen: torch.Generator) -> torch.Tensor | None:
@@ -381,7 +385,7 @@ AUTO_KINDS: tuple[tuple[str, str, Maker], ...] = (
     ("ties", "ties for argmax/argmin/max/topk/sort: every other row (last axis) one value, the rows between drawn "
      "from {-1, 0, 1} (integers: {min, middle, max} of the example's range)", _ties),
     ("large", "large magnitudes for softmax/exp/logsumexp/norms: |x| in 30..80 (float16/bfloat16 inputs: 4..11, "
-     "so exp stays finite) with random signs, every fifth element 0", _large),
+     "so exp stays finite) with random signs", _large),
     ("zeros", "all zeros: the first float input (later float inputs keep the example's values: they may divide "
      "it) and integer inputs whose example range holds 0", _zeros),
     ("negative", "all negative: -|example| (zeros become -1); integers: within the example's negative range",

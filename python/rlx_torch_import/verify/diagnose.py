@@ -38,21 +38,26 @@ def diagnose(directory: Path | str, *, node: str | None = None, repro_dir: Path 
     first divergence) in `repro_dir` (default `<directory>/repro-<node>`). Raises InputError for a
     directory that is not a conversion or a node name it does not have."""
     directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError(f"{directory}: no such directory", hint="point at the OUT/ directory of a conversion")
     if not (directory / torchir.FILENAME).is_file() or not (directory / torchir.REFERENCE).is_file():
         raise InputError(
             f"{directory}: not a conversion directory (needs {torchir.FILENAME} and {torchir.REFERENCE})",
             hint="point at the OUT/ directory from_torch or the CLI wrote",
         )
-    outputs_ok = True
+    outputs_ok = True  # the example's outputs in report.json (not the sweep or extra input sets)
     report_json = directory / "report.json"
     if report_json.is_file():
-        outputs_ok = bool(json.loads(report_json.read_text()).get("ok", True))
+        outputs_ok = all(o.get("ok", True) for o in json.loads(report_json.read_text()).get("outputs", []))
     found = node_parity(directory, outputs_ok=outputs_ok)
     chosen = found.first_divergence
     if node is not None:
         chosen = next((r for r in found.nodes if node in (r.node, r.value)), None)
         if chosen is None:
-            raise InputError(f"{directory}: no node {node!r} with a tensor output in torch-ir.json")
+            raise InputError(
+                f"{directory}: no node {node!r} with a tensor output in torch-ir.json",
+                hint="`rlx-torch-import diagnose OUT --all` lists every node",
+            )
     if chosen is None:
         return Diagnosis(found, None, None)
     target = Path(repro_dir) if repro_dir is not None else directory / f"repro-{chosen.node}"
@@ -122,7 +127,7 @@ def write_repro(directory: Path, found: NodeReport, row: NodeParity, target: Pat
         "source": node.source,
         "budget": {"max_abs": row.local.allowed_abs if row.local else None, "kind": row.kind},
         "local_error": None if row.local is None else {"max_abs": row.local.max_abs, "ulp": row.local.ulp},
-        "producer": ir.producer,
+        "producer": {**ir.producer, "rlx": _core.rlx_version()},
     }
     (target / "node.json").write_text(json.dumps(doc, indent=1, allow_nan=False, default=str) + "\n")
     (target / "repro.py").write_text(REPRO_SCRIPT)
@@ -184,7 +189,8 @@ ns, packet, overload = node["target"].split(".", 2)
 op = getattr(getattr(getattr(torch.ops, ns), packet), overload)
 result = op(*[decode(a) for a in node["args"]], **{k: decode(v) for k, v in node["kwargs"].items()})
 results = list(result) if isinstance(result, (tuple, list)) else [result]
-print(f"{node['target']} at node {node['node']} ({node['module_path']} {node['source']})")
+where = ", ".join(x for x in (node["module_path"], node["source"]) if x)
+print(f"{node['target']} at node {node['node']}" + (f" ({where})" if where else ""))
 budget = node["budget"]["max_abs"] or 0.0
 worst = 0.0
 for i, torch_out in enumerate(r for r in results if isinstance(r, torch.Tensor)):

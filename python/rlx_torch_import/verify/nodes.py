@@ -500,14 +500,16 @@ def _drift(rows: list[NodeParity]) -> str:
     if not measured:
         return "every node is within its local budget; no float intermediate has an RLX value to follow"
     worst = max(measured, key=lambda r: r.cumulative.max_rel if r.cumulative else 0.0)
-    where = (
-        f"it first exceeds the output budget at node {over.node} ({over.aten}"
-        f"{', ' + over.module_path if over.module_path else ''}; max abs {over.cumulative.max_abs:.3g})"
-        if over and over.cumulative
-        else "no intermediate exceeds the output budget"
-    )
+    if over is None or over.cumulative is None:  # nothing here fails: the failure is not this graph's
+        return (
+            "the outputs failed, but every node value is within its budget here, locally and cumulatively: "
+            "the failure does not reproduce from torch-ir (the bundle was lowered differently, e.g. by another "
+            "version, or eager PyTorch computes something other than its exported graph)"
+        )
     return (
         "accumulated drift: every node is within its local budget, but the error adds up along the graph; "
-        f"{where}; the largest relative error is at node {worst.node} ({worst.aten}, "
+        f"it first exceeds the output budget at node {over.node} ({over.aten}"
+        f"{', ' + over.module_path if over.module_path else ''}; max abs {over.cumulative.max_abs:.3g}); "
+        f"the largest relative error is at node {worst.node} ({worst.aten}, "
         f"{worst.cumulative.max_rel if worst.cumulative else 0.0:.3g})"
     )

@@ -490,7 +490,7 @@ class ParityReport:
         )
         return (
             f"# Parity report: {self.name}\n\n"
-            f"Verdict: **{'PASS' if self.ok else 'FAIL' if self.verified else 'not verified'}** "
+            f"Verdict: **{'not verified' if not self.verified else 'PASS' if self.ok else 'FAIL'}** "
             f"(decomposition `{self.decomposition}`, torch {self.torch_version}, RLX {self.rlx_version})\n\n"
             + (f"Auto-decomposed: {', '.join(self.auto_decomposed_ops)}\n\n" if self.auto_decomposed_ops else "")
             + "".join(f"- {n}\n" for n in self.notes)
