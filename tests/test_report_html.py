@@ -9,7 +9,6 @@ import subprocess
 
 import numpy as np
 import pytest
-import torch
 
 import rlx_torch_import as rti
 from rlx_torch_import.verify.parity import (
@@ -117,34 +116,14 @@ def test_markdown_lists_only_failing_nodes_when_many() -> None:
     assert "| 8 | mm_8 |" in few  # 40 or fewer: every node
 
 
-class _Logits(torch.nn.Module):
-    """A HF causal LM returning its logits only (as test_hf_models.Logits)."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.model(ids).logits
-
-
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
 def test_llama_report_opens_in_headless_chromium(tmp_path) -> None:
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     from PIL import Image
 
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(
-        vocab_size=128,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-    )
-    model = _Logits(transformers.LlamaForCausalLM(cfg).eval())
-    ids = torch.randint(0, 128, (1, 8))
+    from rlx_torch_import.verify_bench import hf_llama_small  # the test suite's HF Llama, logits only
+
+    model, (ids,) = hf_llama_small()
     report = rti.from_torch(model, (ids,), tmp_path / "llama")
     assert report.ok, report.summary()
     page_path = tmp_path / "llama" / "report.html"

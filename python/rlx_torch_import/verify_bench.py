@@ -38,7 +38,7 @@ class _Logits(torch.nn.Module):
         return self.model(ids).logits
 
 
-def _hf_llama_small() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+def hf_llama_small() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     """The HF Llama of the test suite (2 layers, hidden 64, vocab 128), ids 1x8."""
     import transformers
 
@@ -54,7 +54,7 @@ def rows(names: list[str], runs: int) -> list[str]:
     from .bench import BenchModel, registry
 
     models, _ = registry()
-    models["hf_llama_small"] = BenchModel("hf_llama_small", _hf_llama_small.__doc__ or "", _hf_llama_small)
+    models["hf_llama_small"] = BenchModel("hf_llama_small", hf_llama_small.__doc__ or "", hf_llama_small)
     head = "| model | nodes | from_torch s | per-node phase s | report with nodes s | extra | verify phase s |"
     out = [head, "|---|---|---|---|---|---|---|"]
     for name in names:
