@@ -20,5 +20,5 @@ class MLP(nn.Module):
 
 
 torch.manual_seed(0)
-model = MLP()
+model = MLP().eval()  # inference mode (from_torch converts in eval mode either way)
 example_inputs = (torch.randn(4, 64),)
