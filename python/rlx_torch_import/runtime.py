@@ -154,20 +154,14 @@ class BundleModel:
                     f"input {spec['name']!r} has shape {list(arr.shape)}, the bundle expects {spec['shape']}"
                 )
             carrier = spec.get("rlx_dtype", spec["dtype"])
-            if carrier != spec["dtype"]:  # bool/narrow ints and half floats cross as float32
-                arr = to_host(arr, spec["dtype"])
-            arr = np.ascontiguousarray(arr.astype(numpy_dtype(carrier), copy=False))
-            feed.append((spec["name"], arr.reshape(-1).view(np.uint8), to_rlx(carrier)))
+            feed.append((spec["name"], to_carrier(arr, spec["dtype"], carrier), to_rlx(carrier)))
         try:
             raw = model.run(feed)
         except RuntimeError as e:
             raise BundleError(f"{self.path}: RLX failed while running: {e}") from None
         outputs = {}
         for spec, (data, _rlx_dtype, dims) in zip(self.meta["outputs"], raw, strict=True):
-            value = _from_bytes(data, spec.get("rlx_dtype", spec["dtype"]), dims)
-            if spec.get("rlx_dtype", spec["dtype"]) != spec["dtype"]:  # carried as float32: round to the dtype
-                value = to_host(value, spec["dtype"])
-            outputs[spec["name"]] = value
+            outputs[spec["name"]] = from_carrier(data, dims, spec["dtype"], spec.get("rlx_dtype", spec["dtype"]))
         return outputs
 
     def values(self, binding: Mapping[str, int] | None = None) -> dict[str, Any]:
@@ -351,6 +345,22 @@ def tree_children(node: dict[str, Any]) -> list[dict[str, Any]]:
     if "tuple" in node or "list" in node:
         return list(node.get("tuple", node.get("list", [])))
     return list(node.get("dict", {}).values())
+
+
+def to_carrier(arr: Any, dtype: str, carrier: str) -> np.ndarray:
+    """Values of torch-ir `dtype` as the bytes RLX takes them in, in `carrier` (bool/narrow ints and
+    half floats cross as float32)."""
+    arr = np.asarray(arr)
+    if carrier != dtype:
+        arr = to_host(arr, dtype)
+    return np.ascontiguousarray(arr.astype(numpy_dtype(carrier), copy=False)).reshape(-1).view(np.uint8)
+
+
+def from_carrier(data: Any, dims: list[int], dtype: str, carrier: str) -> np.ndarray:
+    """An RLX result carried in `carrier` as numpy values of torch-ir `dtype` (a value carried as
+    float32 rounded to its dtype)."""
+    value = _from_bytes(data, carrier, dims)
+    return to_host(value, dtype) if carrier != dtype else value
 
 
 def _from_bytes(data: Any, dtype: str, dims: list[int]) -> np.ndarray:

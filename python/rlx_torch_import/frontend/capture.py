@@ -704,22 +704,42 @@ def sweep_references(
         )
         entry: dict[str, Any] = {"label": point.label, "binding": point.binding}
         try:
-            run = eager_outputs(model, example, inputs)
+            outputs, returned = eager_point(model, ir, example, inputs)
         except InputError as e:
             entry["error"] = e.message
             ir.sweep.append(entry)
             continue
-        flat = torch.utils._pytree.tree_flatten_with_path(run.outputs)[0]
-        by_name = dict(zip(output_names([p for p, _ in flat]), [v for _, v in flat], strict=False))
-        values = {k: v for k, v in by_name.items() if isinstance(v, PYTHON_OUTPUTS)}
-        if values:
-            entry["values"] = values
-        for spec, after in zip(ir.inputs, run.inputs_after, strict=True):
-            by_name.setdefault(mutation_output_name(spec.name), after)
+        if returned:
+            entry["values"] = returned
         for spec, t in zip(ir.inputs, inputs, strict=True):
             reference[f"sweep.{i}.input.{spec.name}"] = t.detach()
-        for out in ir.outputs:  # a Python value read from a tensor (`.item()`) is compared as a 0-d tensor
-            value = by_name[out.name]
-            tensor = value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=getattr(torch, out.dtype))
-            reference[f"sweep.{i}.output.{out.name}"] = tensor.detach()
+        reference.update({f"sweep.{i}.output.{name}": t for name, t in outputs.items()})
         ir.sweep.append(entry)
+
+
+def eager_point(
+    model: torch.nn.Module, ir: TorchIR, example: ModelInputs, tensors: tuple[torch.Tensor, ...]
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Eager PyTorch on the example call with `tensors` in place of its tensor leaves: each of
+    `ir.outputs` as a tensor (a Python value read from a tensor, `.item()`, as a 0-d tensor; an
+    input written in place as `mutated_<input>`), and the Python values forward returned by output
+    name (a non-finite float as its repr, so strict JSON holds it). Raises InputError when eager
+    PyTorch raises or returns no value for an output."""
+    run = eager_outputs(model, example, tensors)
+    flat = torch.utils._pytree.tree_flatten_with_path(run.outputs)[0]
+    by_name = dict(zip(output_names([p for p, _ in flat]), [v for _, v in flat], strict=False))
+    returned = {
+        k: repr(v) if isinstance(v, float) and not math.isfinite(v) else v
+        for k, v in by_name.items()
+        if isinstance(v, PYTHON_OUTPUTS)
+    }
+    for spec, after in zip(ir.inputs, run.inputs_after, strict=True):
+        by_name.setdefault(mutation_output_name(spec.name), after)
+    outputs = {}
+    for out in ir.outputs:
+        value = by_name.get(out.name)
+        if value is None:
+            raise InputError(f"eager PyTorch returned no output {out.name!r} here")
+        tensor = value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=getattr(torch, out.dtype))
+        outputs[out.name] = tensor.detach()
+    return outputs, returned

@@ -18,7 +18,6 @@ Each inlined operator is recorded (`TorchIR.control_flow`) so the report says wh
 from __future__ import annotations
 
 import operator
-import re
 from typing import Any
 
 import torch
@@ -35,11 +34,9 @@ def _hop(name: str) -> Any:
 
 def _where(node: fx.Node) -> str:
     """`, module <path>, File "<user file>", line N, in forward` for a control-flow node, as far as known."""
-    stack_modules = node.meta.get("nn_module_stack") or {}
-    module = ""
-    if stack_modules:
-        path = str(list(stack_modules.values())[-1][0])
-        module = re.sub(r"^L\['self'\]\.?", "", path)
+    from .capture import _module_info  # capture imports this module: resolved at call time
+
+    module, _ = _module_info(node)
     stack = node.meta.get("stack_trace") or ""
     lines = [
         line.strip() for line in stack.splitlines() if line.strip().startswith("File") and "<eval_with_key>" not in line

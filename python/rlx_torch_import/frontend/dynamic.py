@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from ..errors import InputError
-from .inputs import ModelInputs
+from .inputs import ModelInputs, forward_names
 
 # `x:0=batch:1:64`, `x:0=batch`, `x:0=batch:1:`, `x:1=auto`, `x:1=dynamic`
 _CLI = re.compile(
@@ -107,27 +107,13 @@ def by_input_name(model: torch.nn.Module, spec: Any, count: int, keywords: Seque
     return tuple(entries)
 
 
-def input_names(model: torch.nn.Module, count: int) -> list[str]:
-    """The names torch.export gives `count` positional inputs: `forward`'s parameter names, then
-    `<varargs>_<i>` for `*args`."""
-    names: list[str] = []
-    for name, param in inspect.signature(model.forward).parameters.items():
-        if len(names) == count:
-            break
-        if param.kind == inspect.Parameter.VAR_POSITIONAL:
-            names += [f"{name}_{i}" for i in range(count - len(names))]
-        elif param.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
-            names.append(name)
-    return names
-
-
 def check_axes(model: torch.nn.Module, spec: Any, inputs: ModelInputs) -> None:
     """Refuse, before torch.export, a dynamic axis an example tensor argument does not have, and a
     named Dim whose example size is 0 or 1 (torch always specializes those sizes). Tensors nested
     inside an argument are left to torch.export's own checks."""
     if spec is None or not isinstance(model, torch.nn.Module):
         return  # nothing dynamic; a non-module is refused by the export
-    names = input_names(model, len(inputs.args))
+    names = forward_names(model, len(inputs.args))[0]
     shapes = {n: tuple(a.shape) for n, a in zip(names, inputs.args, strict=False) if isinstance(a, torch.Tensor)}
     shapes.update({k: tuple(v.shape) for k, v in inputs.kwargs.items() if isinstance(v, torch.Tensor)})
     for (name, axis), label in requested_axes(model, spec, list(shapes)).items():

@@ -189,7 +189,7 @@ def record_input_sets(
     {"label", "description", "error"?} per set, `reference` its inputs and eager outputs
     (`set.<k>.input.<name>`, `set.<k>.output.<name>`). A set eager PyTorch raises on is recorded
     with the error (it then fails verification)."""
-    from .capture import PYTHON_OUTPUTS, eager_outputs, mutation_output_name, output_names
+    from .capture import eager_point
 
     ir.input_sets = []
     for k, s in enumerate(resolve(specs, ir, example)):
@@ -199,39 +199,17 @@ def record_input_sets(
             entry["error"] = s.error
             continue
         try:
-            run = eager_outputs(model, example, s.tensors)
+            outputs, values = eager_point(model, ir, example, s.tensors)
         except InputError as e:
             cause = e.__cause__
             first = str(cause).strip().splitlines()[0] if cause is not None and str(cause).strip() else ""
             entry["error"] = f"eager PyTorch raised {type(cause).__name__}: {first}" if cause else e.message
             continue
-        flat = torch.utils._pytree.tree_flatten_with_path(run.outputs)[0]
-        by_name = dict(zip(output_names([p for p, _ in flat]), [v for _, v in flat], strict=False))
-        values = {k2: _json_value(v) for k2, v in by_name.items() if isinstance(v, PYTHON_OUTPUTS)}
-        for spec, after in zip(ir.inputs, run.inputs_after, strict=True):
-            by_name.setdefault(mutation_output_name(spec.name), after)
-        outputs = {}
-        for out in ir.outputs:
-            value = by_name.get(out.name)
-            if value is None:
-                entry["error"] = f"eager PyTorch returned no output {out.name!r} on this set"
-                break
-            if not isinstance(value, torch.Tensor):  # a value read from a tensor (`.item()`): a 0-d tensor
-                value = torch.tensor(value, dtype=getattr(torch, out.dtype))
-            outputs[out.name] = value.detach()
-        if "error" in entry:
-            continue
         if values:
             entry["values"] = values
         for spec, t in zip(ir.inputs, s.tensors, strict=True):
             reference[f"set.{k}.input.{spec.name}"] = t.detach()
-        for name, value in outputs.items():
-            reference[f"set.{k}.output.{name}"] = value
-
-
-def _json_value(value: Any) -> Any:
-    """A Python output as strict JSON holds it (a non-finite float as its repr: then it never compares equal)."""
-    return repr(value) if isinstance(value, float) and not math.isfinite(value) else value
+        reference.update({f"set.{k}.output.{name}": t for name, t in outputs.items()})
 
 
 # ---- "auto": adversarial sets from the example's shapes, dtypes and value ranges ----

@@ -92,7 +92,7 @@ class ModelInputs:
         return model(*args, **kwargs)
 
 
-def _forward_names(model: Any, count: int) -> tuple[list[str], list[str]]:
+def forward_names(model: Any, count: int) -> tuple[list[str], list[str]]:
     """Names of `count` positional arguments of `model.forward` (`<varargs>_<i>` for `*args`, as
     torch.export names them), and forward's positional parameters including those not passed."""
     import inspect
@@ -134,7 +134,7 @@ def model_inputs(model: Any, example_inputs: Any, kwargs: dict[str, Any] | None 
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
         raise InputError(f"kwargs must be a dict keyed by forward's argument names, got {type(kwargs).__name__}")
     args = tuple(example_inputs)
-    names, positional = _forward_names(model, len(args))
+    names, positional = forward_names(model, len(args))
     flat, spec = pytree.tree_flatten_with_path((args, kwargs))
     leaves, paths = [], []
     for path, value in flat:

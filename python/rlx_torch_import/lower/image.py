@@ -21,7 +21,7 @@ from .registry import lowers
 # ── shared helpers ───────────────────────────────────────────────────────
 
 
-def _gather_axis(b: Builder, x: Value, axis: int, index: np.ndarray) -> Value:
+def gather_axis(b: Builder, x: Value, axis: int, index: np.ndarray) -> Value:
     """x[..., index, ...] along `axis` with a constant int64 index vector."""
     if index.tolist() == list(range(x.dims[axis])):
         return x
@@ -183,7 +183,7 @@ def upsample_nearest(b: Builder, call: Call) -> Value:
     for d, scale in enumerate(_spatial_scales(call, k)):
         axis = 2 + d
         index = _nearest_index(x.dims[axis], call.out_dims[axis], scale, exact)
-        x = _gather_axis(b, x, axis, index)
+        x = gather_axis(b, x, axis, index)
     return x
 
 
@@ -379,7 +379,7 @@ def slice_scatter(b: Builder, call: Call) -> Value:
     dims = list(x.dims)
     dims[axis] += src.dims[axis]
     both = b.emit({"Concat": {"axis": axis}}, [b.cast(x, call.out_dtype), src], dims, call.out_dtype)
-    return _gather_axis(b, both, axis, index)
+    return gather_axis(b, both, axis, index)
 
 
 @lowers("aten.copy.default")

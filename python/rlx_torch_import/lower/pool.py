@@ -20,7 +20,7 @@ import numpy as np
 
 from ..dtypes import FLOAT_DTYPES, INT_DTYPES
 from .context import Builder, Call, Value
-from .image import contract_axis
+from .image import contract_axis, gather_axis
 from .registry import lowers
 from .workarounds import native_pool
 
@@ -346,7 +346,7 @@ def _adaptive_argmax(b: Builder, call: Call) -> Value:
     win = x
     for a, r in enumerate(reads):  # axis a becomes (cell, tap)
         axis = first + 2 * a
-        win = _take(b, win, axis, r.reshape(-1))
+        win = gather_axis(b, win, axis, r.reshape(-1))
         win = b.reshape(win, (*win.dims[:axis], *r.shape, *win.dims[axis + 1 :]))
     cells, taps = [first + 2 * a for a in range(n)], [first + 2 * a + 1 for a in range(n)]
     win = b.transpose(win, [*range(first), *cells, *taps])
@@ -367,15 +367,6 @@ def _adaptive_argmax(b: Builder, call: Call) -> Value:
     last_nan = b.reduce("Max", where_pos(b.compare("Ne", win, win), -1), [win.rank - 1], False)
     has_nan = b.compare("Ge", last_nan, b.const(0, "int64"))
     return b.emit("Where", [has_nan, last_nan, first_peak], last_nan.dims, "int64")
-
-
-def _take(b: Builder, x: Value, axis: int, index: np.ndarray) -> Value:
-    """x[..., index, ...] along `axis` with a constant index vector (no node when it is the whole axis)."""
-    if index.tolist() == list(range(x.dims[axis])):
-        return x
-    dims = list(x.dims)
-    dims[axis] = len(index)
-    return b.emit({"Gather": {"axis": axis}}, [x, b.const(index.astype(np.int64), "int64")], dims, x.dtype)
 
 
 def _adaptive_matrix(n_in: int, n_out: int) -> np.ndarray:

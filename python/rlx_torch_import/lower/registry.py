@@ -144,24 +144,31 @@ def _check_calls(ir: TorchIR) -> list[Unsupported]:
     return items
 
 
+@cache
+def _plain_arguments(target: str) -> tuple[tuple[str, str], ...]:
+    """(name, type) of the arguments an ATen overload's schema types neither Tensor nor Scalar
+    (ints, bools, floats and lists of them: sizes, indices, flags)."""
+    import torch
+
+    _, packet, overload = target.split(".", 2)
+    schema = getattr(getattr(torch.ops.aten, packet), overload)._schema
+    return tuple(
+        (a.name, str(a.type)) for a in schema.arguments if "Tensor" not in str(a.type) and "Scalar" not in str(a.type)
+    )
+
+
 def _scalars_from_tensors(node: Any, lowering: Lowering) -> str | None:
     """Why a value read from a tensor (`.item()`, a 0-d tensor here) cannot be an argument that the
     ATen schema types int/bool/float (a size, an index, a flag), or None."""
     if not node.target.startswith("aten."):
         return None
-    import torch
-
-    _, packet, overload = node.target.split(".", 2)
-    schema = getattr(getattr(torch.ops.aten, packet), overload)._schema
-    given = dict(zip([a.name for a in schema.arguments], node.args, strict=False)) | dict(node.kwargs)
-    for arg in schema.arguments:
-        value = given.get(arg.name)
-        if not isinstance(value, dict) or "tensor" not in value or arg.name in lowering.tensor_scalars:
-            continue
-        kind = str(arg.type)
-        if "Tensor" not in kind and "Scalar" not in kind:
+    names, _ = _schema(node.target)
+    given = dict(zip(names, node.args, strict=False)) | dict(node.kwargs)
+    for name, kind in _plain_arguments(node.target):
+        value = given.get(name)
+        if isinstance(value, dict) and "tensor" in value and name not in lowering.tensor_scalars:
             return (
-                f"argument {arg.name!r} ({kind}) is a value read from a tensor (node {value['tensor']}, `.item()`); "
+                f"argument {name!r} ({kind}) is a value read from a tensor (node {value['tensor']}, `.item()`); "
                 "RLX needs it when the graph is compiled"
             )
     return None

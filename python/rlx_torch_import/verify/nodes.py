@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from .. import _core, safetensors_io, torchir
-from ..dtypes import NARROW_DTYPES, numpy_dtype, to_host
+from ..dtypes import NARROW_DTYPES
 from ..program import Program
 from ..symbolic import values_of
 from ..torchir import Node, OutputSpec, TensorSpec, TorchIR
@@ -254,29 +254,21 @@ def _run_debug(ir: TorchIR, feed: dict[str, np.ndarray], weights: dict[str, Any]
     bundle gives its outputs)."""
     from ..dtypes import from_rlx
     from ..lower import lower
-    from ..runtime import _bind, _from_bytes
+    from ..runtime import _bind, from_carrier, to_carrier
 
     program: Program = lower(ir, optimize=False, probe_values=True)
     model = _core.CompiledModel(_core.program_to_hir_json(program.to_core_json()))
     for p in program.params:
         _bind(model, p.name, weights[p.name])
     dtypes = {s.name: s.dtype for s in ir.inputs}
-    args = []
-    for decl in program.inputs:
-        carrier, dtype = from_rlx(decl.dtype), dtypes[decl.name]
-        arr = np.asarray(feed[decl.name])
-        if carrier != dtype:  # bool/narrow ints and half floats cross as float32
-            arr = to_host(arr, dtype)
-        host = np.ascontiguousarray(arr.astype(numpy_dtype(carrier), copy=False))
-        args.append((decl.name, host.reshape(-1).view(np.uint8), decl.dtype))
+    args = [(d.name, to_carrier(feed[d.name], dtypes[d.name], from_rlx(d.dtype)), d.dtype) for d in program.inputs]
     raw = model.run(args)
     out_dtypes = {o.name: o.dtype for n in ir.nodes for o in n.outputs} | {o.name: o.dtype for o in ir.outputs}
     found: dict[str, np.ndarray] = {}
     for name, (data, _rlx, dims) in zip([o.name for o in ir.outputs] + program.probes, raw, strict=True):
         dtype = out_dtypes[name]
-        carried = dtype in NARROW_DTYPES or dtype in ("float16", "bfloat16")
-        value = _from_bytes(data, "float32" if carried else dtype, dims)
-        found[name] = to_host(value, dtype) if carried else value
+        carried = dtype in NARROW_DTYPES or dtype in ("float16", "bfloat16")  # as `lower` casts them out
+        found[name] = from_carrier(data, dims, dtype, "float32" if carried else dtype)
     return found
 
 
