@@ -17,7 +17,6 @@ from typing import Any
 
 from .. import _core, safetensors_io, torchir
 from ..errors import InputError
-from ..symbolic import values_of
 from ..torchir import Node, OutputSpec, TensorSpec
 from .nodes import NodeReport, node_parity
 from .parity import NodeParity
@@ -61,20 +60,17 @@ def diagnose(directory: Path | str, *, node: str | None = None, repro_dir: Path 
     if chosen is None:
         return Diagnosis(found, None, None)
     target = Path(repro_dir) if repro_dir is not None else directory / f"repro-{chosen.node}"
-    write_repro(directory, found, chosen, target)
+    write_repro(found, chosen, target)
     return Diagnosis(found, chosen, target)
 
 
-def write_repro(directory: Path, found: NodeReport, row: NodeParity, target: Path) -> Path:
+def write_repro(found: NodeReport, row: NodeParity, target: Path) -> Path:
     """Write the repro folder of node `row` (module docstring) into `target`."""
     import torch
 
-    ir = torchir.load(directory)
-    if ir.is_dynamic:
-        ir = ir.bind(values_of(ir.symbols))
+    ir = found.ir
+    assert ir is not None, "a NodeReport from node_parity"
     node = next(n for n in ir.nodes if n.name == row.node)
-    weights = {w.name: w for w in ir.weights}
-    raw_weights = safetensors_io.read(directory / torchir.WEIGHTS)
     inputs: dict[str, Any] = {}
     specs: list[TensorSpec] = []
 
@@ -84,13 +80,7 @@ def write_repro(directory: Path, found: NodeReport, row: NodeParity, target: Pat
             return {"list": [bind(a, f"{label}.{i}") for i, a in enumerate(payload)]}
         if tag != "tensor":
             return arg
-        if payload in weights:
-            from .nodes import _to_torch
-
-            inputs[label] = _to_torch(raw_weights[weights[payload].key])
-        else:
-            inputs[label] = found.expected[payload]
-        value = inputs[label]
+        value = inputs[label] = found.expected[payload]  # weights are there too, by placeholder name
         specs.append(TensorSpec(label, list(value.shape), str(value.dtype).removeprefix("torch.")))
         return {"tensor": label}
 

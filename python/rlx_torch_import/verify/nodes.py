@@ -404,7 +404,9 @@ class NodeReport:
     nodes: list[NodeParity] = field(default_factory=list)
     first_divergence: NodeParity | None = None
     drift: str = ""
-    # PyTorch's intermediates, RLX's local values (for repro folders): value name -> array
+    # For repro folders: the program compared (bound at the example sizes), PyTorch's values of
+    # its inputs, weights and intermediates, RLX's local values (value name -> tensor / array).
+    ir: TorchIR | None = None
     expected: dict[str, Any] = field(default_factory=dict)
     local: dict[str, np.ndarray] = field(default_factory=dict)
 
@@ -446,7 +448,7 @@ def node_parity(directory: Path, *, outputs_ok: bool = True) -> NodeReport:
     cumulative = _run_debug(ir, feed, raw_weights)
     local, alone = _run_local(ir, env, host, raw_weights)
 
-    report = NodeReport(expected=env, local=local)
+    report = NodeReport(ir=ir, expected=env, local=local)
     index = 0
     with torch.no_grad():
         for node in ir.nodes:
