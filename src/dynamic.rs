@@ -12,18 +12,21 @@
 use rlx_ir::dynamic::{generalize_many, specialize as rlx_specialize};
 use rlx_ir::{DimBinding, Graph};
 
+use crate::error::CoreError;
 use crate::runner::guarded;
+use crate::safety;
 
 /// Largest constant offset a derived dim may have (`seq + 1`, a padded conv's `h + 6`).
 /// Four probes pin each fit, and the result is checked against all of them.
 const MAX_OFFSET: i64 = 1 << 16;
 
 /// rlx-ir HIR JSON → its MIR graph, shapes re-inferred (as RLX's `lower_hir` does).
-pub fn mir_of_hir_json(text: &str) -> Result<Graph, String> {
+pub fn mir_of_hir_json(text: &str) -> Result<Graph, CoreError> {
     let hir = rlx_ir::serialize::hir_from_json(text)
-        .map_err(|e| format!("not valid RLX HIR JSON: {e}"))?;
+        .map_err(|e| CoreError::Check(format!("not valid RLX HIR JSON: {e}")))?;
+    safety::check_hir(&hir, safety::machine_memory())?;
     let mut mir = guarded("lowering HIR to MIR", || hir.lower_to_mir())?
-        .map_err(|e| format!("RLX could not lower the HIR: {e:?}"))?;
+        .map_err(|e| CoreError::Rlx(format!("RLX could not lower the HIR: {e:?}")))?;
     guarded("inferring shapes", || {
         rlx_ir::dynamic::sync_graph_shapes(mir.as_graph_mut())
     })?;
@@ -65,18 +68,19 @@ fn generalize_checked(
     graphs: &[Graph],
     sizes: &[(u32, Vec<usize>)],
     at: &[usize],
-) -> Result<Graph, String> {
+) -> Result<Graph, CoreError> {
     let refs: Vec<&Graph> = at.iter().map(|&k| &graphs[k]).collect();
     let picked = sizes_at(sizes, at);
     let general = guarded("generalizing the lowerings", || {
         generalize_many(&refs, &picked, Some(MAX_OFFSET))
-    })??;
+    })?
+    .map_err(CoreError::Rlx)?;
     for &k in at {
         if let Some(diff) = reproduces(&general, &graphs[k], sizes, k)? {
-            return Err(format!(
+            return Err(CoreError::Rlx(format!(
                 "the symbolic graph does not reproduce the lowering at {:?}: {diff}",
                 binding_at(sizes, k)
-            ));
+            )));
         }
     }
     Ok(general)
@@ -88,7 +92,7 @@ fn reproduces(
     graph: &Graph,
     sizes: &[(u32, Vec<usize>)],
     k: usize,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, CoreError> {
     let binding = binding_at(sizes, k);
     let again = guarded("specializing the symbolic graph", || {
         rlx_specialize(general, &binding)
@@ -146,15 +150,25 @@ pub fn generalize(
     sizes: &[(u32, Vec<usize>)],
     names: &[(u32, String)],
     probes: usize,
-) -> Result<Generalized, String> {
+) -> Result<Generalized, CoreError> {
     let graphs = hir_jsons
         .iter()
         .enumerate()
-        .map(|(k, t)| mir_of_hir_json(t).map_err(|e| format!("lowering {k}: {e}")))
+        .map(|(k, t)| mir_of_hir_json(t).map_err(|e| e.map(|m| format!("lowering {k}: {m}"))))
         .collect::<Result<Vec<_>, _>>()?;
+    if graphs.is_empty() {
+        return Err(CoreError::Check("no lowerings to generalize".into()));
+    }
+    if let Some((s, v)) = sizes.iter().find(|(_, v)| v.len() != graphs.len()) {
+        return Err(CoreError::Check(format!(
+            "symbol {s} has {} sizes for {} lowerings",
+            v.len(),
+            graphs.len()
+        )));
+    }
     let mut used: Vec<usize> = (0..probes.min(graphs.len())).collect();
-    let mut general =
-        generalize_checked(&graphs, sizes, &used).map_err(|e| with_labels(&e, &graphs[0]))?;
+    let mut general = generalize_checked(&graphs, sizes, &used)
+        .map_err(|e| e.map(|m| with_labels(&m, &graphs[0])))?;
     let mut unreproduced = Vec::new();
     for k in used.len()..graphs.len() {
         if reproduces(&general, &graphs[k], sizes, k)?.is_none() {
@@ -172,9 +186,9 @@ pub fn generalize(
     let text = write(&general, names)?;
     let back = read(&text)?;
     if let Some(diff) = reproduces(&back, &graphs[0], sizes, 0)? {
-        return Err(format!(
+        return Err(CoreError::Rlx(format!(
             "the .rlxmodel text of the symbolic graph does not read back the same: {diff}"
-        ));
+        )));
     }
     Ok(Generalized { text, unreproduced })
 }
@@ -182,7 +196,7 @@ pub fn generalize(
 /// `graph` as `.rlxmodel` text, every symbol named: `names` for the base symbols,
 /// `d<n>` for derived ones. (RLX 0.2.19 writes a scaled unnamed symbol in an attribute
 /// as `?0*4`, which its own reader refuses; a named one, `seq*4`, reads back.)
-fn write(graph: &Graph, names: &[(u32, String)]) -> Result<String, String> {
+fn write(graph: &Graph, names: &[(u32, String)]) -> Result<String, CoreError> {
     let mut dims: Vec<(String, u32)> = names.iter().map(|(s, n)| (n.clone(), *s)).collect();
     let mut symbols = rlx_ir::dynamic::collect_dynamic_symbols(graph);
     symbols.extend(graph.sym_defs().iter().map(|d| d.sym));
@@ -194,26 +208,44 @@ fn write(graph: &Graph, names: &[(u32, String)]) -> Result<String, String> {
     }
     let mut module = rlx_ir::rlxmodel::Module::new(vec![graph.clone()]);
     module.dims = dims;
-    rlx_ir::rlxmodel::write_module(&module)
-        .map_err(|e| format!("RLX could not write the symbolic graph as .rlxmodel: {e}"))
+    rlx_ir::rlxmodel::write_module(&module).map_err(|e| {
+        CoreError::Rlx(format!(
+            "RLX could not write the symbolic graph as .rlxmodel: {e}"
+        ))
+    })
 }
 
 /// The one graph of a `.rlxmodel` text.
-pub fn read(text: &str) -> Result<Graph, String> {
-    rlx_ir::rlxmodel::from_text(text).map_err(|e| format!("not a valid .rlxmodel graph: {e}"))
+pub fn read(text: &str) -> Result<Graph, CoreError> {
+    rlx_ir::rlxmodel::from_text(text)
+        .map_err(|e| CoreError::Check(format!("not a valid .rlxmodel graph: {e}")))
 }
 
 /// The static graph of `graph` at `binding` (symbol number → size).
-pub fn specialize(graph: &Graph, binding: &[(u32, usize)]) -> Result<Graph, String> {
+pub fn specialize(graph: &Graph, binding: &[(u32, usize)]) -> Result<Graph, CoreError> {
+    // Every symbol is a dim of some tensor, which then holds at least that many bytes: a
+    // size past the machine's memory cannot run (and products of such sizes could wrap).
+    let limit = safety::machine_memory();
+    if let Some((s, n)) = binding.iter().find(|(_, n)| *n as u64 > limit.bytes) {
+        return Err(CoreError::Check(format!(
+            "symbol {s} bound to {n}: a tensor with that dim would be larger than this \
+             machine's memory, {}",
+            safety::human(limit.bytes)
+        )));
+    }
     let binding: DimBinding = binding.iter().copied().collect();
+    // A symbolic graph RLX cannot specialize (a declared shape its operands contradict, an op
+    // missing operands) is a malformed model file: our own graphs are checked to specialize
+    // back to each lowering they were made from (`generalize_checked`).
     let g = guarded("specializing the symbolic graph", || {
         rlx_specialize(graph, &binding)
-    })?;
+    })
+    .map_err(|e| CoreError::Check(format!("the symbolic graph is malformed: {}", e.message())))?;
     if let Some(n) = g.nodes().iter().find(|n| !n.shape.is_static()) {
-        return Err(format!(
+        return Err(CoreError::Check(format!(
             "node {} ({}) keeps a dynamic dim at binding {binding:?}: {}",
             n.id, n.op, n.shape
-        ));
+        )));
     }
     Ok(g)
 }

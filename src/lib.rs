@@ -10,10 +10,12 @@
 compile_error!("tensors cross the core as little-endian bytes");
 
 pub mod dynamic;
+pub mod error;
 pub mod fpmode;
 pub mod program;
 pub mod runner;
 pub mod rust_syntax;
+pub mod safety;
 
 #[cfg(feature = "python")]
 mod python;

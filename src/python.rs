@@ -1,13 +1,57 @@
 //! PyO3 bindings: the only file that knows about Python types.
 
+//!
+//! Every entry point runs its whole body under [`entry`], so a Rust panic anywhere (RLX's or
+//! the core's) becomes a Python exception, never PyO3's `PanicException` (a `BaseException`)
+//! and never an abort. Failures are one of two classes:
+//!
+//! * `_core.CheckError` (a `ValueError`): the core's checks refused the input before RLX saw
+//!   it: sizes past the machine's memory, a dtype, byte length or name other than declared,
+//!   an invalid program, model file or op;
+//! * `_core.RlxFailure` (a `RuntimeError`): RLX failed or panicked, or the graph holds an op
+//!   and dtype whose RLX kernel is known to corrupt memory (refused before it runs).
+
 use pyo3::buffer::PyBuffer;
+use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use std::os::raw::{c_int, c_void};
 
 use pyo3::ffi;
 
+use crate::error::CoreError;
 use crate::runner::{OutputData, Runner};
+
+create_exception!(
+    _core,
+    CheckError,
+    PyValueError,
+    "The core's checks refused the input before RLX saw it (a size past the machine's memory, \
+     a dtype, byte length or name other than declared, an invalid program or model file)."
+);
+create_exception!(
+    _core,
+    RlxFailure,
+    PyRuntimeError,
+    "RLX failed or panicked, or the graph holds an op and dtype whose RLX kernel is known to \
+     corrupt memory (refused before it runs)."
+);
+
+fn to_py(e: CoreError) -> PyErr {
+    match e {
+        CoreError::Check(m) => CheckError::new_err(m),
+        CoreError::Rlx(m) => RlxFailure::new_err(m),
+    }
+}
+
+fn check_err(message: String) -> PyErr {
+    CheckError::new_err(message)
+}
+
+/// Run an entry point's body; a panic anywhere in it becomes `RlxFailure` naming `what`.
+fn entry<T>(what: &str, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    crate::error::catch(what, f).unwrap_or_else(|message| Err(RlxFailure::new_err(message)))
+}
 
 /// One output as Python sees it: its bytes (lent to numpy without a copy), RLX dtype name, dims.
 type PyTensor<'py> = (Bound<'py, PyOutputBuffer>, String, Vec<usize>);
@@ -27,6 +71,20 @@ impl PyOutputBuffer {
         view: *mut ffi::Py_buffer,
         flags: c_int,
     ) -> PyResult<()> {
+        entry("lending an output's bytes", || {
+            Self::fill_buffer(slf, view, flags)
+        })
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
+
+    fn __len__(&self) -> PyResult<usize> {
+        entry("measuring an output", || Ok(self.data.as_bytes().len()))
+    }
+}
+
+impl PyOutputBuffer {
+    fn fill_buffer(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
         let (ptr, len) = {
             let mut this = slf.borrow_mut();
             let bytes = this.data.as_bytes_mut();
@@ -50,23 +108,13 @@ impl PyOutputBuffer {
         }
         Ok(())
     }
-
-    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
-
-    fn __len__(&self) -> usize {
-        self.data.as_bytes().len()
-    }
-}
-
-fn err(msg: String) -> PyErr {
-    PyRuntimeError::new_err(msg)
 }
 
 /// Borrow a contiguous byte buffer (bytes, memoryview of an mmap, numpy) without copying.
 fn bytes_of(buf: &PyBuffer<u8>) -> PyResult<&[u8]> {
     if !buf.is_c_contiguous() {
-        return Err(PyValueError::new_err(
-            "tensor data must be a contiguous byte buffer",
+        return Err(check_err(
+            "tensor data must be a contiguous byte buffer".to_string(),
         ));
     }
     // SAFETY: the buffer is C-contiguous, of `len_bytes` u8 elements, and the
@@ -86,9 +134,11 @@ fn generalize(
     names: Vec<(u32, String)>,
     probes: usize,
 ) -> PyResult<(String, Vec<usize>)> {
-    py.allow_threads(|| crate::dynamic::generalize(&hir_jsons, &sizes, &names, probes))
-        .map(|g| (g.text, g.unreproduced))
-        .map_err(err)
+    entry("generalizing the lowerings", || {
+        py.allow_threads(|| crate::dynamic::generalize(&hir_jsons, &sizes, &names, probes))
+            .map(|g| (g.text, g.unreproduced))
+            .map_err(to_py)
+    })
 }
 
 /// A symbolic RLX graph read from `.rlxmodel` text; `compile(binding)` gives the
@@ -102,35 +152,43 @@ struct PySymbolicModel {
 impl PySymbolicModel {
     #[new]
     fn new(text: &str) -> PyResult<Self> {
-        Ok(Self {
-            graph: crate::dynamic::read(text).map_err(err)?,
+        entry("reading the symbolic graph", || {
+            Ok(Self {
+                graph: crate::dynamic::read(text).map_err(to_py)?,
+            })
         })
     }
 
     fn compile(&self, py: Python<'_>, binding: Vec<(u32, usize)>) -> PyResult<PyCompiledModel> {
-        let graph = &self.graph;
-        let runner = py
-            .allow_threads(|| {
-                crate::dynamic::specialize(graph, &binding).and_then(Runner::from_graph)
-            })
-            .map_err(err)?;
-        Ok(PyCompiledModel { runner })
+        entry("compiling the symbolic graph", || {
+            let graph = &self.graph;
+            let runner = py
+                .allow_threads(|| {
+                    crate::dynamic::specialize(graph, &binding).and_then(Runner::from_graph)
+                })
+                .map_err(to_py)?;
+            Ok(PyCompiledModel { runner })
+        })
     }
 }
 
 /// Lowered-program JSON → rlx-ir HIR JSON (validates wiring and every Op).
 #[pyfunction]
 fn program_to_hir_json(py: Python<'_>, program_json: &str) -> PyResult<String> {
-    py.allow_threads(|| crate::program::program_to_hir_json(program_json))
-        .map_err(err)
+    entry("building the HIR", || {
+        py.allow_threads(|| crate::program::program_to_hir_json(program_json))
+            .map_err(check_err)
+    })
 }
 
 /// One op (rlx-ir serde JSON) as a Rust expression, plus the type names it uses.
 /// A `Constant` prints `data_expr` as its payload.
 #[pyfunction]
 fn op_to_rust(op_json: &str, data_expr: &str) -> PyResult<(String, Vec<String>)> {
-    let expr = crate::rust_syntax::op_json_to_rust(op_json, data_expr).map_err(err)?;
-    Ok((expr.code, expr.types.into_iter().collect()))
+    entry("printing an op as Rust", || {
+        let expr = crate::rust_syntax::op_json_to_rust(op_json, data_expr).map_err(check_err)?;
+        Ok((expr.code, expr.types.into_iter().collect()))
+    })
 }
 
 /// Set (`Some`) or clear (`None`) an `RLX_*` setting as an in-process override
@@ -138,22 +196,22 @@ fn op_to_rust(op_json: &str, data_expr: &str) -> PyResult<(String, Vec<String>)>
 #[pyfunction]
 #[pyo3(signature = (key, value=None))]
 fn set_rlx_env(key: &str, value: Option<&str>) -> PyResult<()> {
-    if !key.starts_with("RLX_") {
-        return Err(PyValueError::new_err(format!(
-            "{key:?} is not an RLX_* setting"
-        )));
-    }
-    match value {
-        Some(v) => rlx_ir::env::set(key, v),
-        None => rlx_ir::env::unset(key),
-    }
-    Ok(())
+    entry("setting an RLX_* override", || {
+        if !key.starts_with("RLX_") {
+            return Err(check_err(format!("{key:?} is not an RLX_* setting")));
+        }
+        match value {
+            Some(v) => rlx_ir::env::set(key, v),
+            None => rlx_ir::env::unset(key),
+        }
+        Ok(())
+    })
 }
 
 /// RLX version the core was built against.
 #[pyfunction]
-fn rlx_version() -> &'static str {
-    crate::RLX_VERSION
+fn rlx_version() -> PyResult<&'static str> {
+    entry("reading the RLX version", || Ok(crate::RLX_VERSION))
 }
 
 /// A compiled RLX graph; tensors cross as `(bytes, dtype_name)`.
@@ -166,22 +224,29 @@ struct PyCompiledModel {
 impl PyCompiledModel {
     #[new]
     fn new(py: Python<'_>, hir_json: &str) -> PyResult<Self> {
-        let runner = py
-            .allow_threads(|| Runner::from_hir_json(hir_json))
-            .map_err(err)?;
-        Ok(Self { runner })
+        entry("compiling the graph", || {
+            let runner = py
+                .allow_threads(|| Runner::from_hir_json(hir_json))
+                .map_err(to_py)?;
+            Ok(Self { runner })
+        })
     }
 
     /// Run with flush-to-zero / denormals-are-zero on RLX's threads (restored after each run).
-    fn set_flush_denormals(&mut self, on: bool) {
-        self.runner.set_flush_denormals(on);
+    fn set_flush_denormals(&mut self, on: bool) -> PyResult<()> {
+        entry("setting the denormal mode", || {
+            self.runner.set_flush_denormals(on);
+            Ok(())
+        })
     }
 
     fn set_param(&mut self, name: &str, data: PyBuffer<u8>, dtype: &str) -> PyResult<()> {
-        let dtype = crate::parse_dtype(dtype).map_err(err)?;
-        self.runner
-            .set_param(name, bytes_of(&data)?, dtype)
-            .map_err(err)
+        entry("setting a parameter", || {
+            let dtype = crate::parse_dtype(dtype).map_err(check_err)?;
+            self.runner
+                .set_param(name, bytes_of(&data)?, dtype)
+                .map_err(to_py)
+        })
     }
 
     /// Write a slice of an f32 parameter at `byte_offset`; False when RLX cannot (bind it whole).
@@ -191,9 +256,11 @@ impl PyCompiledModel {
         byte_offset: usize,
         data: PyBuffer<u8>,
     ) -> PyResult<bool> {
-        self.runner
-            .set_param_range(name, byte_offset, bytes_of(&data)?)
-            .map_err(err)
+        entry("setting part of a parameter", || {
+            self.runner
+                .set_param_range(name, byte_offset, bytes_of(&data)?)
+                .map_err(to_py)
+        })
     }
 
     /// Run with `[(name, bytes, dtype_name)]`; returns `[(bytes, dtype_name, dims)]`.
@@ -202,38 +269,44 @@ impl PyCompiledModel {
         py: Python<'py>,
         inputs: Vec<(String, PyBuffer<u8>, String)>,
     ) -> PyResult<Vec<PyTensor<'py>>> {
-        let mut typed = Vec::with_capacity(inputs.len());
-        for (name, data, dtype) in &inputs {
-            typed.push((
-                name.as_str(),
-                bytes_of(data)?,
-                crate::parse_dtype(dtype).map_err(err)?,
-            ));
-        }
-        let outputs = self.runner.run(&typed).map_err(err)?;
-        outputs
-            .into_iter()
-            .map(|(data, dtype, dims)| {
-                Ok((
-                    Bound::new(py, PyOutputBuffer { data })?,
-                    crate::dtype_name(dtype),
-                    dims,
-                ))
-            })
-            .collect()
+        entry("running the graph", || {
+            let mut typed = Vec::with_capacity(inputs.len());
+            for (name, data, dtype) in &inputs {
+                let dtype = crate::parse_dtype(dtype)
+                    .map_err(|e| check_err(format!("input {name:?}: {e}")))?;
+                typed.push((name.as_str(), bytes_of(data)?, dtype));
+            }
+            let outputs = self.runner.run(&typed).map_err(to_py)?;
+            outputs
+                .into_iter()
+                .map(|(data, dtype, dims)| {
+                    Ok((
+                        Bound::new(py, PyOutputBuffer { data })?,
+                        crate::dtype_name(dtype),
+                        dims,
+                    ))
+                })
+                .collect()
+        })
     }
 
-    fn output_dtypes(&self) -> Vec<String> {
-        self.runner
-            .output_dtypes()
-            .iter()
-            .map(|d| crate::dtype_name(*d))
-            .collect()
+    fn output_dtypes(&self) -> PyResult<Vec<String>> {
+        entry("listing the output dtypes", || {
+            Ok(self
+                .runner
+                .output_dtypes()
+                .iter()
+                .map(|d| crate::dtype_name(*d))
+                .collect())
+        })
     }
 }
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    crate::error::install_panic_hook();
+    m.add("CheckError", m.py().get_type::<CheckError>())?;
+    m.add("RlxFailure", m.py().get_type::<RlxFailure>())?;
     m.add_function(wrap_pyfunction!(program_to_hir_json, m)?)?;
     m.add_function(wrap_pyfunction!(rlx_version, m)?)?;
     m.add_function(wrap_pyfunction!(set_rlx_env, m)?)?;

@@ -1,15 +1,30 @@
-"""Type stubs for the Rust core (src/python.rs)."""
+"""Type stubs for the Rust core (src/python.rs).
+
+Every call raises one of two classes (never PyO3's PanicException, never an abort): `CheckError`
+when the core's checks refuse the input before RLX sees it (an op and dtype whose RLX kernel is
+known to corrupt memory included, src/safety.rs), `RlxFailure` when RLX fails or panics.
+"""
 
 from typing_extensions import Buffer
 
+class CheckError(ValueError):
+    """The core's checks refused the input before RLX saw it: a shape past this machine's memory
+    (or one whose size overflows), an arena larger than it, a dtype, byte length or name other
+    than declared (parameters and inputs), an invalid program, model file or op, a known
+    memory-corrupting op and dtype, a symbolic graph that does not specialize."""
+
+class RlxFailure(RuntimeError):
+    """RLX failed or panicked (the message names the step and the panic), or a compiled model that
+    panicked before is used again."""
+
 def program_to_hir_json(program_json: str) -> str:
-    """Lowered-program JSON -> rlx-ir HIR JSON; raises RuntimeError naming the bad node."""
+    """Lowered-program JSON -> rlx-ir HIR JSON; raises CheckError naming the bad node."""
 
 def rlx_version() -> str:
     """Version of the RLX crates the core was built against."""
 
 def set_rlx_env(key: str, value: str | None = None) -> None:
-    """Set or clear an in-process `RLX_*` override (rlx_ir::env); ValueError for other keys."""
+    """Set or clear an in-process `RLX_*` override (rlx_ir::env); CheckError for other keys."""
 
 class OutputBuffer(Buffer):
     """An output's bytes, owned by the core and lent writably through the buffer protocol."""
@@ -18,13 +33,20 @@ class OutputBuffer(Buffer):
     def __buffer__(self, flags: int, /) -> memoryview: ...
 
 class CompiledModel:
-    """A HIR module compiled on the RLX CPU runtime."""
+    """A HIR module compiled on the RLX CPU runtime (after the core's checks: CheckError for a
+    malformed graph, a size past this machine's memory, a known-crashing kernel)."""
 
     def __init__(self, hir_json: str) -> None: ...
-    def set_param(self, name: str, data: Buffer, dtype: str) -> None: ...
-    def set_param_range(self, name: str, byte_offset: int, data: Buffer) -> bool: ...
+    def set_param(self, name: str, data: Buffer, dtype: str) -> None:
+        """Bind a declared parameter; `dtype` is its declared one (F16/BF16 also for a declared F32
+        parameter, widened) and `data` exactly its bytes, else CheckError."""
+    def set_param_range(self, name: str, byte_offset: int, data: Buffer) -> bool:
+        """Write bytes of a declared F32 parameter (False for other dtypes: bind it whole);
+        CheckError for an unknown name or a range past its end."""
     def set_flush_denormals(self, on: bool) -> None: ...
-    def run(self, inputs: list[tuple[str, Buffer, str]]) -> list[tuple[OutputBuffer, str, list[int]]]: ...
+    def run(self, inputs: list[tuple[str, Buffer, str]]) -> list[tuple[OutputBuffer, str, list[int]]]:
+        """Every declared input exactly once, in its declared dtype and byte length, else CheckError.
+        After a panic inside RLX (RlxFailure) the model refuses every later call: compile it again."""
     def output_dtypes(self) -> list[str]: ...
 
 def generalize(
@@ -33,10 +55,12 @@ def generalize(
     """One symbolic graph (`.rlxmodel` text) from the HIR JSON of a program at several bindings
     (the first `probes` generalized from, the rest checks), and the indices of the checks it does
     not reproduce. `sizes` gives each RLX symbol number with its size in each, `names` its name in
-    the text. RuntimeError names the node where the probes are not one symbolic graph."""
+    the text. RlxFailure names the node where the probes are not one symbolic graph."""
 
 class SymbolicModel:
-    """A symbolic RLX graph (`.rlxmodel` text); `compile` specializes and compiles one binding."""
+    """A symbolic RLX graph (`.rlxmodel` text, CheckError when it is not one); `compile` specializes
+    and compiles one binding, with CompiledModel's checks (CheckError for a size past this machine's
+    memory or a dim left dynamic)."""
 
     def __init__(self, text: str) -> None: ...
     def compile(self, binding: list[tuple[int, int]]) -> CompiledModel: ...

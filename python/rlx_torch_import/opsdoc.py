@@ -82,8 +82,19 @@ def _targets(root: Path) -> dict[Path, str]:
     return {
         readme: _splice(readme.read_text(), body),
         root / "docs" / "supported-ops.md": doc,
-        root / "docs" / "rlx-defects.md": defect_table(),
+        root / "docs" / "rlx-defects.md": defect_table() + _kept(root / "docs" / "rlx-defects.md"),
     }
+
+
+# docs/rlx-defects.md's hand-written part (the core's crash table, from scripts/probe_core_safety.py):
+# from this marker to the end, kept as is by --write.
+KEPT = "<!-- core-safety:"
+
+
+def _kept(path: Path) -> str:
+    text = path.read_text() if path.exists() else ""
+    start = text.find(KEPT)
+    return "" if start < 0 else "\n" + text[start:]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -152,7 +152,7 @@ def lower_symbolic(ir: TorchIR, *, optimize: bool = True) -> SymbolicProgram:
     names = [(s.id, _dim_name(s.label, s.id)) for s in ir.symbols]
     try:
         text, unreproduced = _core.generalize(hirs, sizes, names, len(probes))
-    except RuntimeError as e:
+    except (RuntimeError, _core.CheckError) as e:
         at = ", ".join(f"{s.label}={[b[s.name] for b in probes]}" for s in ir.symbols)
         unbounded = [s.label for s in ir.symbols if s.max is None]
         hint = (
