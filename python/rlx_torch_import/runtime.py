@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import re
 import tempfile
@@ -14,10 +14,12 @@ from typing import Any
 import numpy as np
 
 from . import _core, rlx_config, safetensors_io
-from .dtypes import HALF_DTYPES, numpy_dtype, to_host, to_rlx
-from .emit.bundle import BUNDLE_FORMAT, BUNDLE_VERSION, HIR, META, SYMBOLIC, WEIGHTS
-from .errors import BundleError, InputError
-from .symbolic import Symbol, evaluate, infer_binding
+from .bundle_meta import check_params, read_meta
+from .dtypes import numpy_dtype, to_host, to_rlx
+from .emit.bundle import HIR, META, SYMBOLIC, WEIGHTS
+from .errors import BundleError, InputError, RlxError, RtiError
+from .limits import short
+from .symbolic import Symbol, evaluate, evaluate_shape, infer_binding
 
 # Compiled bindings a dynamic bundle keeps (least recently used dropped first); each holds its
 # own copy of the weights (RLX's CPU backend cannot share one between compiled graphs).
@@ -52,15 +54,9 @@ class BundleModel:
         for f in (HIR, WEIGHTS, META):
             if not (self.path / f).is_file():
                 raise BundleError(f"{self.path}: not a complete bundle ({f} is missing)")
-        self.meta = json.loads((self.path / META).read_text())
-        if self.meta.get("format") != BUNDLE_FORMAT or self.meta.get("version") != BUNDLE_VERSION:
-            raise BundleError(
-                f"{self.path / META}: format {self.meta.get('format')!r} version {self.meta.get('version')!r} "
-                f"is not {BUNDLE_FORMAT!r} version {BUNDLE_VERSION}"
-            )
-        boundary = [s.get("rlx_dtype", s["dtype"]) for s in (*self.meta["inputs"], *self.meta["outputs"])]
-        if HALF_DTYPES & set(boundary):  # half values always cross as float32 (docs/design.md, l)
-            raise BundleError(f"{self.path / META}: a half-precision rlx_dtype at the boundary is not supported")
+        self.meta = read_meta(self.path / META)
+        # Every weight checked against meta.json's params before anything is bound.
+        check_params(self.meta["params"], safetensors_io.read(self.path / WEIGHTS), self.path / WEIGHTS)
         if binding_cache < 1:
             raise InputError(f"binding_cache must be >= 1, got {binding_cache}")
         self.binding_cache = binding_cache
@@ -70,15 +66,20 @@ class BundleModel:
         )
         self._compiled: OrderedDict[tuple[tuple[str, int], ...], Any] = OrderedDict()
         self.compiles = 0  # bindings compiled so far (a dynamic bundle compiles each new one)
+        if self.symbols and not (self.path / SYMBOLIC).is_file():
+            raise BundleError(f"{self.path}: not a complete bundle ({SYMBOLIC} is missing)")
+        source = self.path / (SYMBOLIC if self.symbols else HIR)
+        try:
+            text = source.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise BundleError(f"{source}: cannot read ({e})") from None
         try:
             if self.symbols:
-                if not (self.path / SYMBOLIC).is_file():
-                    raise BundleError(f"{self.path}: not a complete bundle ({SYMBOLIC} is missing)")
-                self._symbolic = _core.SymbolicModel((self.path / SYMBOLIC).read_text())
+                self._symbolic = _core.SymbolicModel(text)
             else:
-                self._model = self._load(_core.CompiledModel((self.path / HIR).read_text()))
-        except RuntimeError as e:
-            raise BundleError(f"{self.path}: RLX could not load the bundle: {e}") from None
+                self._model = self._load(_core.CompiledModel(text))
+        except (RuntimeError, _core.CheckError) as e:
+            raise _core_failure(e, f"{self.path}: RLX could not load the bundle") from None
 
     @property
     def is_dynamic(self) -> bool:
@@ -100,7 +101,7 @@ class BundleModel:
         its range or two inputs disagree (`symbolic.infer_binding`)."""
         if not self.symbols:
             return {}
-        shapes = {spec["name"]: np.shape(inputs[spec["name"]]) for spec in self.meta["inputs"]}
+        shapes = {spec["name"]: _shape_of(inputs, spec["name"]) for spec in self.meta["inputs"]}
         found = infer_binding(self.symbols, [(i["name"], i["shape"]) for i in self.meta["inputs"]], shapes)
         return {s.label: found[s.name] for s in self.symbols}
 
@@ -113,8 +114,8 @@ class BundleModel:
         if model is None:
             try:
                 model = self._load(self._symbolic.compile([(by[k].id, int(v)) for k, v in key]))
-            except RuntimeError as e:
-                raise BundleError(f"{self.path}: RLX could not compile the bundle at {dict(key)}: {e}") from None
+            except (RuntimeError, _core.CheckError) as e:
+                raise _core_failure(e, f"{self.path}: RLX could not compile the bundle at {dict(key)}") from None
             self._compiled[key] = model
             while len(self._compiled) > self.binding_cache:
                 self._compiled.popitem(last=False)
@@ -133,36 +134,99 @@ class BundleModel:
 
     def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> dict[str, np.ndarray]:
         """Run once; inputs by name or path (`meta.json` inputs' `name` / `path`) or in order,
-        the tensor outputs by name as numpy arrays (`call` returns forward's structure)."""
-        specs = self.meta["inputs"]
-        if isinstance(inputs, Mapping):
-            by_path = {s.get("path", s["name"]): s["name"] for s in specs}
-            inputs = {by_path.get(k, k) if k not in self.input_names else k: v for k, v in inputs.items()}
-        else:
-            inputs = dict(zip(self.input_names, inputs, strict=False)) if len(inputs) == len(specs) else {}
-            if not inputs and specs:
-                raise InputError(f"expected {len(specs)} inputs ({', '.join(self.input_names)})")
-        for spec in specs:
-            if spec["name"] not in inputs:
-                raise InputError(f"missing input {spec['name']!r}; the bundle takes {', '.join(self.input_names)}")
-        model = self.compile_binding(self.binding(inputs)) if self.symbols else self._model
+        the tensor outputs by name as numpy arrays (`call` returns forward's structure).
+
+        Input dtypes: an array (numpy, or anything `np.asarray` reads with a dtype, such as a CPU
+        torch tensor) must have the input's dtype or one numpy casts to it without loss
+        (`np.can_cast(found, declared, "safe")`: bool to any, int32 to int64, float16 to float32,
+        ...); float64 for a float32 input, int64 for int32 or a float for an integer input is
+        refused: cast it first (`x.astype(np.float32)`). Python numbers and (nested) lists of them
+        are literals: converted to the input's dtype when of the same kind (floats round to it,
+        integers must fit); a float for an integer or bool input, or an int for a bool input, is
+        refused. A bfloat16 input takes float32 (numpy has no bfloat16), rounded to bfloat16
+        (nearest even, as torch's `.to(torch.bfloat16)`). Non-contiguous (strided) arrays are
+        copied into row-major order. A static bundle's inputs must have their declared shapes; a
+        dynamic bundle's shapes must give each symbol one size in its range (`binding`).
+
+        Raises InputError naming the input (and listing the inputs the bundle takes) for a missing
+        or unknown name, a wrong count, a value that is not an array of numbers (None, a string,
+        an object, a ragged list), a dtype outside that policy, or a wrong shape; BundleError when
+        the core refuses a buffer; RlxError when RLX fails on inputs that passed every check."""
+        arrays = self._arrays(inputs)
+        labels = self.binding(arrays)
+        model = self.compile_binding(labels) if self.symbols else self._model
+        at = {s.name: labels[s.label] for s in self.symbols}
         feed = []
-        for spec in specs:
-            arr = np.asarray(inputs[spec["name"]])
-            if not self.symbols and tuple(arr.shape) != tuple(spec["shape"]):
+        for spec in self.meta["inputs"]:
+            name, carrier = spec["name"], spec.get("rlx_dtype", spec["dtype"])
+            data = to_carrier(arrays[name], spec["dtype"], carrier)
+            dims = evaluate_shape(spec["shape"], at)
+            want = math.prod(dims) * numpy_dtype(carrier).itemsize
+            if data.nbytes != want:  # the checks above make this unreachable; RLX must never see it
                 raise InputError(
-                    f"input {spec['name']!r} has shape {list(arr.shape)}, the bundle expects {spec['shape']}"
+                    f"input {name!r} would reach RLX as {data.nbytes} bytes, but {carrier}{dims} takes {want}"
                 )
-            carrier = spec.get("rlx_dtype", spec["dtype"])
-            feed.append((spec["name"], to_carrier(arr, spec["dtype"], carrier), to_rlx(carrier)))
+            feed.append((name, data, to_rlx(carrier)))
         try:
             raw = model.run(feed)
-        except RuntimeError as e:
-            raise BundleError(f"{self.path}: RLX failed while running: {e}") from None
+        except (RuntimeError, _core.CheckError) as e:
+            raise _core_failure(e, f"{self.path}: RLX failed while running") from None
         outputs = {}
         for spec, (data, _rlx_dtype, dims) in zip(self.meta["outputs"], raw, strict=True):
             outputs[spec["name"]] = from_carrier(data, dims, spec["dtype"], spec.get("rlx_dtype", spec["dtype"]))
         return outputs
+
+    def _accepted(self) -> str:
+        """The inputs the bundle takes, for messages: `name: dtype[shape]` (and path where it differs)."""
+        return ", ".join(
+            f"{s['name']}: {s['dtype']}{list(s['shape'])}"
+            + (f" (path {s['path']})" if s.get("path", s["name"]) != s["name"] else "")
+            for s in self.meta["inputs"]
+        )
+
+    def _arrays(self, inputs: Mapping[str, Any] | Sequence[Any]) -> dict[str, np.ndarray]:
+        """`inputs` by input name as arrays of the input's dtype policy (`run`), names, count, dtypes
+        and static shapes checked (InputError naming the input)."""
+        specs = self.meta["inputs"]
+        named: dict[str, Any] = {}
+        if isinstance(inputs, Mapping):
+            by_path = {s.get("path", s["name"]): s["name"] for s in specs}
+            given: dict[str, Any] = {}
+            unknown = []
+            for key, value in inputs.items():
+                name = key if key in self.input_names else by_path.get(key) if isinstance(key, str) else None
+                if name is None:
+                    unknown.append(key)
+                elif name in named:
+                    raise InputError(f"input {name!r} is given twice (as {given[name]!r} and {key!r})")
+                else:
+                    named[name], given[name] = value, key
+            missing = [n for n in self.input_names if n not in named]
+            if missing or unknown:
+                parts = [f"missing input(s) {', '.join(map(repr, missing))}"] if missing else []
+                parts += [f"unknown input name(s) {', '.join(short(k) for k in unknown)}"] if unknown else []
+                raise InputError(f"{'; '.join(parts)}; the bundle takes {self._accepted() or 'no inputs'}")
+        elif isinstance(inputs, (list, tuple)):
+            if len(inputs) != len(specs):
+                raise InputError(
+                    f"expected {len(specs)} inputs ({', '.join(self.input_names)}), got {len(inputs)}; the bundle "
+                    f"takes {self._accepted() or 'no inputs'}"
+                )
+            named = dict(zip(self.input_names, inputs, strict=True))
+        else:
+            raise InputError(
+                f"inputs must be a mapping of input name to array, or a list or tuple in input order; got "
+                f"{type(inputs).__name__}; the bundle takes {self._accepted() or 'no inputs'}"
+            )
+        arrays = {}
+        for spec in specs:
+            arr = as_input(spec["name"], named[spec["name"]], spec["dtype"])
+            if not self.symbols and tuple(arr.shape) != tuple(spec["shape"]):
+                raise InputError(
+                    f"input {spec['name']!r} has shape {list(arr.shape)}, the bundle expects {spec['shape']}"
+                )
+            arrays[spec["name"]] = arr
+        return arrays
 
     def values(self, binding: Mapping[str, int] | None = None) -> dict[str, Any]:
         """The outputs that are Python values (`meta.json` output_tree): a constant as torch.export
@@ -279,6 +343,55 @@ class BundleModel:
                 acc[0] += ms / runs
                 acc[1] += calls / runs
         return {k: (v[0], round(v[1])) for k, v in sorted(totals.items(), key=lambda kv: -kv[1][0])}
+
+
+def _core_failure(e: Exception, what: str) -> RtiError:
+    """The error for a failure of the core: a file or input its checks refused (`_core.CheckError`:
+    sizes, dtypes, byte lengths, names, known-crashing kernels, malformed graphs) is a BundleError
+    (exit 2); anything else failed inside RLX on checked input, an RlxError (exit 5)."""
+    return BundleError(f"{what}: {e}") if isinstance(e, _core.CheckError) else RlxError(f"{what}: {e}")
+
+
+def _shape_of(inputs: Mapping[str, Any], name: str) -> tuple[int, ...]:
+    """The shape of input `name` in `inputs` (InputError when it is missing or has none)."""
+    if name not in inputs:
+        raise InputError(f"missing input {name!r}")
+    try:
+        return tuple(np.shape(inputs[name]))
+    except (ValueError, TypeError) as e:
+        raise InputError(f"input {name!r} has no shape ({e})") from None
+
+
+def as_input(name: str, value: Any, declared: str) -> np.ndarray:
+    """`value` as a numpy array for an input of torch-ir dtype `declared`, under `BundleModel.run`'s
+    dtype policy (arrays: lossless casts only; Python numbers and lists: literals of the same
+    kind; bfloat16: float32 values). Raises InputError naming the input for anything else."""
+    literal = isinstance(value, (bool, int, float, list, tuple))
+    arraylike = isinstance(value, (np.ndarray, np.generic)) or hasattr(value, "__array__")
+    if value is None or isinstance(value, (str, bytes)) or not (literal or arraylike):
+        raise InputError(f"input {name!r} is {type(value).__name__} {short(value)}, not an array of {declared}")
+    try:
+        arr = np.asarray(value)
+    except Exception as e:  # a ragged list, a tensor that requires grad or has no numpy dtype, ...
+        raise InputError(f"input {name!r} cannot be read as an array ({type(e).__name__}: {str(e)[:200]})") from None
+    if arr.dtype.kind not in "biuf":
+        raise InputError(f"input {name!r} holds {arr.dtype} values, not numbers; the bundle expects {declared}")
+    target = np.dtype(np.float32) if declared == "bfloat16" else numpy_dtype(declared)
+    if arr.dtype == target:
+        return arr
+    if literal:
+        ok = bool(np.can_cast(arr.dtype, target, "same_kind"))
+        if ok and target.kind in "iu" and arr.size:  # integers must fit
+            info = np.iinfo(target)
+            ok = info.min <= int(arr.min()) and int(arr.max()) <= info.max
+        how = "Python numbers convert to it when of the same kind and in range"
+    else:
+        ok = bool(np.can_cast(arr.dtype, target, "safe"))
+        how = f"only casts numpy makes without loss are applied: cast it first, e.g. x.astype(np.{target.name})"
+    if not ok:
+        shown = "" if declared != "bfloat16" else " (bfloat16 inputs take float32 values)"
+        raise InputError(f"input {name!r} has dtype {arr.dtype}; the bundle expects {declared}{shown} ({how})")
+    return arr
 
 
 # A float32 weight larger than this is bound in slices of this size, each slice's file pages dropped once

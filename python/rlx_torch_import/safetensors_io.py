@@ -6,17 +6,22 @@ themselves; nothing is copied until a caller asks for it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import mmap
+import os
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from . import jsondoc
 from .errors import BundleError
+from .limits import check_tensor_size, is_dim, short
 
 # safetensors dtype tag <-> torch-ir dtype name
 _ST_TO_IR = {
@@ -67,30 +72,110 @@ class RawTensor:
         return np.frombuffer(self.data, dtype=numpy_dtype(self.dtype)).reshape(self.shape)
 
 
+# The safetensors format's own bound on the header (its reference reader refuses larger ones).
+MAX_HEADER = 100_000_000
+
+
 def read(path: Path) -> dict[str, RawTensor]:
-    """Map a safetensors file; tensors are views into the mapping."""
+    """Map a safetensors file; tensors are views into the mapping.
+
+    The whole header is validated before any view is made (plain code, so every message names
+    the file, the tensor, the field and the value): the file has the 8-byte header length and
+    that many bytes of header (at most `MAX_HEADER`); the header is a UTF-8 JSON object without
+    duplicate keys; `__metadata__`, if present, maps strings to strings; every other entry is an
+    object with a known `dtype`, a `shape` of non-negative ints within `limits` (the machine's
+    memory), and `data_offsets` `[start, end]` inside the data section, holding exactly
+    prod(shape) x item size bytes, overlapping no other tensor's bytes.
+
+    Raises BundleError for a file that cannot be read or breaks any of these rules.
+    """
     try:
         with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < 8:
+                raise BundleError(
+                    f"{path}: not a safetensors file: {size} bytes, shorter than the 8-byte header length it "
+                    "starts with"
+                )
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError) as e:
         raise BundleError(f"{path}: cannot read ({e})") from None
+    (n,) = struct.unpack("<Q", mm[:8])
+    if n > size - 8 or n > MAX_HEADER:
+        raise BundleError(
+            f"{path}: not a safetensors file: header length (first 8 bytes, little-endian) is {n}, but "
+            + (f"only {size - 8} bytes follow it" if n > size - 8 else f"a header may hold at most {MAX_HEADER} bytes")
+        )
     try:
-        (n,) = struct.unpack("<Q", mm[:8])
-        header = json.loads(bytes(mm[8 : 8 + n]))
-    except (struct.error, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BundleError(f"{path}: not a safetensors file ({e})") from None
+        text = bytes(mm[8 : 8 + n]).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BundleError(f"{path}: header is not UTF-8 (byte {e.start} of the header: {e.reason})") from None
+    header = jsondoc.parse(text, f"{path}: header", BundleError)
+    if not isinstance(header, dict):
+        raise BundleError(f"{path}: header is a JSON {type(header).__name__}, not an object of tensors")
+    data_size = size - 8 - n
     base = 8 + n
-    view = memoryview(mm)
-    out = {}
+    spans: list[tuple[int, int, str]] = []
+    entries: dict[str, tuple[str, tuple[int, ...], int, int]] = {}
     for name, info in header.items():
         if name == "__metadata__":
+            _check_metadata(path, info)
             continue
-        start, end = info["data_offsets"]
-        dtype = _ST_TO_IR.get(info["dtype"])
-        if dtype is None:
-            raise BundleError(f"{path}: tensor {name!r} has unsupported dtype {info['dtype']}")
-        out[name] = RawTensor(dtype, tuple(info["shape"]), view[base + start : base + end], mm, base + start)
-    return out
+        entries[name] = _check_entry(path, name, info, data_size)
+        _, _, start, end = entries[name]
+        if end > start:
+            spans.append((start, end, name))
+    spans.sort()
+    for (_, end_a, a), (start_b, _, b) in itertools.pairwise(spans):
+        if start_b < end_a:
+            raise BundleError(
+                f"{path}: tensors {a!r} and {b!r} overlap: {a!r} ends at byte {end_a} of the data, {b!r} starts "
+                f"at {start_b}"
+            )
+    view = memoryview(mm)
+    return {
+        name: RawTensor(dtype, shape, view[base + start : base + end], mm, base + start)
+        for name, (dtype, shape, start, end) in entries.items()
+    }
+
+
+def _check_metadata(path: Path, info: Any) -> None:
+    if not isinstance(info, dict):
+        raise BundleError(f"{path}: header field '__metadata__' is {short(info)}, not an object of strings")
+    for key, value in info.items():
+        if not isinstance(value, str):
+            raise BundleError(f"{path}: header field '__metadata__'[{key!r}] is {short(value)}, not a string")
+
+
+def _check_entry(path: Path, name: str, info: Any, data_size: int) -> tuple[str, tuple[int, ...], int, int]:
+    """(torch-ir dtype, shape, start, end) of one header entry, every field checked."""
+    where = f"{path}: tensor {name!r}"
+    if not isinstance(info, dict):
+        raise BundleError(f"{where}: header entry is {short(info)}, not an object with dtype, shape, data_offsets")
+    for key in ("dtype", "shape", "data_offsets"):
+        if key not in info:
+            raise BundleError(f"{where}: header entry has no field {key!r}")
+    tag = info["dtype"]
+    dtype = _ST_TO_IR.get(tag) if isinstance(tag, str) else None
+    if dtype is None:
+        raise BundleError(f"{where}: field 'dtype' is {short(tag)}, not one of {', '.join(_ST_TO_IR)}")
+    shape = info["shape"]
+    nbytes = check_tensor_size(shape, dtype, f"{where}: field 'shape'", BundleError)
+    offsets = info["data_offsets"]
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(is_dim(o) for o in offsets)):
+        raise BundleError(f"{where}: field 'data_offsets' is {short(offsets)}, not [start, end] (non-negative ints)")
+    start, end = offsets
+    if not start <= end <= data_size:
+        raise BundleError(
+            f"{where}: field 'data_offsets' is [{start}, {end}], outside the data section "
+            f"(0 <= start <= end <= {data_size}, the bytes after the header)"
+        )
+    if end - start != nbytes:
+        raise BundleError(
+            f"{where}: field 'data_offsets' [{start}, {end}] holds {end - start} bytes, but its dtype and shape, "
+            f"{tag} {shape}, take {nbytes}"
+        )
+    return dtype, tuple(shape), start, end
 
 
 Data = bytes | memoryview

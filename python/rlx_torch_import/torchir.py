@@ -7,13 +7,17 @@ the file is strict JSON.
 
 from __future__ import annotations
 
+import ast
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError, TorchIRError
+from . import jsondoc
+from .errors import BundleError, InputError, RtiError, TorchIRError
+from .limits import check_dtype, check_tensor_size, is_dim, short
 from .symbolic import Dim, Symbol, evaluate, evaluate_shape, free_symbols
 
 FORMAT = "rlx-torch-ir"
@@ -134,6 +138,8 @@ class TorchIR:
     symbolic_shapes: dict[str, list[Dim]] = field(default_factory=dict)
     bound_symbols: list[Symbol] = field(default_factory=list)
     binding: dict[str, int] = field(default_factory=dict)
+    # The file this program was read from (set by `parse`; never written), for error messages.
+    origin: str = ""
 
     @property
     def is_dynamic(self) -> bool:
@@ -142,7 +148,7 @@ class TorchIR:
     def to_json(self) -> str:
         """Strict JSON text (no NaN/Infinity tokens)."""
         doc = {"format": FORMAT, "version": VERSION, **asdict(self)}
-        for transient in ("symbolic_shapes", "bound_symbols", "binding"):
+        for transient in ("symbolic_shapes", "bound_symbols", "binding", "origin"):
             del doc[transient]
         for spec in [*doc["inputs"], *(o for node in doc["nodes"] for o in node["outputs"])]:
             if not spec["path"]:
@@ -154,12 +160,39 @@ class TorchIR:
                 del node["sym"]
         return json.dumps(doc, indent=1, allow_nan=False) + "\n"
 
+    def declared(self) -> list[tuple[str, TensorSpec | WeightSpec | OutputSpec]]:
+        """Every declared tensor with its field path in the file (`nodes[3].outputs[0]`)."""
+        found: list[tuple[str, TensorSpec | WeightSpec | OutputSpec]] = []
+        found += [(f"inputs[{i}]", s) for i, s in enumerate(self.inputs)]
+        found += [(f"weights[{i}]", w) for i, w in enumerate(self.weights)]
+        for i, n in enumerate(self.nodes):
+            found += [(f"nodes[{i}].outputs[{j}]", o) for j, o in enumerate(n.outputs)]
+        found += [(f"outputs[{i}]", o) for i, o in enumerate(self.outputs)]
+        return found
+
     def bind(self, values: dict[str, int]) -> TorchIR:
         """This program at one binding (torch symbol name -> size): every shape and SymInt
         argument evaluated, size-computation nodes dropped, no symbols left. Each node's
-        symbolic output shapes stay readable through `symbolic_shapes` (value name -> dims)."""
+        symbolic output shapes stay readable through `symbolic_shapes` (value name -> dims).
+
+        Raises TorchIRError naming the file, field and binding when a shape evaluates to a
+        negative size or to a tensor larger than this machine's memory (`limits`), before anything
+        is lowered at that binding."""
         if not self.symbols:
             return self
+        at = ", ".join(f"{k}={v}" for k, v in values.items())
+        checked: set[tuple[tuple[Dim, ...], str]] = set()  # each distinct shape and dtype once
+        for where, declared in self.declared():
+            key = (tuple(declared.shape), declared.dtype)
+            if declared.dtype == "none" or all(isinstance(d, int) for d in declared.shape) or key in checked:
+                continue
+            checked.add(key)
+            sizes = evaluate_shape(declared.shape, values)
+            field_path = f"{self.origin or FILENAME}: {where}.shape"
+            if any(d < 0 for d in sizes):
+                raise TorchIRError(f"{field_path}: {short(declared.shape)} is {sizes} at {at}: a negative size")
+            check_tensor_size(sizes, declared.dtype, f"{field_path} {short(declared.shape)} at {at} ({sizes})",
+                              TorchIRError)  # fmt: skip
 
         def arg(a: dict[str, Any]) -> dict[str, Any]:
             tag, payload = next(iter(a.items()))
@@ -203,6 +236,7 @@ class TorchIR:
             dropped=self.dropped,
             control_flow=self.control_flow,
             input_sets=self.input_sets,
+            origin=self.origin,
             symbolic_shapes=self.value_shapes(),
             bound_symbols=list(self.symbols),
             binding=dict(values),
@@ -219,7 +253,7 @@ class TorchIR:
 
     def save(self, directory: Path) -> Path:
         path = directory / FILENAME
-        path.write_text(self.to_json())
+        path.write_text(self.to_json(), encoding="utf-8")
         return path
 
 
@@ -240,12 +274,16 @@ def decode_float(tagged: Any) -> float:
 
 
 def _need(doc: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    if key not in doc:
-        raise TorchIRError(f"{where}: missing field {key!r}")
-    value = doc[key]
-    if not isinstance(value, kind):
-        raise TorchIRError(f"{where}: field {key!r} has type {type(value).__name__}")
-    return value
+    return jsondoc.need(doc, key, kind, where, TorchIRError)
+
+
+def _typed(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
+    """`value` if it has JSON type `kind` (a bool is not an int here), else a TorchIRError naming `where`."""
+    return jsondoc.typed(value, kind, where, TorchIRError)
+
+
+def _optional(doc: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str, default: Any) -> Any:
+    return _typed(doc[key], kind, f"{where}.{key}") if key in doc else default
 
 
 def _check_expr(expr: str, symbols: set[str], where: str) -> None:
@@ -258,39 +296,61 @@ def _check_expr(expr: str, symbols: set[str], where: str) -> None:
         raise TorchIRError(f"{where}: size expression {expr!r} uses undeclared symbol(s) {', '.join(sorted(unknown))}")
 
 
-def _spec(doc: Any, where: str, symbols: set[str] | None = None) -> TensorSpec:
+def _spec(doc: Any, where: str, symbols: set[str] | None = None, *, none_ok: bool = False) -> TensorSpec:
+    """A `{"name", "shape", "dtype", "path"?}` object: dims non-negative ints (or, with `symbols`,
+    size expressions of them), a torch dtype name (`"none"` with shape [] where `none_ok`: a node's
+    non-tensor result). Sizes are checked by `_check_sizes` once the symbols are known."""
     if not isinstance(doc, dict):
-        raise TorchIRError(f"{where}: expected an object")
+        raise TorchIRError(f"{where}: expected an object, found {short(doc)}")
+    name = _need(doc, "name", str, where)
     shape = _need(doc, "shape", list, where)
-    for d in shape:
+    for k, d in enumerate(shape):
         if isinstance(d, str) and symbols:
-            _check_expr(d, symbols, f"{where}.shape")
-        elif not (isinstance(d, int) and not isinstance(d, bool) and d >= 0):
+            _check_expr(d, symbols, f"{where}.shape[{k}]")
+        elif not is_dim(d):
             raise TorchIRError(
-                f"{where}: field 'shape' must list non-negative ints"
-                + (" or size expressions of the declared symbols" if symbols else "")
+                f"{where}.shape[{k}]: {short(d)} is not a size (a non-negative int"
+                + (" or a size expression of the declared symbols)" if symbols else ")")
             )
-    path = doc.get("path", "")
-    if not isinstance(path, str):
-        raise TorchIRError(f"{where}: field 'path' must be a string")
-    return TensorSpec(_need(doc, "name", str, where), shape, _need(doc, "dtype", str, where), path)
+    dtype = _need(doc, "dtype", str, where)
+    if dtype == "none" and none_ok:
+        if shape:
+            raise TorchIRError(f"{where}.shape: a non-tensor result (dtype 'none') has shape [], found {short(shape)}")
+    else:
+        check_dtype(dtype, f"{where}.dtype", TorchIRError)
+    return TensorSpec(name, shape, dtype, _optional(doc, "path", str, where, ""))
 
 
 def _symbols(doc: Any, source: str) -> list[Symbol]:
     found = []
-    for i, d in enumerate(doc):
+    seen: dict[tuple[str, Any], int] = {}
+    for i, d in enumerate(_typed(doc, list, f"{source}: symbols")):
         where = f"{source}: symbols[{i}]"
         if not isinstance(d, dict):
-            raise TorchIRError(f"{where}: expected an object")
+            raise TorchIRError(f"{where}: expected an object, found {short(d)}")
         hi = d.get("max")
-        if hi is not None and not isinstance(hi, int):
-            raise TorchIRError(f"{where}: field 'max' must be an int or null")
+        if hi is not None:
+            _typed(hi, int, f"{where}.max")
         sym = Symbol(
             _need(d, "id", int, where), _need(d, "name", str, where), _need(d, "label", str, where),
             _need(d, "min", int, where), hi, _need(d, "example", int, where),
         )  # fmt: skip
-        if not sym.name.isidentifier() or (hi is not None and not sym.min <= sym.example <= hi):
-            raise TorchIRError(f"{where}: symbol {sym.name!r} is not a name with min <= example <= max")
+        if (
+            not sym.name.isidentifier()
+            or sym.min < 0
+            or not sym.min <= sym.example <= (sym.example if hi is None else hi)
+        ):
+            raise TorchIRError(
+                f"{where}: symbol {sym.name!r} (min {sym.min}, example {sym.example}, max {hi}) is not an identifier "
+                "with 0 <= min <= example <= max"
+            )
+        for field_name in ("id", "name", "label"):
+            key = (field_name, getattr(sym, field_name))
+            if key in seen:
+                raise TorchIRError(
+                    f"{where}.{field_name}: {short(key[1])} is already the {field_name} of symbols[{seen[key]}]"
+                )
+            seen[key] = i
         found.append(sym)
     return found
 
@@ -298,90 +358,260 @@ def _symbols(doc: Any, source: str) -> list[Symbol]:
 def _layouts(doc: Any, where: str) -> dict[str, dict[str, Any]]:
     """The optional `layouts` of a node: value name -> {"strides": [int], "storage_offset": int}."""
     if not isinstance(doc, dict):
-        raise TorchIRError(f"{where}: field 'layouts' must be an object")
+        raise TorchIRError(f"{where}.layouts: expected an object, found {short(doc)}")
     for name, layout in doc.items():
         at = f"{where}.layouts[{name!r}]"
         if not isinstance(layout, dict):
-            raise TorchIRError(f"{at}: expected an object")
+            raise TorchIRError(f"{at}: expected an object, found {short(layout)}")
         strides = _need(layout, "strides", list, at)
-        if not all(isinstance(s, int) for s in strides):
-            raise TorchIRError(f"{at}: field 'strides' must be a list of ints")
+        for k, s in enumerate(strides):
+            _typed(s, int, f"{at}.strides[{k}]")
         _need(layout, "storage_offset", int, at)
     return doc
 
 
 def _check_arg(arg: Any, where: str, symbols: set[str]) -> None:
     if not (isinstance(arg, dict) and len(arg) == 1):
-        raise TorchIRError(f"{where}: argument {arg!r} is not a tagged value like {{'int': 3}}")
+        raise TorchIRError(f"{where}: argument {short(arg)} is not a tagged value like {{'int': 3}}")
     tag, payload = next(iter(arg.items()))
     if tag not in ARG_TAGS:
-        raise TorchIRError(f"{where}: unknown argument tag {tag!r}")
+        raise TorchIRError(f"{where}: unknown argument tag {short(tag)}")
+    if tag in ("sym", "tensor"):
+        _typed(payload, str, f"{where}.{tag}")
     if tag == "sym":
-        if not isinstance(payload, str):
-            raise TorchIRError(f"{where}: a 'sym' argument is a size expression string")
         _check_expr(payload, symbols, where)
     if tag == "list":
-        for i, item in enumerate(payload):
+        for i, item in enumerate(_typed(payload, list, f"{where}.list")):
             _check_arg(item, f"{where}[{i}]", symbols)
 
 
+def _records(doc: dict[str, Any], key: str, source: str, fields: dict[str, type | tuple[type, ...]]) -> list[Any]:
+    """An optional list of objects, each with `fields` of their types (other fields are kept)."""
+    items = _optional(doc, key, list, source, [])
+    for i, item in enumerate(items):
+        where = f"{source}: {key}[{i}]"
+        if not isinstance(item, dict):
+            raise TorchIRError(f"{where}: expected an object, found {short(item)}")
+        for name, kind in fields.items():
+            _need(item, name, kind, where)
+    return list(items)
+
+
+def check_output_tree(node: Any, where: str, outputs: set[str], error: type[RtiError]) -> None:
+    """An `output_tree` node (`frontend.capture.output_tree`): containers of leaves, each leaf an
+    `{"output": name}` of `outputs`, a `{"constant", "name"}` or a `{"size": expression, "name"}`.
+    Raises `error` naming the field path and the value."""
+    if not isinstance(node, dict):
+        raise error(f"{where}: expected an object, found {short(node)}")
+    if not node:
+        return
+    for kind, holder in (("tuple", list), ("list", list), ("dict", dict)):
+        if kind in node:
+            children = node[kind]
+            if not isinstance(children, holder):
+                raise error(f"{where}.{kind}: expected a {holder.__name__}, found {short(children)}")
+            items = children.items() if isinstance(children, dict) else enumerate(children)
+            for k, child in items:
+                check_output_tree(child, f"{where}.{kind}[{k!r}]", outputs, error)
+            return
+    if "output" in node:
+        if node["output"] not in outputs:
+            raise error(f"{where}.output: {short(node['output'])} is not one of the outputs")
+        if node.get("python", "float") not in ("bool", "int", "float"):
+            raise error(f"{where}.python: {short(node['python'])} is not bool, int or float")
+        return
+    if not ("constant" in node or "size" in node) or not isinstance(node.get("name"), str):
+        raise error(
+            f"{where}: {short(node)} is not an output-tree node (tuple/list/dict, output, or constant/size with a name)"
+        )
+    if "size" in node and not isinstance(node["size"], (str, int)):
+        raise error(f"{where}.size: {short(node['size'])} is not a size expression")
+
+
+def _safe_to_evaluate(expr: str) -> bool:
+    """Whether evaluating `expr` is cheap at any binding: no power with a non-constant or large exponent."""
+    for n in ast.walk(ast.parse(expr, mode="eval")):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow):
+            exp = n.right
+            if not (isinstance(exp, ast.Constant) and isinstance(exp.value, int) and 0 <= exp.value <= 64):
+                return False
+    return True
+
+
+def _check_size(shape: list[Dim], dtype: str, where: str, bindings: list[tuple[str, dict[str, int]]]) -> None:
+    """A declared value's size within `limits`: a static shape as it is, a symbolic one at each
+    binding in `bindings` (label, torch symbol -> size) that gives all its symbols a size."""
+    if dtype == "none":
+        return
+    if all(isinstance(d, int) for d in shape):
+        check_tensor_size(shape, dtype, f"{where}.shape", TorchIRError)
+        return
+    needed = set().union(*(free_symbols(d) for d in shape))
+    exprs = [d for d in shape if isinstance(d, str)]
+    if not all(_safe_to_evaluate(d) for d in exprs):
+        return
+    for label, values in bindings:
+        if not needed <= set(values):
+            continue
+        try:
+            sizes = evaluate_shape(shape, values)
+        except (InputError, ArithmeticError, ValueError):
+            if label.startswith("the example"):
+                raise TorchIRError(f"{where}.shape: {short(shape)} cannot be evaluated at {label}") from None
+            continue
+        if any(s < 0 for s in sizes) and label.startswith("the example"):
+            raise TorchIRError(f"{where}.shape: {short(shape)} is {sizes} at {label}: a negative size")
+        if all(s >= 0 for s in sizes):
+            check_tensor_size(sizes, dtype, f"{where}.shape {short(shape)} at {label} ({sizes})", TorchIRError)
+
+
+def _size_bindings(symbols: list[Symbol], sweep: list[dict[str, Any]]) -> list[tuple[str, dict[str, int]]]:
+    """The bindings declared sizes are checked at: the examples, every bounded symbol at its max,
+    and each sweep point."""
+    if not symbols:
+        return []
+    at_max = {s.name: s.max for s in symbols if s.max is not None}
+    found = [("the example sizes", {s.name: s.example for s in symbols})]
+    if at_max:
+        found.append(("the symbols' max (" + ", ".join(f"{k}={v}" for k, v in at_max.items()) + ")", at_max))
+    found += [(f"sweep[{i}] ({p['label']})", dict(p["binding"])) for i, p in enumerate(sweep)]
+    return found
+
+
+def _check_sweep(points: list[dict[str, Any]], symbols: list[Symbol], source: str) -> None:
+    names = {s.name for s in symbols}
+    for i, p in enumerate(points):
+        where = f"{source}: sweep[{i}]"
+        binding = p["binding"]
+        for k, v in binding.items():
+            if k not in names:
+                raise TorchIRError(f"{where}.binding: {k!r} is not a declared symbol ({', '.join(sorted(names))})")
+            if not is_dim(v):
+                raise TorchIRError(f"{where}.binding[{k!r}]: {short(v)} is not a size (a non-negative int)")
+        if set(binding) != names:
+            raise TorchIRError(f"{where}.binding: gives no size to {', '.join(sorted(names - set(binding)))}")
+        if "error" in p:
+            _typed(p["error"], str, f"{where}.error")
+
+
+class _Names:
+    """Where each name was first defined, to refuse a second definition."""
+
+    def __init__(self, source: str, what: str) -> None:
+        self.source, self.what, self.seen = source, what, {}
+
+    def add(self, name: str, where: str) -> None:
+        if name in self.seen:
+            raise TorchIRError(
+                f"{self.source}: {where}: {self.what} {short(name)} is defined twice (first at {self.seen[name]})"
+            )
+        self.seen[name] = where
+
+
 def parse(doc: Any, source: str = FILENAME) -> TorchIR:
-    """Validate a decoded torch-ir document; errors name the file and field."""
+    """Validate a decoded torch-ir document; errors name the file, the field path and the value.
+
+    Raises TorchIRError for: a wrong format or version; a missing field or one of the wrong JSON
+    type; a dim that is not a non-negative int (or a size expression of the declared symbols); a
+    dtype that is not a torch dtype name; a value larger than this machine's memory (`limits`;
+    symbolic shapes at the examples, at the symbols' max where bounded, and at each sweep point);
+    a name defined twice (node names, values across inputs/weights/node outputs, output names,
+    weight keys, symbols); an untagged argument or unknown tag; a tensor used before it is
+    defined; a malformed `sweep`, `input_sets`, `output_tree` or other optional list."""
     if not isinstance(doc, dict):
-        raise TorchIRError(f"{source}: top level must be an object")
+        raise TorchIRError(f"{source}: top level must be an object, found {type(doc).__name__}")
     if doc.get("format") != FORMAT:
-        raise TorchIRError(f"{source}: field 'format' is {doc.get('format')!r}, expected {FORMAT!r}")
+        raise TorchIRError(f"{source}: field 'format' is {short(doc.get('format'))}, expected {FORMAT!r}")
     version = doc.get("version")
-    if version not in READABLE_VERSIONS:
+    if not isinstance(version, int) or isinstance(version, bool) or version not in READABLE_VERSIONS:
         raise TorchIRError(
-            f"{source}: torch-ir version {version!r} is not supported (this build reads versions "
+            f"{source}: torch-ir version {short(version)} is not supported (this build reads versions "
             f"{', '.join(map(str, READABLE_VERSIONS))})",
             hint="re-export the model with this version of rlx-torch-import",
         )
     symbols = _symbols(doc.get("symbols", []), source)
     names = {s.name for s in symbols}
-    inputs = [_spec(d, f"{source}: inputs[{i}]", names) for i, d in enumerate(_need(doc, "inputs", list, source))]
+    values = _Names(source, "value")
+    inputs = []
+    for i, d in enumerate(_need(doc, "inputs", list, source)):
+        inputs.append(_spec(d, f"{source}: inputs[{i}]", names))
+        values.add(inputs[-1].name, f"inputs[{i}].name")
     weights = []
+    keys = _Names(source, "weight key")
     for i, d in enumerate(_need(doc, "weights", list, source)):
-        spec = _spec(d, f"{source}: weights[{i}]")
         where = f"{source}: weights[{i}]"
-        weights.append(
-            WeightSpec(spec.name, _need(d, "key", str, where), _need(d, "kind", str, where), spec.shape, spec.dtype)
-        )
+        spec = _spec(d, where)
+        w = WeightSpec(spec.name, _need(d, "key", str, where), _need(d, "kind", str, where), spec.shape, spec.dtype)
+        values.add(w.name, f"weights[{i}].name")
+        keys.add(w.key, f"weights[{i}].key")
+        weights.append(w)
     nodes = []
+    node_names = _Names(source, "node name")
     for i, d in enumerate(_need(doc, "nodes", list, source)):
         where = f"{source}: nodes[{i}]"
         if not isinstance(d, dict):
-            raise TorchIRError(f"{where}: expected an object")
+            raise TorchIRError(f"{where}: expected an object, found {short(d)}")
+        name = _need(d, "name", str, where)
+        node_names.add(name, f"nodes[{i}].name")
         args = _need(d, "args", list, where)
         kwargs = _need(d, "kwargs", dict, where)
         for j, a in enumerate(args):
             _check_arg(a, f"{where}.args[{j}]", names)
         for k, a in kwargs.items():
             _check_arg(a, f"{where}.kwargs[{k!r}]", names)
-        outs = [_spec(o, f"{where}.outputs[{j}]", names) for j, o in enumerate(_need(d, "outputs", list, where))]
-        sym = d.get("sym", "")
+        outs = []
+        for j, o in enumerate(_need(d, "outputs", list, where)):
+            outs.append(_spec(o, f"{where}.outputs[{j}]", names, none_ok=True))
+            values.add(outs[-1].name, f"nodes[{i}].outputs[{j}].name")
+        sym = _optional(d, "sym", str, where, "")
         if sym:
             _check_expr(sym, names, f"{where}.sym")
         nodes.append(
             Node(
-                name=_need(d, "name", str, where),
+                name=name,
                 target=_need(d, "target", str, where),
                 args=args,
                 kwargs=kwargs,
                 outputs=outs,
-                module_path=d.get("module_path", ""),
-                module_type=d.get("module_type", ""),
-                source=d.get("source", ""),
-                decomposed_from=d.get("decomposed_from", ""),
+                module_path=_optional(d, "module_path", str, where, ""),
+                module_type=_optional(d, "module_type", str, where, ""),
+                source=_optional(d, "source", str, where, ""),
+                decomposed_from=_optional(d, "decomposed_from", str, where, ""),
                 layouts=_layouts(d.get("layouts", {}), where),
                 sym=sym,
             )
         )
     outputs = []
+    output_names = _Names(source, "output name")
     for i, d in enumerate(_need(doc, "outputs", list, source)):
-        spec = _spec(d, f"{source}: outputs[{i}]", names)
-        outputs.append(OutputSpec(spec.name, _need(d, "value", str, f"{source}: outputs[{i}]"), spec.shape, spec.dtype))
+        where = f"{source}: outputs[{i}]"
+        spec = _spec(d, where, names)
+        output_names.add(spec.name, f"outputs[{i}].name")
+        outputs.append(OutputSpec(spec.name, _need(d, "value", str, where), spec.shape, spec.dtype))
+    sweep = _records(doc, "sweep", source, {"label": str, "binding": dict})
+    _check_sweep(sweep, symbols, source)
+    input_sets = _records(doc, "input_sets", source, {"label": str})
+    for k, entry in enumerate(input_sets):
+        if "error" in entry:
+            _typed(entry["error"], str, f"{source}: input_sets[{k}].error")
+    for field_name, points in (("sweep", sweep), ("input_sets", input_sets)):
+        for k, point in enumerate(points):
+            if "values" in point:
+                _typed(point["values"], dict, f"{source}: {field_name}[{k}].values")
+    constant_inputs = _records(doc, "constant_inputs", source, {"path": str})
+    for k, const in enumerate(constant_inputs):
+        if "value" not in const:
+            raise TorchIRError(f"{source}: constant_inputs[{k}]: missing field 'value'")
+    output_tree = _optional(doc, "output_tree", dict, source, {})
+    check_output_tree(output_tree, f"{source}: output_tree", {o.name for o in outputs}, TorchIRError)
+    producer = _optional(doc, "producer", dict, source, {})
+    for key, value in producer.items():
+        _typed(value, str, f"{source}: producer[{key!r}]")
+    call_args = _optional(doc, "call_args", list, source, [])
+    auto_decomposed = _optional(doc, "auto_decomposed", list, source, [])
+    for field_name, items in (("call_args", call_args), ("auto_decomposed", auto_decomposed)):
+        for k, item in enumerate(items):
+            _typed(item, str, f"{source}: {field_name}[{k}]")
     ir = TorchIR(
         name=_need(doc, "name", str, source),
         decomposition=_need(doc, "decomposition", str, source),
@@ -389,18 +619,26 @@ def parse(doc: Any, source: str = FILENAME) -> TorchIR:
         weights=weights,
         nodes=nodes,
         outputs=outputs,
-        producer=doc.get("producer", {}),
-        auto_decomposed=list(doc.get("auto_decomposed", [])),
+        producer=producer,
+        auto_decomposed=list(auto_decomposed),
         symbols=symbols,
-        specialized=list(doc.get("specialized", [])),
-        sweep=list(doc.get("sweep", [])),
-        constant_inputs=list(doc.get("constant_inputs", [])),
-        call_args=list(doc.get("call_args", [])),
-        output_tree=dict(doc.get("output_tree", {})),
-        dropped=list(doc.get("dropped", [])),
-        control_flow=list(doc.get("control_flow", [])),
-        input_sets=list(doc.get("input_sets", [])),
+        specialized=_records(doc, "specialized", source, {}),
+        sweep=sweep,
+        constant_inputs=constant_inputs,
+        call_args=list(call_args),
+        output_tree=dict(output_tree),
+        dropped=_records(doc, "dropped", source, {"node": str, "target": str, "check": str, "reason": str}),
+        control_flow=_records(doc, "control_flow", source, {"node": str, "kind": str, "how": str}),
+        input_sets=input_sets,
+        origin=source,
     )
+    bindings = _size_bindings(symbols, sweep)
+    checked: set[tuple[tuple[Dim, ...], str]] = set()  # each distinct shape and dtype once (the first place)
+    for where, spec in ir.declared():
+        key = (tuple(spec.shape), spec.dtype)
+        if key not in checked:
+            checked.add(key)
+            _check_size(spec.shape, spec.dtype, f"{source}: {where}", bindings)
     _check_wiring(ir, source)
     return ir
 
@@ -430,12 +668,39 @@ def _check_wiring(ir: TorchIR, source: str) -> None:
 
 
 def load(directory: Path) -> TorchIR:
-    """Read and validate `<directory>/torch-ir.json`."""
+    """Read and validate `<directory>/torch-ir.json`.
+
+    Raises TorchIRError when the file is missing, is not JSON (or repeats a key in one object),
+    or fails `parse`."""
     path = Path(directory) / FILENAME
     if not path.is_file():
         raise TorchIRError(f"{path}: not found", hint="point at a directory written by rlx-torch-import")
-    try:
-        doc = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise TorchIRError(f"{path}: not valid JSON ({e})") from None
-    return parse(doc, str(path))
+    return parse(jsondoc.read(path, TorchIRError), str(path))
+
+
+def check_weights(ir: TorchIR, tensors: Mapping[str, Any], path: Path) -> list[str]:
+    """Check weights.safetensors (`tensors`: key -> `safetensors_io.RawTensor`, read from `path`)
+    against torch-ir's `weights`: each declared key must be there with the declared dtype and
+    shape, so no tensor is bound under a declaration it does not match. Returns notes for tensors
+    the file holds that torch-ir does not declare (nothing reads them).
+
+    Raises BundleError naming the file, the tensor, and the declared vs found dtype and shape, or
+    every declared key the file lacks."""
+    source = ir.origin or FILENAME
+    missing = [(i, w) for i, w in enumerate(ir.weights) if w.key not in tensors]
+    if missing:
+        listed = ", ".join(f"{w.key!r} ({w.dtype}{w.shape}, weights[{i}])" for i, w in missing[:8])
+        more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+        raise BundleError(f"{path}: {len(missing)} weight(s) {source} declares are missing: {listed}{more}")
+    for i, w in enumerate(ir.weights):
+        t = tensors[w.key]
+        if t.dtype != w.dtype or list(t.shape) != list(w.shape):
+            raise BundleError(
+                f"{path}: tensor {w.key!r} is {t.dtype}{list(t.shape)}; {source} weights[{i}] ({w.name}) declares "
+                f"{w.dtype}{list(w.shape)}"
+            )
+    extra = sorted(set(tensors) - {w.key for w in ir.weights})
+    if not extra:
+        return []
+    listed = ", ".join(extra[:8]) + (f" and {len(extra) - 8} more" if len(extra) > 8 else "")
+    return [f"{path.name} holds {len(extra)} tensor(s) {FILENAME} does not declare (not used): {listed}"]

@@ -47,9 +47,9 @@ def write_bundle(
     meta.json's shapes are symbolic and `model.hir.json` is the graph at the example sizes."""
     directory.mkdir(parents=True, exist_ok=True)
     hir_json = _core.program_to_hir_json(program.to_core_json())
-    (directory / HIR).write_text(hir_json)
+    (directory / HIR).write_text(hir_json, encoding="utf-8")
     if rlxmodel is not None:
-        (directory / SYMBOLIC).write_text(rlxmodel)
+        (directory / SYMBOLIC).write_text(rlxmodel, encoding="utf-8")
     used = {p.name for p in program.params}
     tensors: dict[str, safetensors_io.TensorEntry] = {
         k: (t.dtype, t.shape, t.data) for k, t in weights.items() if k in used
@@ -134,5 +134,5 @@ def write_bundle(
             for n in program.nodes
         },
     }
-    (directory / META).write_text(json.dumps(meta, indent=1, allow_nan=False) + "\n")
+    (directory / META).write_text(json.dumps(meta, indent=1, allow_nan=False) + "\n", encoding="utf-8")
     return directory

@@ -35,7 +35,7 @@ from ..dtypes import NARROW_DTYPES
 from ..program import Program
 from ..symbolic import values_of
 from ..torchir import Node, OutputSpec, TensorSpec, TorchIR
-from .parity import NodeError, NodeParity, budget_for
+from .parity import NodeError, NodeParity, budget_for, check_reference
 
 # Data movement and selection: every element is a copy of an input element.
 MOVEMENT = {
@@ -197,7 +197,8 @@ def torch_values(ir: TorchIR, inputs: dict[str, Any], weights: dict[str, Any]) -
 
 def _local_program(ir: TorchIR, skip: set[str] | None = None) -> TorchIR:
     """Each node alone (but those in `skip`), its tensor arguments fresh graph inputs
-    `<value>@<node>` (weights stay weights); every node output is a graph output."""
+    `<value>@<node>` whose `path` is `<value>` (names may hold `@` themselves; weights stay
+    weights); every node output is a graph output."""
     shapes = ir.value_shapes()
     dtypes = {s.name: s.dtype for s in ir.inputs} | {o.name: o.dtype for n in ir.nodes for o in n.outputs}
     weights = {w.name for w in ir.weights}
@@ -211,7 +212,7 @@ def _local_program(ir: TorchIR, skip: set[str] | None = None) -> TorchIR:
         if tag != "tensor" or payload in weights:
             return arg
         name = f"{payload}@{node.name}"
-        inputs.setdefault(name, TensorSpec(name, list(shapes[payload]), dtypes[payload]))
+        inputs.setdefault(name, TensorSpec(name, list(shapes[payload]), dtypes[payload], path=payload))
         return {"tensor": name}
 
     for node in ir.nodes:
@@ -236,11 +237,11 @@ def _run_local(
     alone: dict[str, str] = {}
     for _ in range(3):
         local_ir = _local_program(ir, skip=set(alone))
-        unfed = {s.name.split("@", 1)[1] for s in local_ir.inputs if s.name.split("@", 1)[0] not in env}
+        unfed = {s.name[len(s.path) + 1 :] for s in local_ir.inputs if s.path not in env}
         if unfed - set(alone):
             alone.update({n: "no local RLX value: an input of the node has no PyTorch value" for n in unfed})
             continue
-        feed = {s.name: host(s.name.split("@", 1)[0], s.dtype) for s in local_ir.inputs}
+        feed = {s.name: host(s.path, s.dtype) for s in local_ir.inputs}
         try:
             return _run_debug(local_ir, feed, weights), alone
         except UnsupportedOpsError as e:
@@ -418,10 +419,11 @@ def node_parity(directory: Path, *, outputs_ok: bool = True) -> NodeReport:
     import torch
 
     ir = torchir.load(directory)
+    ref = check_reference(ir, directory / torchir.REFERENCE)  # BundleError naming a missing/mismatched tensor
+    raw_weights = safetensors_io.read(directory / torchir.WEIGHTS)
+    torchir.check_weights(ir, raw_weights, directory / torchir.WEIGHTS)
     if ir.is_dynamic:
         ir = ir.bind(values_of(ir.symbols))
-    ref = safetensors_io.read(directory / torchir.REFERENCE)
-    raw_weights = safetensors_io.read(directory / torchir.WEIGHTS)
     weights = {k: _to_torch(v) for k, v in raw_weights.items()}
     inputs = {s.name: _to_torch(ref[f"input.{s.name}"]) for s in ir.inputs}
     env, missing = torch_values(ir, inputs, weights)

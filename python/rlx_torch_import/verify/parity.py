@@ -18,11 +18,35 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .. import safetensors_io
+from ..errors import BundleError
+from ..symbolic import Dim, evaluate_shape, values_of
+
+if TYPE_CHECKING:
+    from ..torchir import TorchIR
+
+
+# Names come from the user's model (module paths, output names, node names): in a report each is one
+# line, `|`-safe for a table cell, and at most this long (the full text is in report.json).
+_NAME_CHARS = 200
+
+
+def _short(text: object) -> str:
+    """`text` on one line (newlines and other control characters escaped), cut to _NAME_CHARS."""
+    flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    return flat if len(flat) <= _NAME_CHARS else f"{flat[:_NAME_CHARS]}... ({len(flat) - _NAME_CHARS} more)"
+
+
+def _md(text: object) -> str:
+    """`text` for a markdown table cell or inline span: one line, `|` escaped, cut to _NAME_CHARS."""
+    return _short(text).replace("|", "\\|").replace("`", "'")
 
 
 @dataclass(frozen=True)
@@ -322,6 +346,50 @@ def compare_output(
     )
 
 
+def check_reference(ir: TorchIR, path: Path) -> dict[str, safetensors_io.RawTensor]:
+    """Read reference.safetensors (`safetensors_io.read`) and check it against torch-ir: every
+    tensor verification will read is there with the declared dtype and shape: `input.<name>` and
+    `output.<name>` (a dynamic program's at the example sizes), `sweep.<i>.input/output.<name>` for
+    each sweep point eager PyTorch ran at (shapes at the point's binding), and
+    `set.<k>.input/output.<name>` for each extra input set it ran on (dtype, and rank and static
+    dims; the sizes a set gives are checked when it runs). Other tensors are ignored.
+
+    Raises BundleError naming the file, the tensor, and the expected vs found dtype and shape."""
+    ref = safetensors_io.read(path)
+    source = ir.origin or "torch-ir.json"
+
+    def expect(key: str, what: str, dtype: str, shape: Sequence[Dim]) -> None:
+        declared = f"{dtype}{list(shape)}"
+        t = ref.get(key)
+        if t is None:
+            some = ", ".join(sorted(ref)[:8]) + (", ..." if len(ref) > 8 else "")
+            raise BundleError(
+                f"{path}: no tensor {key!r} ({source} {what}: {declared}); the file holds {some or 'no tensors'}"
+            )
+        fits = len(t.shape) == len(shape) and all(
+            isinstance(d, str) or d == n for d, n in zip(shape, t.shape, strict=True)
+        )
+        if t.dtype != dtype or not fits:
+            raise BundleError(f"{path}: tensor {key!r} is {t.dtype}{list(t.shape)}; {source} {what} is {declared}")
+
+    def check_point(prefix: str, binding: dict[str, int] | None, label: str) -> None:
+        for i, s in enumerate(ir.inputs):
+            shape = s.shape if binding is None else evaluate_shape(s.shape, binding)
+            expect(f"{prefix}input.{s.name}", f"inputs[{i}] ({label})", s.dtype, shape)
+        for i, o in enumerate(ir.outputs):
+            shape = o.shape if binding is None else evaluate_shape(o.shape, binding)
+            expect(f"{prefix}output.{o.name}", f"outputs[{i}] ({label})", o.dtype, shape)
+
+    check_point("", values_of(ir.symbols), "the example")
+    for i, point in enumerate(ir.sweep):
+        if "error" not in point:
+            check_point(f"sweep.{i}.", dict(point["binding"]), f"at sweep[{i}], {point['label']}")
+    for k, entry in enumerate(ir.input_sets):
+        if "error" not in entry:
+            check_point(f"set.{k}.", None, f"in input_sets[{k}], {entry['label']}")
+    return ref
+
+
 @dataclass
 class SweepRow:
     """Verification at one sweep point of a dynamic program: the binding (symbol label ->
@@ -460,14 +528,14 @@ class ParityReport:
         head = "PASS" if self.ok else "FAIL"
         if not self.verified:
             head = "NOT VERIFIED"
-        lines = [f"{head} {self.name} ({self.decomposition}) -> {self.out_dir}"]
+        lines = [f"{head} {_short(self.name)} ({self.decomposition}) -> {self.out_dir}"]
         if self.auto_decomposed_ops:
             lines.append(f"  auto-decomposed: {', '.join(self.auto_decomposed_ops)}")
         lines += [f"  note: {n}" for n in self.notes]
         for o in self.outputs:
             mark = "ok " if o.ok else "BAD"
             lines.append(
-                f"  {mark} {o.name} {o.dtype}{o.shape}: max_abs={o.max_abs_error:.3g} "
+                f"  {mark} {_short(o.name)} {o.dtype}{o.shape}: max_abs={o.max_abs_error:.3g} "
                 f"max_rel={o.max_rel_error:.3g} cosine={o.cosine:.8f} {o.mismatch_text()}"
                 + ("" if o.ok else "  <- " + "; ".join(o.reasons))
             )
@@ -483,13 +551,13 @@ class ParityReport:
 
     def markdown(self) -> str:
         rows = "\n".join(
-            f"| {o.name} | {'pass' if o.ok else 'FAIL'} | {o.dtype} {o.shape} | {o.max_abs_error:.3g} | "
+            f"| {_md(o.name)} | {'pass' if o.ok else 'FAIL'} | {o.dtype} {o.shape} | {o.max_abs_error:.3g} | "
             f"{o.allowed_abs_error:.3g} | {o.max_rel_error:.3g} | {o.cosine:.8f} | {o.mismatch_text()} | "
-            f"{'; '.join(o.reasons)} |"
+            f"{_md('; '.join(o.reasons))} |"
             for o in self.outputs
         )
         return (
-            f"# Parity report: {self.name}\n\n"
+            f"# Parity report: {_md(self.name)}\n\n"
             f"Verdict: **{'not verified' if not self.verified else 'PASS' if self.ok else 'FAIL'}** "
             f"(decomposition `{self.decomposition}`, torch {self.torch_version}, RLX {self.rlx_version})\n\n"
             + (f"Auto-decomposed: {', '.join(self.auto_decomposed_ops)}\n\n" if self.auto_decomposed_ops else "")
@@ -509,7 +577,7 @@ class ParityReport:
         if not self.input_sets:
             return ""
         rows = "\n".join(
-            f"| {r.label} | {r.description} | {'pass' if r.ok else 'FAIL'} | "
+            f"| {_md(r.label)} | {_md(r.description)} | {'pass' if r.ok else 'FAIL'} | "
             f"{max((o.max_abs_error for o in r.outputs), default=0.0):.3g} | "
             f"{min((o.cosine for o in r.outputs), default=1.0):.8f} | {r.failures()} |"
             for r in self.input_sets
@@ -547,8 +615,10 @@ class ParityReport:
         ]
         if d is not None:
             lim = f" (local max abs {d.local.max_abs:.3g} > {d.local.allowed_abs:.3g})" if d.local is not None else ""
-            where = f" in `{d.module_path}`" if d.module_path else ""
-            lines.append(f"**First divergence**: #{d.index} `{d.node}` (`{d.aten}`{where}, {d.source}){lim}\n")
+            where = f" in `{_md(d.module_path)}`" if d.module_path else ""
+            lines.append(
+                f"**First divergence**: #{d.index} `{_md(d.node)}` (`{d.aten}`{where}, {_md(d.source)}){lim}\n"
+            )
         if self.drift:
             lines.append(f"**Drift**: {self.drift}\n")
         if not shown:
@@ -562,7 +632,8 @@ class ParityReport:
         )
         for n in shown:
             mark = "**" if is_node(n, d) else ""
-            cells = f"| {n.index} | {mark}{n.node}{mark} | {n.aten} | {n.module_path} | {n.source} | {n.shape} "
+            cells = f"| {n.index} | {mark}{_md(n.node)}{mark} | {n.aten} | {_md(n.module_path)} | {_md(n.source)} "
+            cells += f"| {n.shape} "
             cells += f"| {n.dtype} |"
             if n.local is None and n.cumulative is None:
                 cells += f" {n.note or 'no RLX value'} |" + " |" * 11

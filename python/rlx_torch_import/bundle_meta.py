@@ -1,0 +1,143 @@
+"""A bundle's meta.json, and its weights.safetensors against it, checked before anything is bound.
+
+`BundleModel` reads both through here; every error is a BundleError naming the file, the field
+path (`inputs[0].shape[1]`) and the value, declared vs found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from . import jsondoc, safetensors_io
+from .dtypes import HALF_DTYPES, compute_rlx, is_supported, to_rlx
+from .emit.bundle import BUNDLE_FORMAT, BUNDLE_VERSION
+from .errors import BundleError, InputError
+from .limits import TORCH_ITEMSIZE, check_tensor_size, is_dim, short
+from .symbolic import free_symbols
+from .torchir import check_output_tree
+
+
+def read_meta(path: Path) -> dict[str, Any]:
+    """Read and check a bundle's meta.json (`check_meta`).
+
+    Raises BundleError naming the file (and the field and value) when it cannot be read, is not
+    JSON (or repeats a key in one object), or fails `check_meta`."""
+    meta = jsondoc.read(path, BundleError)
+    check_meta(meta, path)
+    return meta
+
+
+def _need(doc: dict[str, Any], key: str, kind: jsondoc.Kind, where: str, required: bool = True) -> Any:
+    """`doc[key]` of JSON type `kind` (None when absent and not `required`), else BundleError naming the field."""
+    if key not in doc and not required:
+        return None
+    return jsondoc.need(doc, key, kind, where, BundleError)
+
+
+# The dtypes a bundle's values and params may have (`dtypes.is_supported`).
+_RLX_DTYPES = tuple(d for d in TORCH_ITEMSIZE if is_supported(d))
+
+
+def check_meta(meta: Any, path: Path) -> None:
+    """Check a decoded meta.json: format and version; `inputs`, `outputs` (name, shape, dtype, and
+    optional rlx_dtype and path) and `params` (name, static shape, dtype) present with the right
+    types, names unique in each, dtypes RLX has, shapes non-negative ints within `limits` (or, in a
+    dynamic bundle, size expressions of its `symbols`); the optional fields the runtime reads
+    (`symbols`, `flush_denormals`, `call_args`, `constant_inputs`, `output_tree`) well formed.
+
+    Raises BundleError naming the file, the field path (`inputs[0].shape[1]`) and the value."""
+    if not isinstance(meta, dict):
+        raise BundleError(f"{path}: top level is a JSON {type(meta).__name__}, not an object")
+    if meta.get("format") != BUNDLE_FORMAT or meta.get("version") != BUNDLE_VERSION:
+        raise BundleError(
+            f"{path}: format {short(meta.get('format'))} version {short(meta.get('version'))} "
+            f"is not {BUNDLE_FORMAT!r} version {BUNDLE_VERSION}"
+        )
+    where = str(path)
+    seen: dict[tuple[str, Any], int] = {}
+    for i, sym in enumerate(_need(meta, "symbols", list, where, required=False) or []):
+        at = f"{path}: symbols[{i}]"
+        if not isinstance(sym, dict):
+            raise BundleError(f"{at}: expected an object, found {short(sym)}")
+        for key in ("id", "min", "example"):
+            _need(sym, key, int, at)
+        for key in ("name", "label"):
+            _need(sym, key, str, at)
+        hi = _need(sym, "max", (int, type(None)), at)
+        if not sym["name"].isidentifier() or not 0 <= sym["min"] <= sym["example"] <= (
+            sym["example"] if hi is None else hi
+        ):
+            raise BundleError(f"{at}: {short(sym)} is not an identifier name with 0 <= min <= example <= max")
+        for key in ("id", "name", "label"):
+            if (key, sym[key]) in seen:
+                raise BundleError(
+                    f"{at}.{key}: {short(sym[key])} is already the {key} of symbols[{seen[key, sym[key]]}]"
+                )
+            seen[key, sym[key]] = i
+    symbols = {s["name"] for s in meta.get("symbols") or []}
+    for group in ("inputs", "outputs", "params"):
+        names: dict[str, int] = {}
+        for i, spec in enumerate(_need(meta, group, list, where)):
+            at = f"{path}: {group}[{i}]"
+            if not isinstance(spec, dict):
+                raise BundleError(f"{at}: expected an object, found {short(spec)}")
+            name = _need(spec, "name", str, at)
+            if name in names:
+                raise BundleError(f"{at}.name: {short(name)} is already the name of {group}[{names[name]}]")
+            names[name] = i
+            dtype, shape = _need(spec, "dtype", str, at), _need(spec, "shape", list, at)
+            if dtype not in _RLX_DTYPES:
+                raise BundleError(f"{at}.dtype: {short(dtype)} is not one of {', '.join(_RLX_DTYPES)}")
+            carrier = _need(spec, "rlx_dtype", str, at, required=False)
+            if carrier is not None and (carrier not in _RLX_DTYPES or carrier in HALF_DTYPES):
+                # half values always cross as float32 (docs/design.md, l)
+                raise BundleError(f"{at}.rlx_dtype: {short(carrier)} is not a dtype RLX takes at the boundary")
+            _need(spec, "path", str, at, required=False)
+            for k, d in enumerate(shape):
+                if isinstance(d, str) and symbols and group != "params":
+                    try:
+                        unknown = free_symbols(d) - symbols
+                    except InputError as e:
+                        raise BundleError(f"{at}.shape[{k}]: {e.message}") from None
+                    if unknown:
+                        raise BundleError(
+                            f"{at}.shape[{k}]: {d!r} uses undeclared symbol(s) {', '.join(sorted(unknown))}"
+                        )
+                elif not is_dim(d):
+                    raise BundleError(f"{at}.shape[{k}]: {short(d)} is not a size (a non-negative int)")
+            if all(isinstance(d, int) for d in shape):
+                check_tensor_size(shape, dtype, f"{at}.shape", BundleError)
+    _need(meta, "flush_denormals", bool, where, required=False)
+    for k, arg in enumerate(_need(meta, "call_args", list, where, required=False) or []):
+        if not isinstance(arg, str):
+            raise BundleError(f"{path}: call_args[{k}]: expected a string, found {short(arg)}")
+    for k, const in enumerate(_need(meta, "constant_inputs", list, where, required=False) or []):
+        if not (isinstance(const, dict) and isinstance(const.get("path"), str) and "value" in const):
+            raise BundleError(f"{path}: constant_inputs[{k}]: {short(const)} is not an object with path and value")
+    tree = _need(meta, "output_tree", dict, where, required=False)
+    if tree:
+        check_output_tree(tree, f"{path}: output_tree", {o["name"] for o in meta["outputs"]}, BundleError)
+
+
+def check_params(params: list[dict[str, Any]], tensors: Mapping[str, safetensors_io.RawTensor], path: Path) -> None:
+    """Check a bundle's weights.safetensors (`tensors`, read from `path`) against meta.json's
+    `params`: the same names, each tensor of its param's shape and dtype (a half-precision tensor
+    for a float32 param: RLX computes half as float32 and widens it when binding).
+
+    Raises BundleError naming the file, the tensor, and declared vs found."""
+    declared = {p["name"]: p for p in params}
+    missing = [n for n in declared if n not in tensors]
+    extra = sorted(n for n in tensors if n not in declared)
+    if missing or extra:
+        parts = [f"missing {', '.join(map(repr, missing[:8]))}"] if missing else []
+        parts += [f"not in meta.json's params: {', '.join(map(repr, extra[:8]))}"] if extra else []
+        raise BundleError(f"{path}: tensors do not match meta.json's params ({'; '.join(parts)})")
+    for name, p in declared.items():
+        t = tensors[name]
+        if list(t.shape) != list(p["shape"]) or compute_rlx(t.dtype) != to_rlx(p["dtype"]):
+            raise BundleError(
+                f"{path}: tensor {name!r} is {t.dtype}{list(t.shape)}; meta.json params declares "
+                f"{p['dtype']}{p['shape']}"
+            )

@@ -1,0 +1,77 @@
+"""Reading our JSON documents strictly: torch-ir.json, a bundle's meta.json, a safetensors header.
+
+Python's json keeps the last of two equal keys silently and any field may hold any type; here a
+repeated key is refused, and fields are read with the JSON type they must have (a bool is not an
+int). Every error is the caller's error type (TorchIRError, BundleError) naming the file or field.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .errors import RtiError
+from .limits import short
+
+Kind = type | tuple[type, ...]
+
+
+class _RepeatedKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(f"key {short(key)} appears twice in one JSON object")
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _RepeatedKey(key)
+        found[key] = value
+    return found
+
+
+def parse(text: str, what: str, error: type[RtiError]) -> Any:
+    """JSON `text` as Python values. Raises `error` naming `what` when the text is not JSON, nests
+    too deep, or repeats a key in one object."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique)
+    except _RepeatedKey as e:
+        raise error(f"{what}: {e}") from None
+    except (ValueError, RecursionError) as e:
+        raise error(f"{what}: not valid JSON ({str(e)[:200]})") from None
+
+
+def read(path: Path, error: type[RtiError]) -> Any:
+    """The JSON document in `path` (UTF-8). Raises `error` naming the file when it cannot be read,
+    is not UTF-8, or fails `parse`."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as e:
+        raise error(f"{path}: cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    return parse(text, str(path), error)
+
+
+def kind_name(kind: Kind) -> str:
+    """`str` -> "a string", `(int, type(None))` -> "an int or null"."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    names = {str: "a string", int: "an int", list: "a list", dict: "an object", bool: "a bool", float: "a number"}
+    return " or ".join("null" if k is type(None) else names.get(k, k.__name__) for k in kinds)
+
+
+def typed(value: Any, kind: Kind, where: str, error: type[RtiError]) -> Any:
+    """`value` if it has JSON type `kind` (a bool is not an int here), else `error` naming `where`."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise error(f"{where}: expected {kind_name(kind)}, found {type(value).__name__} {short(value)}")
+    return value
+
+
+def need(doc: dict[str, Any], key: str, kind: Kind, where: str, error: type[RtiError]) -> Any:
+    """`doc[key]` of JSON type `kind`; `error` naming `where` and the field when it is missing or
+    of another type."""
+    if key not in doc:
+        raise error(f"{where}: missing field {key!r}")
+    return typed(doc[key], kind, f"{where}.{key}", error)
