@@ -24,7 +24,7 @@ from .lower.symbolic import lower_symbolic
 from .outdir import staged
 from .progress import Progress
 from .runtime import BundleModel, tree_children
-from .verify.parity import InputSetRow, OutputParity, ParityReport, SweepRow, compare_output
+from .verify.parity import InputSetRow, OutputParity, ParityReport, SweepRow, check_reference, compare_output
 
 EMIT_TARGETS = ("bundle", "crate")
 REPORT_JSON = "report.json"
@@ -49,6 +49,18 @@ def _check_options(emit: Sequence[str], device: str, max_decompose_rounds: int =
             )
     if device != "cpu":
         raise InputError(f"device {device!r} is not supported by this build; RLX runs on 'cpu' here")
+
+
+def _check_name(name: object) -> str:
+    """A model name given by the caller: any non-blank text a UTF-8 file can hold (emit/crate.py and
+    emit/rust_names.py derive safe folder and Rust names from it); InputError otherwise."""
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"name must be non-blank text, got {name!r}")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(f"name {name!r} is not valid Unicode (it holds lone surrogates)") from None
+    return name
 
 
 def _default_name(model: Any) -> str:
@@ -76,6 +88,7 @@ def from_torch(
     threads: int | None = None,
     per_node: bool = True,
     verify_inputs: Any = None,
+    timeout: float | None = None,
 ) -> ParityReport:
     """Export `model`, lower it to RLX, write `out_dir/`, and verify against PyTorch.
 
@@ -112,6 +125,9 @@ def from_torch(
     With `per_node` (and `verify`), every node's value is also compared with PyTorch's
     intermediate, cumulatively and reference-fed (`report.nodes`, `report.first_divergence`;
     `verify/nodes.py`).
+    With `timeout` (seconds; default None, no limit), torch.export and each eager PyTorch run of
+    the model (reference, sweep points, input sets) may take that long, else TimeLimitError; a
+    forward that calls `sys.exit()` raises ModelLoadError (`timeout.user_code`).
     """
     from .frontend.capture import capture, eager_outputs, sweep_references
     from .frontend.dynamic import by_input_name, check_axes, requested_axes
@@ -119,20 +135,22 @@ def from_torch(
     from .frontend.fallback import decompose_targets
     from .frontend.input_sets import normalize, record_input_sets
     from .frontend.inputs import model_inputs
+    from .timeout import check_timeout, user_code
 
     set_specs = normalize(verify_inputs)  # checked before anything runs
+    timeout = check_timeout(timeout)
     emit = emit_targets(emit)
     _check_options(emit, device, max_decompose_rounds, emit_style)
     rlx_config.set_threads(threads)
     given = model_inputs(model, example_inputs, kwargs)
     pristine = given.cloned()  # the reference inputs: as given, before any run could write them
-    name = name or _default_name(model)
+    name = _check_name(name) if name is not None else _default_name(model)
     prog = Progress(progress)
     dynamic_shapes = by_input_name(model, dynamic_shapes, len(given.args), list(given.kwargs))
     shape_log: list[str] = []  # torch's symbolic-shape log: why a dynamic dim was specialized
     check_axes(model, dynamic_shapes, pristine)  # unknown names, missing axes, 0/1 examples: before export
     with _eval_mode(model) as was_training, staged(Path(out_dir)) as stage:
-        with prog.phase("export"):
+        with prog.phase("export"), user_code("torch.export", timeout):
             try:
                 ep = export_program(  # traces with fake tensors: the inputs' values are neither read nor written
                     model, pristine.args, kwargs=pristine.kwargs, decomposition=decomposition,
@@ -141,7 +159,7 @@ def from_torch(
             except ExportError:
                 eager_outputs(model, pristine)  # a model that fails in eager PyTorch too is bad input (exit 2)
                 raise
-        with prog.phase("reference"):
+        with prog.phase("reference"), user_code("the eager PyTorch run (reference outputs)", timeout):
             eager = eager_outputs(model, pristine)  # runs on its own copies
         user_inputs = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
         requested = requested_axes(model, dynamic_shapes, user_inputs)
@@ -170,10 +188,10 @@ def from_torch(
         if missing:  # reported before any file is written (safetensors has no complex dtype to write)
             raise _with_fallback_reasons(UnsupportedOpsError(items=missing, decomposition=decomposition), skipped)
         if cap.ir.is_dynamic:
-            with prog.phase("sweep references"):
+            with prog.phase("sweep references"), user_code("the eager PyTorch runs at the sweep points", timeout):
                 sweep_references(model, cap.ir, pristine, cap.reference)
         if set_specs:
-            with prog.phase("input set references"):
+            with prog.phase("input set references"), user_code("the eager PyTorch runs on the input sets", timeout):
                 record_input_sets(model, cap.ir, pristine, cap.reference, set_specs)
         with prog.phase("write torch-ir"):
             cap.ir.save(stage)
@@ -283,6 +301,11 @@ def _lower_and_verify(
     """Lower torch-ir in `src`, write the bundle (and the crate in style `crate`), verify the bundle."""
     with prog.phase("lower"):
         ir = torchir.load(src)
+        # The files are checked against torch-ir before anything is lowered (BundleError, exit 2).
+        weights = safetensors_io.read(src / torchir.WEIGHTS)
+        file_notes = torchir.check_weights(ir, weights, src / torchir.WEIGHTS)
+        if (verify or crate is not None) and (src / torchir.REFERENCE).is_file():
+            check_reference(ir, src / torchir.REFERENCE)
         rlxmodel = None
         lowered_at: dict[str, list[dict[str, int]]] = {}
         if ir.is_dynamic:
@@ -300,7 +323,6 @@ def _lower_and_verify(
             if not (src / torchir.REFERENCE).is_file():
                 raise InputError(f"{src / torchir.REFERENCE}: not found; a crate checks itself against it")
     with prog.phase("bundle"):
-        weights = safetensors_io.read(src / torchir.WEIGHTS)
         missing = sorted(program.weight_sources() - set(weights))
         if missing:
             raise torchir.TorchIRError(f"{src / torchir.WEIGHTS}: missing weights {', '.join(missing)}")
@@ -321,7 +343,7 @@ def _lower_and_verify(
         auto_decomposed_ops=list(ir.auto_decomposed),
         rlx_version=_core.rlx_version(),
         torch_version=ir.producer.get("torch", ""),
-        notes=_notes(ir),
+        notes=_notes(ir) + file_notes,
     )
     ref_path = src / torchir.REFERENCE
     if verify and ref_path.is_file():
@@ -476,9 +498,9 @@ def _choose_denormal_mode(model: BundleModel, feed: dict[str, Any], got: dict[st
     same = all(got[k].tobytes() == flushed[k].tobytes() for k in got)
     model.set_flush_denormals(same)
     meta_path = bundle / META
-    meta = json.loads(meta_path.read_text())
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
     meta["flush_denormals"] = same
-    meta_path.write_text(json.dumps(meta, indent=1, allow_nan=False) + "\n")
+    meta_path.write_text(json.dumps(meta, indent=1, allow_nan=False) + "\n", encoding="utf-8")
 
 
 def _result_dtype(result: np.ndarray, declared: str) -> str:

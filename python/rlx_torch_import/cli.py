@@ -3,18 +3,24 @@
 `rlx-torch-import defects`.
 
 Exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 4 torch.export
-failed, 5 internal error (see README "Exit codes").
+failed, 5 internal error, 6 timed out (--timeout) (see README "Exit codes").
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .errors import ExitCode, InputError, RtiError
+from .errors import BundleError, ExitCode, InputError, RtiError
+
+if TYPE_CHECKING:
+    from .verify.parity import ParityReport
 
 
 def _convert_parser() -> argparse.ArgumentParser:
@@ -26,7 +32,7 @@ def _convert_parser() -> argparse.ArgumentParser:
         "`rlx-torch-import coverage` verifies Core ATen ops on PyTorch's OpInfo samples; "
         "`rlx-torch-import defects` probes the installed RLX for the defects the lowering works around.",
         epilog="exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 4 torch.export failed, "
-        "5 internal error",
+        "5 internal error, 6 timed out (--timeout)",
     )
     p.add_argument(
         "model_file",
@@ -52,7 +58,7 @@ def _convert_parser() -> argparse.ArgumentParser:
         "Dim.AUTO / Dim.DYNAMIC. The bundle then runs at any size in range and is verified at a sweep "
         "of sizes (default: every dim static)",
     )
-    p.add_argument("--name", help="model name (default: from the module's class)")
+    p.add_argument("--name", type=_model_name, help="model name (default: from the module's class)")
     p.add_argument("--strict", action="store_true", help="use torch.export strict mode")
     p.add_argument(
         "--no-auto-decompose",
@@ -77,10 +83,45 @@ def _convert_parser() -> argparse.ArgumentParser:
         "so `build DIR` verifies them again",
     )
     p.add_argument("--device", default="cpu", help="RLX device (default: cpu)")
+    p.add_argument(
+        "--timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="time limit for the model's own code: running MODEL.py (and its get_model()/build()), "
+        "torch.export, and each eager PyTorch run get SECONDS each; past it the conversion stops with exit "
+        "code 6, naming the phase and the line it was running (code stuck outside Python is ended "
+        "5 seconds later) (default: no limit)",
+    )
     _add_threads_arg(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--version", action="version", version=_version())
     return p
+
+
+def _model_name(text: str) -> str:
+    """`--name`'s value: any text whose bytes are UTF-8 (under a non-UTF-8 locale Python decodes
+    argv with surrogate escapes: the bytes are read as UTF-8 again; bytes that are not UTF-8 would
+    be lone surrogates, which no output file can hold). Made safe where it is used: the crate
+    folder and Rust names are derived from it (emit/crate.py, emit/rust_names.py). Raises
+    ArgumentTypeError (exit 2 with usage) for bytes that are not UTF-8 or a blank name."""
+    try:
+        text = os.fsencode(text).decode("utf-8")
+    except UnicodeDecodeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not valid UTF-8") from None
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the model name is empty")
+    return text
+
+
+def _seconds(text: str) -> float:
+    """`--timeout`'s value: a finite number of seconds above 0, else ArgumentTypeError (exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, got {text!r}")
+    return value
 
 
 def _version() -> str:
@@ -199,8 +240,13 @@ def _run_bundle(argv: Sequence[str]) -> int:
     if not path.is_file():
         raise InputError(f"--inputs {path}: no such file")
     if path.suffix == ".npz":
-        with np.load(path) as found:
-            tensors = {k: found[k] for k in found.files}
+        import zipfile
+
+        try:
+            with np.load(path, allow_pickle=False) as found:
+                tensors = {k: found[k] for k in found.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+            raise BundleError(f"--inputs {path}: not a readable .npz file ({type(e).__name__}: {e})") from None
     elif path.suffix == ".safetensors":
         tensors = {k: t.to_numpy() for k, t in safetensors_io.read(path).items()}
     else:
@@ -213,6 +259,15 @@ def _run_bundle(argv: Sequence[str]) -> int:
             raise InputError(f"--inputs {path} has no tensor {name!r} (or input.{name}); the bundle takes "
                              f"{', '.join(model.input_names)}")  # fmt: skip
         feed[name] = tensors[key]
+    # A reference.safetensors holds outputs (and sweep/set entries) next to the inputs: those are not inputs.
+    reference_keys = ("output.", "sweep.", "set.")
+    used = set(model.input_names) | {f"input.{n}" for n in model.input_names}
+    unknown = sorted(k for k in tensors if k not in used and not k.startswith(reference_keys))
+    if unknown:
+        raise InputError(
+            f"--inputs {path} holds tensor(s) {', '.join(map(repr, unknown[:10]))} that are no input of the bundle "
+            f"(it takes {', '.join(model.input_names)}, keyed by name or input.<name>)"
+        )
     outputs = model.run(feed)
     binding = model.binding(feed)
     if binding:
@@ -314,12 +369,23 @@ def _run(argv: Sequence[str]) -> int:
         )
     else:
         args = _convert_parser().parse_args(argv)
-        from .frontend.dynamic import parse_cli
-        from .frontend.model_file import load_model_file
+        report = _convert(args)
+    print(report.summary())
+    return ExitCode.OK if report.ok else ExitCode.PARITY_FAILED
 
-        dynamic_shapes = parse_cli(args.dynamic or [])
-        model, example_inputs, example_kwargs = load_model_file(args.model_file)
-        report = api.from_torch(
+
+def _convert(args: argparse.Namespace) -> ParityReport:
+    """`rlx-torch-import MODEL.py -o OUT`: the file's code runs under `--timeout` (with the
+    watchdog: the CLI owns its process) and a `sys.exit()` in it is a ModelLoadError (exit 2)."""
+    from . import api, timeout
+    from .frontend.dynamic import parse_cli
+    from .frontend.model_file import load_model_file
+
+    dynamic_shapes = parse_cli(args.dynamic or [])
+    timeout.enable_watchdog(args.timeout is not None)
+    try:
+        model, example_inputs, example_kwargs = load_model_file(args.model_file, timeout=args.timeout)
+        return api.from_torch(
             model,
             example_inputs,
             args.out,
@@ -338,14 +404,20 @@ def _run(argv: Sequence[str]) -> int:
             emit_style=args.emit_style,
             threads=args.threads,
             verify_inputs=args.verify_inputs,
+            timeout=args.timeout,
         )
-    print(report.summary())
-    return ExitCode.OK if report.ok else ExitCode.PARITY_FAILED
+    except SystemExit as e:  # rlx-torch-import never exits from here: the model's code did
+        raise timeout.exit_error(e, f"converting {args.model_file}") from None
+    finally:
+        timeout.enable_watchdog(False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; never lets a bare traceback be the only message."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    for stream in (sys.stdout, sys.stderr):  # a model's name need not fit an ASCII terminal's encoding
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     try:
         return _run(argv)
     except RtiError as e:

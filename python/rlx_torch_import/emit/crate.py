@@ -28,7 +28,7 @@ from ..verify.parity import float_budgets
 from .crate_graph import CONSTANTS_FILE, Statements, graph_statements, use_lines
 from .crate_lock import lock_for
 from .crate_tensor import tensor_statements, unsupported_ops
-from .rust_names import RustNames, comment, rust_str
+from .rust_names import RustNames, code_span, comment, fill, rust_str, shorten
 
 STYLES = ("graph", "tensor", "flow")
 
@@ -47,9 +47,17 @@ class CrateNames:
     library: str
 
 
+# Longest slug of the model name in a crate's names: the folder `rlx-<slug>` and its staging
+# folder `.rlx-<slug>.partial-XXXXXXXX` stay far below every file system's 255-byte limit.
+MAX_SLUG = 64
+
+
 def crate_names(model_name: str) -> CrateNames:
-    """Cargo-valid names from any model name (lowercase, `[a-z0-9_-]`)."""
+    """Cargo-valid names from any model name: lowercase ASCII letters and digits joined by `-`
+    (package and folder) or `_` (library), so no path separator, `..`, quote or keyword survives;
+    at most MAX_SLUG characters of it (a longer name keeps its start and gets a hash of the whole)."""
     slug = re.sub(r"[^a-z0-9]+", "_", model_name.lower()).strip("_") or "model"
+    slug = shorten(slug, model_name, MAX_SLUG)
     return CrateNames(package="rlx-" + slug.replace("_", "-"), library="rlx_" + slug)
 
 
@@ -74,7 +82,7 @@ def check_style(program: Program, style: str, dynamic: bool = False) -> None:
 
 
 def _template(name: str) -> str:
-    return resources.files(__package__).joinpath(f"crate_files/{name}").read_text()
+    return resources.files(__package__).joinpath(f"crate_files/{name}").read_text(encoding="utf-8")
 
 
 def rust_f64(x: float) -> str:
@@ -95,19 +103,19 @@ def host_rs() -> str:
         f"min_cosine: {rust_f64(b.min_cosine)} }}),"
         for dtype, b in float_budgets().items()
     ]
-    return _template("host.rs").replace("@@FLOAT_BUDGETS@@", "\n".join(rows))
+    return fill(_template("host.rs"), {"FLOAT_BUDGETS": "\n".join(rows)}, "host.rs")
 
 
 def _header(program: Program, ir: TorchIR, style: str) -> list[str]:
     """Provenance lines: model, producer, versions, ATen histogram."""
     lines = [
-        f"Model `{comment(program.name)}`, converted from PyTorch by rlx-torch-import {__version__}",
+        f"Model {code_span(program.name)}, converted from PyTorch by rlx-torch-import {__version__}",
         f"(torch {comment(str(ir.producer.get('torch', '?')))}, RLX {_core.rlx_version()}, "
-        f"decomposition `{comment(ir.decomposition)}`, style `{style}`).",
+        f"decomposition {code_span(ir.decomposition)}, style `{style}`).",
         "",
         "ATen ops in the source graph:",
     ]
-    lines += [f"- `{comment(op)}` x {n}" for op, n in program.aten_histogram().items()]
+    lines += [f"- {code_span(op)} x {n}" for op, n in program.aten_histogram().items()]
     lines += ["", "Generated file: regenerate it rather than editing it, or own it from here on."]
     return lines
 
@@ -358,18 +366,19 @@ def _lib_rs(program: Program, ir: TorchIR, style: str) -> str:
         "`Model::load(weights)` builds and compiles the graph and binds the weights;",
         "`Model::run` runs it. `cargo test --release` checks the outputs against PyTorch.",
     ]
-    text = _template("lib.rs")
-    for key, value in {
-        "@@HEADER@@": _doc(header, "//!"),
-        "@@MODS@@": "pub mod flow;\n" if style == "flow" else "",
-        "@@IMPORTS@@": _DYNAMIC_IMPORTS if ir.is_dynamic else _IMPORTS[style],
-        "@@NAME@@": rust_str(program.name),
-        "@@SPECS@@": _specs(program, ir),
-        "@@MODEL@@": _template("model_dynamic.rs") if ir.is_dynamic else _template("model_static.rs"),
-        "@@LOAD@@": _LOAD[style],
-    }.items():
-        text = text.replace(key, value)
-    return text
+    if ir.is_dynamic:
+        model = fill(_template("model_dynamic.rs"), {}, "model_dynamic.rs")
+    else:
+        model = fill(_template("model_static.rs"), {"LOAD": _LOAD[style]}, "model_static.rs")
+    values = {
+        "HEADER": _doc(header, "//!"),
+        "MODS": "pub mod flow;\n" if style == "flow" else "",
+        "IMPORTS": _DYNAMIC_IMPORTS if ir.is_dynamic else _IMPORTS[style],
+        "NAME": rust_str(program.name),
+        "SPECS": _specs(program, ir),
+        "MODEL": model,
+    }
+    return fill(_template("lib.rs"), values, "lib.rs")
 
 
 def _cargo_toml(names: CrateNames, program: Program, ir: TorchIR, style: str) -> str:
@@ -406,17 +415,15 @@ def _cargo_toml(names: CrateNames, program: Program, ir: TorchIR, style: str) ->
 
 
 def _readme(names: CrateNames, program: Program, style: str) -> str:
-    text = _template("README.md")
-    for key, value in {
-        "@@PACKAGE@@": names.package,
-        "@@LIB@@": names.library,
-        "@@MODEL@@": comment(program.name),
-        "@@STYLE@@": style,
-        "@@RLX@@": _core.rlx_version(),
-        "@@INPUTS@@": ", ".join(f"`{comment(v.name)}`" for v in program.inputs) or "none",
-    }.items():
-        text = text.replace(key, value)
-    return text
+    values = {
+        "PACKAGE": names.package,
+        "LIB": names.library,
+        "MODEL": code_span(program.name),
+        "STYLE": style,
+        "RLX": _core.rlx_version(),
+        "INPUTS": ", ".join(code_span(v.name) for v in program.inputs) or "none",
+    }
+    return fill(_template("README.md"), values, "README.md")
 
 
 def _symbolic_graph_rs(program: Program, ir: TorchIR) -> str:
@@ -474,8 +481,8 @@ def write_crate(
         "src/lib.rs": _lib_rs(program, ir, style),
         "src/host.rs": host_rs(),
         "src/weights.rs": _template("weights.rs"),
-        "examples/run.rs": _template("run_example.rs").replace("@@LIB@@", names.library),
-        "tests/parity.rs": _template("parity_test.rs").replace("@@LIB@@", names.library),
+        "examples/run.rs": fill(_template("run_example.rs"), {"LIB": names.library}, "run_example.rs"),
+        "tests/parity.rs": fill(_template("parity_test.rs"), {"LIB": names.library}, "parity_test.rs"),
     }
     if rlxmodel is not None:
         files["src/graph.rs"] = _symbolic_graph_rs(program, ir)
@@ -491,7 +498,7 @@ def write_crate(
     for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        path.write_text(text, encoding="utf-8")
     (root / "testdata").mkdir(exist_ok=True)
     shutil.copyfile(reference, root / "testdata" / "reference.safetensors")
     if not rustfmt(root):

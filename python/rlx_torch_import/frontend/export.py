@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from ..errors import ExportError, InputError
+from ..timeout import exit_error
 
 DECOMPOSITION_LEVELS = ("aten", "high", "core")
 
@@ -157,11 +158,20 @@ def export_program(
     shape_log: list[str] | None = None,
 ) -> torch.export.ExportedProgram:
     """torch.export under no_grad in eval mode, then decompose to `decomposition`. With `shape_log`,
-    torch's symbolic-shape log lines are appended to it (why a dynamic dim was specialized)."""
+    torch's symbolic-shape log lines are appended to it (why a dynamic dim was specialized).
+    Raises InputError for a bad level, a model that is not a module or names that are not valid
+    Unicode; ExportError when torch.export or the decomposition fails; ModelLoadError when the
+    model calls sys.exit()."""
     if decomposition not in DECOMPOSITION_LEVELS:
         raise InputError(f"decomposition must be one of {', '.join(DECOMPOSITION_LEVELS)}, got {decomposition!r}")
     if not isinstance(model, torch.nn.Module):
         raise InputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    bad = [repr(n) for n in _state_names(model) if not _is_unicode(n)]
+    if bad:  # e.g. bytes decoded with surrogateescape: no UTF-8 or JSON file can hold them
+        raise InputError(
+            f"module, parameter or buffer name(s) {', '.join(bad[:5])} are not valid Unicode (lone surrogates)",
+            hint="rename them with text that is valid UTF-8",
+        )
     model.eval()
     _library_pytrees()
     chatter = io.StringIO()  # torch prints graph dumps while failing; our error says it once
@@ -177,6 +187,8 @@ def export_program(
                 model, tuple(example_inputs), kwargs=kwargs or None, dynamic_shapes=dynamic_shapes, strict=strict
             )
         sys.stderr.write(chatter.getvalue())
+    except SystemExit as e:  # the model's forward called sys.exit(): bad input, not an export failure
+        raise exit_error(e, "torch.export") from None
     except Exception as e:  # torch raises many types here; all become one ExportError
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         hint = "torch.export could not trace the model."
@@ -211,8 +223,37 @@ def export_program(
         try:
             ep = ep.run_decompositions(table)
         except Exception as e:
+            hint = "try another --decomposition level"
+            odd = _unprintable_names(model) if isinstance(e, SyntaxError) else []
+            if odd:  # torch prints these names into Python source it then compiles
+                hint = (
+                    f"torch cannot decompose a model whose module, parameter or buffer names hold quotes, "
+                    f"line breaks or NUL: {', '.join(odd[:5])}{', ...' if len(odd) > 5 else ''}; "
+                    "rename them, or use --decomposition aten"
+                )
             raise ExportError(
-                f"run_decompositions({decomposition!r}) failed: {type(e).__name__}: {e}",
-                hint="try another --decomposition level",
+                f"run_decompositions({decomposition!r}) failed: {type(e).__name__}: {e}", hint=hint
             ) from e
     return ep
+
+
+def _state_names(model: torch.nn.Module) -> list[str]:
+    """The model's module, parameter and buffer names, each once, in order."""
+    named = [n for n, _ in model.named_modules()] + [n for n, _ in model.named_parameters()]
+    named += [n for n, _ in model.named_buffers()]
+    return list(dict.fromkeys(named))
+
+
+def _is_unicode(text: str) -> bool:
+    """Whether `text` has no lone surrogate (so it can be written as UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _unprintable_names(model: torch.nn.Module) -> list[str]:
+    """The model's module, parameter and buffer names (repr'd) with characters torch's generated
+    Python code cannot hold."""
+    return [repr(n) for n in _state_names(model) if any(c in n for c in "'\"\n\r\0")]

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import _core, safetensors_io, torchir
+from ..emit.rust_names import code_span, comment
 from ..errors import InputError
+from ..outdir import path_component
 from ..torchir import Node, OutputSpec, TensorSpec
 from .nodes import NodeReport, node_parity
 from .parity import NodeParity
@@ -34,8 +36,9 @@ class Diagnosis:
 
 def diagnose(directory: Path | str, *, node: str | None = None, repro_dir: Path | str | None = None) -> Diagnosis:
     """Per-node parity of the conversion in `directory`; a repro folder for `node` (default: the
-    first divergence) in `repro_dir` (default `<directory>/repro-<node>`). Raises InputError for a
-    directory that is not a conversion or a node name it does not have."""
+    first divergence) in `repro_dir` (default `<directory>/repro-<node>`, the node's name made a
+    safe folder name by `outdir.path_component`: a torch-ir file can name a node anything). Raises
+    InputError for a directory that is not a conversion or a node name it does not have."""
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError(f"{directory}: no such directory", hint="point at the OUT/ directory of a conversion")
@@ -47,7 +50,9 @@ def diagnose(directory: Path | str, *, node: str | None = None, repro_dir: Path 
     outputs_ok = True  # the example's outputs in report.json (not the sweep or extra input sets)
     report_json = directory / "report.json"
     if report_json.is_file():
-        outputs_ok = all(o.get("ok", True) for o in json.loads(report_json.read_text()).get("outputs", []))
+        outputs_ok = all(
+            o.get("ok", True) for o in json.loads(report_json.read_text(encoding="utf-8")).get("outputs", [])
+        )
     found = node_parity(directory, outputs_ok=outputs_ok)
     chosen = found.first_divergence
     if node is not None:
@@ -59,13 +64,14 @@ def diagnose(directory: Path | str, *, node: str | None = None, repro_dir: Path 
             )
     if chosen is None:
         return Diagnosis(found, None, None)
-    target = Path(repro_dir) if repro_dir is not None else directory / f"repro-{chosen.node}"
+    target = Path(repro_dir) if repro_dir is not None else directory / f"repro-{path_component(chosen.node, 'node')}"
     write_repro(found, chosen, target)
     return Diagnosis(found, chosen, target)
 
 
 def write_repro(found: NodeReport, row: NodeParity, target: Path) -> Path:
-    """Write the repro folder of node `row` (module docstring) into `target`."""
+    """Write the repro folder of node `row` (module docstring) into `target`. Raises InputError
+    when `target` cannot be created (a file there, a name too long)."""
     import torch
 
     ir = found.ir
@@ -86,7 +92,10 @@ def write_repro(found: NodeReport, row: NodeParity, target: Path) -> Path:
 
     args = [bind(a, f"arg{i}") for i, a in enumerate(node.args)]
     kwargs = {k: bind(v, k) for k, v in node.kwargs.items()}
-    target.mkdir(parents=True, exist_ok=True)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot create the repro folder {target}: {e.strerror or e}") from e
     tensors = {k: v.detach().contiguous() for k, v in inputs.items()}
     safetensors_io.write(target / "inputs.safetensors", dict(safetensors_io.iter_torch(tensors)))
     outs: dict[str, Any] = {}
@@ -106,7 +115,7 @@ def write_repro(found: NodeReport, row: NodeParity, target: Path) -> Path:
     from ..lower import lower
 
     hir = _core.program_to_hir_json(lower(alone, optimize=False).to_core_json())
-    (target / "rlx.hir.json").write_text(hir)
+    (target / "rlx.hir.json").write_text(hir, encoding="utf-8")
     doc = {
         "target": node.target,
         "args": args,
@@ -119,17 +128,18 @@ def write_repro(found: NodeReport, row: NodeParity, target: Path) -> Path:
         "local_error": None if row.local is None else {"max_abs": row.local.max_abs, "ulp": row.local.ulp},
         "producer": {**ir.producer, "rlx": _core.rlx_version()},
     }
-    (target / "node.json").write_text(json.dumps(doc, indent=1, allow_nan=False, default=str) + "\n")
-    (target / "repro.py").write_text(REPRO_SCRIPT)
-    (target / "README.md").write_text(_readme(node, row))
+    (target / "node.json").write_text(json.dumps(doc, indent=1, allow_nan=False, default=str) + "\n", encoding="utf-8")
+    (target / "repro.py").write_text(REPRO_SCRIPT, encoding="utf-8")
+    (target / "README.md").write_text(_readme(node, row), encoding="utf-8")
     return target
 
 
 def _readme(node: Node, row: NodeParity) -> str:
-    where = ", ".join(x for x in (row.module_path, row.source) if x)
+    where = ", ".join(code_span(x) for x in (row.module_path, row.source) if x)
     error = f"max abs {row.local.max_abs:.3g} over a budget of {row.local.allowed_abs:.3g}" if row.local else ""
+    # every name is flattened to one line and fenced: a torch-ir file can hold any text
     return (
-        f"# Repro: {node.target} at node {node.name}{f' ({where})' if where else ''}\n\n"
+        f"# Repro: {comment(node.target)} at node {code_span(node.name)}{f' ({where})' if where else ''}\n\n"
         f"RLX's lowering of this one op, fed PyTorch's own input values, differs from PyTorch: {error}.\n\n"
         "Run `python repro.py` (needs torch and safetensors; with rlx_torch_import installed it also\n"
         "reruns `rlx.hir.json` on RLX). Files: `inputs.safetensors` (the op's real inputs),\n"
@@ -153,7 +163,7 @@ import torch
 from safetensors.torch import load_file
 
 HERE = Path(__file__).resolve().parent
-node = json.loads((HERE / "node.json").read_text())
+node = json.loads((HERE / "node.json").read_text(encoding="utf-8"))
 inputs = load_file(str(HERE / "inputs.safetensors"))
 stored = load_file(str(HERE / "outputs.safetensors"))
 
@@ -200,7 +210,7 @@ try:
 except ImportError:
     print("(rlx_torch_import is not installed: RLX's stored output is used)")
 else:
-    model = _core.CompiledModel((HERE / "rlx.hir.json").read_text())
+    model = _core.CompiledModel((HERE / "rlx.hir.json").read_text(encoding="utf-8"))
     feed = []
     for name, t in inputs.items():
         carried = (torch.bfloat16, torch.float16, torch.bool, torch.int8, torch.uint8, torch.int16)
