@@ -14,6 +14,7 @@ class ExitCode:
     UNSUPPORTED = 3
     EXPORT_FAILED = 4
     INTERNAL = 5
+    TIMED_OUT = 6
 
 
 class RtiError(Exception):
@@ -56,9 +57,24 @@ class TorchIRError(RtiError):
 
 
 class BundleError(RtiError):
-    """A bundle is missing files, or RLX could not build/compile/run it."""
+    """A bundle, safetensors file or set of inputs is missing, corrupt, or does not match its
+    declarations (`meta.json`, `model.hir.json`, torch-ir); names the file, field and value."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class RlxError(BundleError):
+    """RLX could not compile or run a graph that passed every check made before calling it: a
+    defect in RLX or in rlx-torch-import (the core turns RLX panics into this, never a crash)."""
 
     exit_code = ExitCode.INTERNAL
+
+
+class TimeLimitError(RtiError):
+    """The model's own code (running the model file, torch.export, an eager PyTorch run) took longer
+    than `--timeout` seconds (`timeout.user_code`); names the phase and the line it was running."""
+
+    exit_code = ExitCode.TIMED_OUT
 
 
 class DynamicShapeError(RtiError):
