@@ -141,3 +141,193 @@ def test_model_failing_in_eager_is_an_input_error(tmp_path) -> None:
     assert "raised NotImplementedError when run eagerly on the example inputs" in info.value.message
     assert info.value.exit_code == ExitCode.BAD_INPUT
     assert not (tmp_path / "o").exists()
+
+
+# ---- buffers and parameters the forward writes: every run starts from the state as given ----
+
+
+class CountCalls(nn.Module):
+    """The new-user repro: the output reads the buffer after the write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.count += 1
+        return x * self.count
+
+
+class RunningTotal(nn.Module):
+    """A running-statistic style buffer: accumulates the input's sum, the output reads it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("total", torch.full((1,), 0.5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.total.add_(x.sum())
+        return x - self.total
+
+
+def _weights(out) -> dict[str, np.ndarray]:
+    return {k: v.to_numpy() for k, v in safetensors_io.read(out / "weights.safetensors").items()}
+
+
+def _state(model: nn.Module) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Each buffer and parameter: the object and a copy of its values."""
+    named = [*model.named_buffers(), *model.named_parameters()]
+    return {n: (t, t.detach().clone()) for n, t in named}
+
+
+def _assert_kept(model: nn.Module, before: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> None:
+    now = dict([*model.named_buffers(), *model.named_parameters()])
+    assert now.keys() == before.keys()
+    for n, (obj, values) in before.items():
+        assert now[n] is obj, f"{n} was replaced"
+        assert torch.equal(obj, values), f"{n} changed: {obj} (was {values})"
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_buffer_written_in_forward_is_converted_from_the_state_given(level: str, tmp_path) -> None:
+    m = CountCalls()
+    before = _state(m)
+    out = tmp_path / "o"
+    report = rti.from_torch(m, (torch.ones(3),), out, decomposition=level)
+    assert report.ok, report.summary()
+    assert m.count.item() == 0
+    _assert_kept(m, before)
+    assert _weights(out)["count"].item() == 0.0  # stored as before the reference run
+    np.testing.assert_array_equal(_reference(out)["output.output"], np.ones(3, dtype=np.float32))
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_running_total_buffer(level: str, tmp_path) -> None:
+    m = RunningTotal()
+    before = _state(m)
+    x = torch.randn(2, 3)
+    out = tmp_path / "o"
+    report = rti.from_torch(m, (x,), out, decomposition=level)
+    assert report.ok, report.summary()
+    _assert_kept(m, before)
+    np.testing.assert_array_equal(_weights(out)["total"], np.array([0.5], dtype=np.float32))
+    np.testing.assert_allclose(_reference(out)["output.output"], (x - (0.5 + x.sum())).numpy(), rtol=1e-6)
+
+
+def test_buffer_written_under_dynamic_dims_at_sweep_points(tmp_path) -> None:
+    m = RunningTotal()
+    before = _state(m)
+    x = torch.randn(4, 3)
+    out = tmp_path / "o"
+    report = rti.from_torch(m, (x,), out, dynamic_shapes={"x": {0: torch.export.Dim("n", min=1, max=16)}})
+    assert report.ok, report.summary()
+    assert report.sweep and all(row.ok for row in report.sweep), report.summary()
+    _assert_kept(m, before)
+    ref = _reference(out)
+    points = {k.split(".")[1] for k in ref if k.startswith("sweep.")}
+    assert len(points) >= 3
+    for i in points:  # each point from the state given (0.5), not from what earlier runs left
+        xi = ref[f"sweep.{i}.input.x"]
+        np.testing.assert_allclose(ref[f"sweep.{i}.output.output"], xi - (0.5 + xi.sum()), rtol=1e-5, atol=1e-5)
+
+
+def test_buffer_written_with_verify_inputs(tmp_path) -> None:
+    m = RunningTotal()
+    before = _state(m)
+    out = tmp_path / "o"
+    sets = [(torch.full((2, 3), 2.0),), "auto"]
+    report = rti.from_torch(m, (torch.randn(2, 3),), out, verify_inputs=sets)
+    assert report.ok, report.summary()
+    assert len(report.input_sets) > 1 and all(row.ok for row in report.input_sets)
+    _assert_kept(m, before)
+    np.testing.assert_allclose(_reference(out)["set.0.output.output"], np.full((2, 3), 2.0 - 12.5, dtype=np.float32))
+
+
+def test_returned_buffer_keeps_the_written_value(tmp_path) -> None:
+    """An output that is the buffer itself: the reference holds the value the run wrote, though
+    the module gets its state back."""
+
+    class ReturnsBuffer(CountCalls):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            self.count += 1
+            return x * self.count, self.count
+
+    m = ReturnsBuffer()
+    out = tmp_path / "o"
+    report = rti.from_torch(m, (torch.ones(3),), out)
+    assert report.ok, report.summary()
+    assert m.count.item() == 0
+    assert _reference(out)["output.output_1"].item() == 1.0
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_parameter_written_in_forward(level: str, tmp_path) -> None:
+    """A forward under no_grad may write a parameter in place (through a view here): the
+    parameters the exported program writes are kept as given too."""
+
+    class BumpWeight(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.zeros(3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.w[1:].add_(1)
+            return x * self.w
+
+    m = BumpWeight()
+    before = _state(m)
+    out = tmp_path / "o"
+    report = rti.from_torch(m, (torch.ones(3),), out, decomposition=level)
+    assert report.ok, report.summary()
+    _assert_kept(m, before)
+    np.testing.assert_array_equal(_weights(out)["w"], np.zeros(3, dtype=np.float32))
+
+
+def test_reassigned_buffer_is_put_back(tmp_path) -> None:
+    class Reassign(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("count", torch.zeros(2))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.count = self.count + x.sum()
+            return x * self.count
+
+    m = Reassign()
+    before = _state(m)
+    report = rti.from_torch(m, (torch.ones(2),), tmp_path / "o")
+    assert report.ok, report.summary()
+    _assert_kept(m, before)
+
+
+def test_state_is_given_back_when_conversion_raises(tmp_path) -> None:
+    class CountThenFail(CountCalls):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.count += 1
+            return x.abs()  # abs of bool: eager refuses (see below)
+
+    m = CountThenFail()
+    before = _state(m)
+    with pytest.raises(rti.InputError):
+        rti.from_torch(m, (torch.tensor([True, False]),), tmp_path / "o")
+    _assert_kept(m, before)
+
+
+def test_input_and_buffer_written_together(tmp_path) -> None:
+    class Both(RunningTotal):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.total.add_(x.sum())
+            x.mul_(2)
+            return x + self.total
+
+    m = Both()
+    before = _state(m)
+    x = torch.randn(2, 3)
+    given = x.clone()
+    out = tmp_path / "o"
+    report = rti.from_torch(m, (x,), out)
+    assert report.ok, report.summary()
+    assert [o.name for o in report.outputs] == ["output", "mutated_x"]
+    assert torch.equal(x, given)
+    _assert_kept(m, before)
+    np.testing.assert_allclose(_reference(out)["output.mutated_x"], (given * 2).numpy())

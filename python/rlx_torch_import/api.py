@@ -24,6 +24,7 @@ from .lower.symbolic import lower_symbolic
 from .outdir import staged
 from .progress import Progress
 from .runtime import BundleModel, tree_children
+from .verify.ir_check import check_ops
 from .verify.parity import InputSetRow, OutputParity, ParityReport, SweepRow, check_reference, compare_output
 
 EMIT_TARGETS = ("bundle", "crate")
@@ -106,6 +107,11 @@ def from_torch(
     input and export failures raise `RtiError`s.
     PyTorch runs on copies of `example_inputs`, which are never modified; an input
     the model writes in place becomes one more output, `mutated_<input name>`.
+    A forward that writes the module's own state (a call counter, a running total) is
+    converted as one call from the state the module was passed in with: every eager run
+    starts from it, weights.safetensors holds it, and the module gets it back in place
+    (`frontend.capture.ModelState`: every buffer, and the parameters the program writes);
+    buffer writes are not outputs.
     With `auto_decompose`, ops the registry cannot lower are decomposed through
     torch's decomposition table (up to `max_decompose_rounds` rounds) first.
     `threads` sizes RLX's thread pool for verification (default: every available
@@ -129,7 +135,7 @@ def from_torch(
     the model (reference, sweep points, input sets) may take that long, else TimeLimitError; a
     forward that calls `sys.exit()` raises ModelLoadError (`timeout.user_code`).
     """
-    from .frontend.capture import capture, eager_outputs, sweep_references
+    from .frontend.capture import capture, eager_outputs, kept_state, sweep_references
     from .frontend.dynamic import by_input_name, check_axes, requested_axes
     from .frontend.export import export_program
     from .frontend.fallback import decompose_targets
@@ -149,7 +155,9 @@ def from_torch(
     dynamic_shapes = by_input_name(model, dynamic_shapes, len(given.args), list(given.kwargs))
     shape_log: list[str] = []  # torch's symbolic-shape log: why a dynamic dim was specialized
     check_axes(model, dynamic_shapes, pristine)  # unknown names, missing axes, 0/1 examples: before export
-    with _eval_mode(model) as was_training, staged(Path(out_dir)) as stage:
+    # every eager run starts from the module's state as given (buffers, written parameters), which the
+    # weights hold too; the module gets it back at the end
+    with _eval_mode(model) as was_training, kept_state(model) as state, staged(Path(out_dir)) as stage:
         with prog.phase("export"), user_code("torch.export", timeout):
             try:
                 ep = export_program(  # traces with fake tensors: the inputs' values are neither read nor written
@@ -157,10 +165,11 @@ def from_torch(
                     dynamic_shapes=dynamic_shapes, strict=strict, shape_log=shape_log,
                 )  # fmt: skip
             except ExportError:
-                eager_outputs(model, pristine)  # a model that fails in eager PyTorch too is bad input (exit 2)
+                eager_outputs(model, pristine, state=state)  # a model that fails in eager PyTorch too is bad input
                 raise
+        state.keep_written(ep)  # the parameters the program writes are cloned too
         with prog.phase("reference"), user_code("the eager PyTorch run (reference outputs)", timeout):
-            eager = eager_outputs(model, pristine)  # runs on its own copies
+            eager = eager_outputs(model, pristine, state=state)  # runs on its own copies
         user_inputs = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
         requested = requested_axes(model, dynamic_shapes, user_inputs)
         with prog.phase("capture"):
@@ -189,10 +198,10 @@ def from_torch(
             raise _with_fallback_reasons(UnsupportedOpsError(items=missing, decomposition=decomposition), skipped)
         if cap.ir.is_dynamic:
             with prog.phase("sweep references"), user_code("the eager PyTorch runs at the sweep points", timeout):
-                sweep_references(model, cap.ir, pristine, cap.reference)
+                sweep_references(model, cap.ir, pristine, cap.reference, state)
         if set_specs:
             with prog.phase("input set references"), user_code("the eager PyTorch runs on the input sets", timeout):
-                record_input_sets(model, cap.ir, pristine, cap.reference, set_specs)
+                record_input_sets(model, cap.ir, pristine, cap.reference, set_specs, state)
         with prog.phase("write torch-ir"):
             cap.ir.save(stage)
             safetensors_io.write(stage / torchir.WEIGHTS, dict(safetensors_io.iter_torch(cap.weights)))
@@ -284,6 +293,11 @@ def build(
     _check_options(emit, "cpu", 0, emit_style)
     rlx_config.set_threads(threads)
     directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError(
+            f"{directory}: {'not a directory' if directory.exists() else 'no such directory'}",
+            hint="build takes a conversion directory (torch-ir.json, weights.safetensors)",
+        )
     prog = Progress(progress)
     with staged(directory / "bundle") as stage:
         report = _lower_and_verify(
@@ -301,6 +315,7 @@ def _lower_and_verify(
     """Lower torch-ir in `src`, write the bundle (and the crate in style `crate`), verify the bundle."""
     with prog.phase("lower"):
         ir = torchir.load(src)
+        check_ops(ir)  # each node against torch's schema and meta kernels (TorchIRError, exit 2)
         # The files are checked against torch-ir before anything is lowered (BundleError, exit 2).
         weights = safetensors_io.read(src / torchir.WEIGHTS)
         file_notes = torchir.check_weights(ir, weights, src / torchir.WEIGHTS)

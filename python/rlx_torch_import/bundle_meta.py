@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from . import jsondoc, safetensors_io
-from .dtypes import HALF_DTYPES, compute_rlx, is_supported, to_rlx
+from .dtypes import HALF_DTYPES, NARROW_DTYPES, compute_rlx, is_supported, to_rlx
 from .emit.bundle import BUNDLE_FORMAT, BUNDLE_VERSION
 from .errors import BundleError, InputError
 from .limits import TORCH_ITEMSIZE, check_tensor_size, is_dim, short
@@ -36,6 +36,8 @@ def _need(doc: dict[str, Any], key: str, kind: jsondoc.Kind, where: str, require
     return jsondoc.need(doc, key, kind, where, BundleError)
 
 
+# Values that cross the RLX boundary as float32 (exact): bool, narrow integers, half precision.
+_CARRIED = NARROW_DTYPES | HALF_DTYPES
 # The dtypes a bundle's values and params may have (`dtypes.is_supported`).
 _RLX_DTYPES = tuple(d for d in TORCH_ITEMSIZE if is_supported(d))
 
@@ -94,7 +96,13 @@ def check_meta(meta: Any, path: Path) -> None:
             if carrier is not None and (carrier not in _RLX_DTYPES or carrier in HALF_DTYPES):
                 # half values always cross as float32 (docs/design.md, l)
                 raise BundleError(f"{at}.rlx_dtype: {short(carrier)} is not a dtype RLX takes at the boundary")
+            if carrier is not None and carrier != dtype and not (carrier == "float32" and dtype in _CARRIED):
+                # only bool, narrow integers and half floats cross as float32 (exact); nothing else changes dtype
+                raise BundleError(f"{at}: dtype {short(dtype)} cannot be carried as rlx_dtype {short(carrier)}")
             _need(spec, "path", str, at, required=False)
+            stored = _need(spec, "stored", str, at, required=False)
+            if stored is not None and (stored not in _RLX_DTYPES or compute_rlx(stored) != to_rlx(dtype)):
+                raise BundleError(f"{at}.stored: {short(stored)} cannot hold a {dtype} parameter")
             for k, d in enumerate(shape):
                 if isinstance(d, str) and symbols and group != "params":
                     try:
@@ -136,8 +144,10 @@ def check_params(params: list[dict[str, Any]], tensors: Mapping[str, safetensors
         raise BundleError(f"{path}: tensors do not match meta.json's params ({'; '.join(parts)})")
     for name, p in declared.items():
         t = tensors[name]
-        if list(t.shape) != list(p["shape"]) or compute_rlx(t.dtype) != to_rlx(p["dtype"]):
+        stored = p.get("stored")  # bundles written before the field: any dtype RLX computes the param in
+        dtype_ok = t.dtype == stored if stored is not None else compute_rlx(t.dtype) == to_rlx(p["dtype"])
+        if list(t.shape) != list(p["shape"]) or not dtype_ok:
             raise BundleError(
                 f"{path}: tensor {name!r} is {t.dtype}{list(t.shape)}; meta.json params declares "
-                f"{p['dtype']}{p['shape']}"
+                f"{stored or p['dtype']}{p['shape']}"
             )

@@ -11,13 +11,14 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import BundleError, ExitCode, InputError, RtiError
+from .errors import BundleError, ExitCode, InputError, RtiError, describe
 
 if TYPE_CHECKING:
     from .verify.parity import ParityReport
@@ -236,17 +237,23 @@ def _run_bundle(argv: Sequence[str]) -> int:
     from .runtime import BundleModel
 
     args = _run_parser().parse_args(argv)
+    save = Path(args.save) if args.save else None
+    if save is not None and (save.is_dir() or not save.parent.is_dir()):
+        what = "is a directory" if save.is_dir() else f"is in {save.parent}, which is no directory"
+        raise InputError(f"--save {save}: {what}; give a .safetensors file path")
     path = Path(args.inputs)
     if not path.is_file():
-        raise InputError(f"--inputs {path}: no such file")
+        raise InputError(f"--inputs {path}: {'not a regular file' if path.exists() else 'no such file'}")
     if path.suffix == ".npz":
         import zipfile
 
+        if not zipfile.is_zipfile(path):
+            raise BundleError(f"--inputs {path}: not a .npz file (an .npz is a zip archive of .npy arrays)")
         try:
             with np.load(path, allow_pickle=False) as found:
                 tensors = {k: found[k] for k in found.files}
         except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-            raise BundleError(f"--inputs {path}: not a readable .npz file ({type(e).__name__}: {e})") from None
+            raise BundleError(f"--inputs {path}: not a readable .npz file ({describe(e)})") from None
     elif path.suffix == ".safetensors":
         tensors = {k: t.to_numpy() for k, t in safetensors_io.read(path).items()}
     else:
@@ -254,6 +261,8 @@ def _run_bundle(argv: Sequence[str]) -> int:
     model = BundleModel(args.bundle, threads=args.threads)
     feed = {}
     for name in model.input_names:
+        if name in tensors and f"input.{name}" in tensors:
+            raise InputError(f"--inputs {path} holds both {name!r} and 'input.{name}'; keep one")
         key = name if name in tensors else f"input.{name}"
         if key not in tensors:
             raise InputError(f"--inputs {path} has no tensor {name!r} (or input.{name}); the bundle takes "
@@ -274,11 +283,14 @@ def _run_bundle(argv: Sequence[str]) -> int:
         print("binding: " + ", ".join(f"{k}={v}" for k, v in binding.items()))
     for name, value in outputs.items():
         print(f"{name}: {value.dtype}{list(value.shape)}")
-    if args.save:
+    if save is not None:
         import torch
 
         found = {f"output.{k}": torch.from_numpy(np.ascontiguousarray(v)) for k, v in outputs.items()}
-        safetensors_io.write(Path(args.save), dict(safetensors_io.iter_torch(found)))
+        try:
+            safetensors_io.write(save, dict(safetensors_io.iter_torch(found)))
+        except OSError as e:
+            raise InputError(f"--save {save}: cannot write ({e.strerror or e})") from None
         print(f"outputs written to {args.save}")
     return ExitCode.OK
 
@@ -413,8 +425,38 @@ def _convert(args: argparse.Namespace) -> ParityReport:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script; never lets a bare traceback be the only message."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Entry point of the console script; never lets a bare traceback be the only message.
+
+    From the command line (`argv` None) the process ends with the verdict even when the model
+    file left non-daemon threads running (Python would wait for them forever)."""
+    if argv is None:  # a SIGTERM unwinds like Ctrl-C, so no half-written staging folder is left behind
+        signal.signal(signal.SIGTERM, _terminate)
+    code = _main(list(sys.argv[1:] if argv is None else argv))
+    if argv is None:
+        _end_despite_threads(code)
+    return code
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so every `finally` and staging clean-up runs."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
+def _end_despite_threads(code: int) -> None:
+    """Exit now with `code` when threads the model file started (not daemon) are still running."""
+    import threading
+
+    alive = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if alive:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _main(argv: list[str]) -> int:
     for stream in (sys.stdout, sys.stderr):  # a model's name need not fit an ASCII terminal's encoding
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
@@ -423,13 +465,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RtiError as e:
         print(f"error: {e.explain()}", file=sys.stderr)
         return e.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        terminated = isinstance(e, _Terminated)
+        print("terminated (SIGTERM)" if terminated else "interrupted", file=sys.stderr)
+        return 143 if terminated else 130
     except Exception as e:
         traceback.print_exc()
         print(
-            f"internal error: {type(e).__name__}: {e}\nThis is a bug in rlx-torch-import; please report it "
+            f"internal error: {describe(e)}\nThis is a bug in rlx-torch-import; please report it "
             "with the traceback above.",
             file=sys.stderr,
         )

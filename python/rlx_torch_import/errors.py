@@ -32,6 +32,15 @@ class RtiError(Exception):
         return self.message if not self.hint else f"{self.message}\nhint: {self.hint}"
 
 
+def describe(exc: BaseException) -> str:
+    """`Type: message` of an exception, even one from the user's code whose `__str__` raises."""
+    try:
+        text = str(exc)
+    except Exception:  # the user's exception class may fail to format itself
+        text = "(its message could not be formatted)"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class ModelLoadError(RtiError):
     """The model file could not be run, or did not provide a model and inputs."""
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RtiError
-from .limits import short
+from .limits import regular_file, short
 
 Kind = type | tuple[type, ...]
 
@@ -45,6 +45,7 @@ def parse(text: str, what: str, error: type[RtiError]) -> Any:
 def read(path: Path, error: type[RtiError]) -> Any:
     """The JSON document in `path` (UTF-8). Raises `error` naming the file when it cannot be read,
     is not UTF-8, or fails `parse`."""
+    regular_file(path, error)
     try:
         text = path.read_bytes().decode("utf-8")
     except OSError as e:

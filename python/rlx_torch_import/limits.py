@@ -13,6 +13,7 @@ import math
 import os
 from collections.abc import Collection, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from .errors import RtiError
@@ -112,3 +113,13 @@ def check_tensor_size(
             f"machine's physical memory ({limit} bytes, {_human(limit)}), the most a tensor may declare"
         )
     return size
+
+
+def regular_file(path: Path, error: type[RtiError]) -> None:
+    """Raise `error` naming `path` unless it is an existing regular file (a FIFO or device would
+    block a read forever; a directory cannot be read)."""
+    path = Path(path)
+    if not path.exists():
+        raise error(f"{path}: not found")
+    if not path.is_file():
+        raise error(f"{path}: not a regular file")

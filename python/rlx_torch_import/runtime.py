@@ -18,7 +18,7 @@ from .bundle_meta import check_params, read_meta
 from .dtypes import numpy_dtype, to_host, to_rlx
 from .emit.bundle import HIR, META, SYMBOLIC, WEIGHTS
 from .errors import BundleError, InputError, RlxError, RtiError
-from .limits import short
+from .limits import regular_file, short
 from .symbolic import Symbol, evaluate, evaluate_shape, infer_binding
 
 # Compiled bindings a dynamic bundle keeps (least recently used dropped first); each holds its
@@ -49,15 +49,22 @@ class BundleModel:
         flush_denormals: bool | None = None,
         binding_cache: int = DEFAULT_BINDING_CACHE,
     ) -> None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise InputError(f"path must be a bundle directory (str or path), got {type(path).__name__} {short(path)}")
+        if flush_denormals is not None and not isinstance(flush_denormals, bool):
+            raise InputError(f"flush_denormals must be True, False or None, got {short(flush_denormals)}")
         self.path = Path(path)
         self.threads = rlx_config.set_threads(threads)
+        if not self.path.is_dir():
+            raise BundleError(f"{self.path}: {'not a directory' if self.path.exists() else 'no such directory'}")
         for f in (HIR, WEIGHTS, META):
-            if not (self.path / f).is_file():
+            if not (self.path / f).exists():
                 raise BundleError(f"{self.path}: not a complete bundle ({f} is missing)")
+            regular_file(self.path / f, BundleError)
         self.meta = read_meta(self.path / META)
         # Every weight checked against meta.json's params before anything is bound.
         check_params(self.meta["params"], safetensors_io.read(self.path / WEIGHTS), self.path / WEIGHTS)
-        if binding_cache < 1:
+        if not isinstance(binding_cache, int) or isinstance(binding_cache, bool) or binding_cache < 1:
             raise InputError(f"binding_cache must be >= 1, got {binding_cache}")
         self.binding_cache = binding_cache
         self.symbols = [Symbol(**s) for s in self.meta.get("symbols", [])]
@@ -171,10 +178,30 @@ class BundleModel:
             raw = model.run(feed)
         except (RuntimeError, _core.CheckError) as e:
             raise _core_failure(e, f"{self.path}: RLX failed while running") from None
+        self._check_outputs(raw, at)
         outputs = {}
         for spec, (data, _rlx_dtype, dims) in zip(self.meta["outputs"], raw, strict=True):
             outputs[spec["name"]] = from_carrier(data, dims, spec["dtype"], spec.get("rlx_dtype", spec["dtype"]))
         return outputs
+
+    def _check_outputs(self, raw: list[tuple[Any, str, list[int]]], at: dict[str, int]) -> None:
+        """The graph's outputs against meta.json's: as many, each of the declared carrier dtype and
+        shape (a hand-edited meta.json or model.hir.json that disagree would otherwise read bytes
+        as the wrong dtype or shape). Raises BundleError naming the output, declared vs found."""
+        specs = self.meta["outputs"]
+        if len(raw) != len(specs):
+            raise BundleError(
+                f"{self.path}: model.hir.json's graph has {len(raw)} output(s), meta.json declares {len(specs)} "
+                f"({', '.join(short(s['name']) for s in specs) or 'none'})"
+            )
+        for i, (spec, (_data, rlx_dtype, dims)) in enumerate(zip(specs, raw, strict=True)):
+            carrier = spec.get("rlx_dtype", spec["dtype"])
+            want = [int(d) for d in evaluate_shape(spec["shape"], at)]
+            if rlx_dtype != to_rlx(carrier) or list(dims) != want:
+                raise BundleError(
+                    f"{self.path}: output {i} ({short(spec['name'])}) of model.hir.json's graph is "
+                    f"{rlx_dtype}{list(dims)}; meta.json outputs[{i}] declares {to_rlx(carrier)}{want}"
+                )
 
     def _accepted(self) -> str:
         """The inputs the bundle takes, for messages: `name: dtype[shape]` (and path where it differs)."""

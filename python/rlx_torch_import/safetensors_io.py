@@ -21,7 +21,7 @@ import numpy as np
 
 from . import jsondoc
 from .errors import BundleError
-from .limits import check_tensor_size, is_dim, short
+from .limits import check_tensor_size, is_dim, regular_file, short
 
 # safetensors dtype tag <-> torch-ir dtype name
 _ST_TO_IR = {
@@ -87,8 +87,10 @@ def read(path: Path) -> dict[str, RawTensor]:
     memory), and `data_offsets` `[start, end]` inside the data section, holding exactly
     prod(shape) x item size bytes, overlapping no other tensor's bytes.
 
-    Raises BundleError for a file that cannot be read or breaks any of these rules.
+    Raises BundleError for a file that is missing or not a regular file (a FIFO would block the
+    read forever), cannot be read, or breaks any of these rules.
     """
+    regular_file(path, BundleError)
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size

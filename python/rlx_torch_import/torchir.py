@@ -28,6 +28,10 @@ FILENAME = "torch-ir.json"
 WEIGHTS = "weights.safetensors"
 REFERENCE = "reference.safetensors"
 
+# The export levels (`frontend.export.DECOMPOSITION_LEVELS`) and the weight kinds capture writes.
+DECOMPOSITIONS = ("aten", "high", "core")
+WEIGHT_KINDS = ("parameter", "buffer", "constant")
+
 ARG_TAGS = (
     "tensor", "int", "float", "bool", "str", "none", "dtype", "list", "device", "layout", "memory_format", "sym",
 )  # fmt: skip
@@ -415,7 +419,7 @@ def check_output_tree(node: Any, where: str, outputs: set[str], error: type[RtiE
                 check_output_tree(child, f"{where}.{kind}[{k!r}]", outputs, error)
             return
     if "output" in node:
-        if node["output"] not in outputs:
+        if not isinstance(node["output"], str) or node["output"] not in outputs:
             raise error(f"{where}.output: {short(node['output'])} is not one of the outputs")
         if node.get("python", "float") not in ("bool", "int", "float"):
             raise error(f"{where}.python: {short(node['python'])} is not bool, int or float")
@@ -515,6 +519,7 @@ def parse(doc: Any, source: str = FILENAME) -> TorchIR:
     type; a dim that is not a non-negative int (or a size expression of the declared symbols); a
     dtype that is not a torch dtype name; a value larger than this machine's memory (`limits`;
     symbolic shapes at the examples, at the symbols' max where bounded, and at each sweep point);
+    a `decomposition` other than aten/high/core; a weight `kind` other than parameter/buffer/constant;
     a name defined twice (node names, values across inputs/weights/node outputs, output names,
     weight keys, symbols); an untagged argument or unknown tag; a tensor used before it is
     defined; a malformed `sweep`, `input_sets`, `output_tree` or other optional list."""
@@ -542,6 +547,8 @@ def parse(doc: Any, source: str = FILENAME) -> TorchIR:
         where = f"{source}: weights[{i}]"
         spec = _spec(d, where)
         w = WeightSpec(spec.name, _need(d, "key", str, where), _need(d, "kind", str, where), spec.shape, spec.dtype)
+        if w.kind not in WEIGHT_KINDS:
+            raise TorchIRError(f"{where}.kind: {short(w.kind)} is not one of {', '.join(WEIGHT_KINDS)}")
         values.add(w.name, f"weights[{i}].name")
         keys.add(w.key, f"weights[{i}].key")
         weights.append(w)
@@ -612,9 +619,12 @@ def parse(doc: Any, source: str = FILENAME) -> TorchIR:
     for field_name, items in (("call_args", call_args), ("auto_decomposed", auto_decomposed)):
         for k, item in enumerate(items):
             _typed(item, str, f"{source}: {field_name}[{k}]")
+    decomposition = _need(doc, "decomposition", str, source)
+    if decomposition not in DECOMPOSITIONS:
+        raise TorchIRError(f"{source}: decomposition: {short(decomposition)} is not one of {', '.join(DECOMPOSITIONS)}")
     ir = TorchIR(
         name=_need(doc, "name", str, source),
-        decomposition=_need(doc, "decomposition", str, source),
+        decomposition=decomposition,
         inputs=inputs,
         weights=weights,
         nodes=nodes,
@@ -673,7 +683,7 @@ def load(directory: Path) -> TorchIR:
     Raises TorchIRError when the file is missing, is not JSON (or repeats a key in one object),
     or fails `parse`."""
     path = Path(directory) / FILENAME
-    if not path.is_file():
+    if not path.exists():
         raise TorchIRError(f"{path}: not found", hint="point at a directory written by rlx-torch-import")
     return parse(jsondoc.read(path, TorchIRError), str(path))
 

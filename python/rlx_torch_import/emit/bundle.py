@@ -117,7 +117,12 @@ def write_bundle(
         "then cached"
         if rlxmodel is not None
         else None,
-        "params": [{"name": v.name, "shape": list(v.dims), "dtype": from_rlx(v.dtype)} for v in program.params],
+        # dtype: the parameter's in the graph; stored: the tensor's in weights.safetensors (a half
+        # weight of a float32 parameter is stored as it is; RLX widens it when binding).
+        "params": [
+            {"name": v.name, "shape": list(v.dims), "dtype": from_rlx(v.dtype), "stored": tensors[v.name][0]}
+            for v in program.params
+        ],
         "derived_params": {name: d.describe() for name, d in program.derived_params.items()},
         "rewrites": program.rewrites,
         # Set by verification when flushing subnormals leaves the verified outputs bit-identical.

@@ -24,6 +24,10 @@ _CLI = re.compile(
 )
 
 
+# The largest MAX a dim may be given: torch.export turns a larger one into "no bound" without a word.
+_LARGEST_MAX = 2**62
+
+
 def parse_cli(items: Sequence[str]) -> dict[str, dict[int, Any]] | None:
     """`--dynamic INPUT:AXIS=NAME[:MIN[:MAX]]` (repeatable) as torch.export's `dynamic_shapes`.
 
@@ -56,6 +60,10 @@ def parse_cli(items: Sequence[str]) -> dict[str, dict[int, Any]] | None:
             if name not in dims:
                 if lo is not None and hi is not None and lo > hi:
                     raise InputError(f"--dynamic {item!r}: MIN {lo} is above MAX {hi}")
+                if hi is not None and hi > _LARGEST_MAX:  # torch.export would drop such a max: unbounded
+                    raise InputError(
+                        f"--dynamic {item!r}: MAX {hi} is above {_LARGEST_MAX}; leave MAX out for an unbounded dim"
+                    )
                 kwargs = {k: v for k, v in (("min", lo), ("max", hi)) if v is not None}
                 dims[name] = torch.export.Dim(name, **kwargs)
                 ranges[name] = (lo, hi)

@@ -16,13 +16,16 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..errors import InputError
 from ..torchir import TensorSpec, TorchIR
 from .inputs import ModelInputs
+
+if TYPE_CHECKING:
+    from .capture import ModelState
 
 AUTO = "auto"
 # Seed of the random parts of the "auto" sets (sign patterns, tie rows): the same sets every run.
@@ -183,12 +186,18 @@ def resolve(specs: list[Spec], ir: TorchIR, example: ModelInputs) -> list[InputS
 
 
 def record_input_sets(
-    model: Any, ir: TorchIR, example: ModelInputs, reference: dict[str, torch.Tensor], specs: list[Spec]
+    model: Any,
+    ir: TorchIR,
+    example: ModelInputs,
+    reference: dict[str, torch.Tensor],
+    specs: list[Spec],
+    state: ModelState | None = None,
 ) -> None:
     """Resolve `specs`, run eager PyTorch on each set, and record them: `ir.input_sets` gets
     {"label", "description", "error"?} per set, `reference` its inputs and eager outputs
     (`set.<k>.input.<name>`, `set.<k>.output.<name>`). A set eager PyTorch raises on is recorded
-    with the error (it then fails verification)."""
+    with the error (it then fails verification). Each set's run starts from `state` (the module's
+    state as the conversion found it, `capture.ModelState`)."""
     from .capture import eager_point
 
     ir.input_sets = []
@@ -199,7 +208,7 @@ def record_input_sets(
             entry["error"] = s.error
             continue
         try:
-            outputs, values = eager_point(model, ir, example, s.tensors)
+            outputs, values = eager_point(model, ir, example, s.tensors, state)
         except InputError as e:
             cause = e.__cause__
             first = str(cause).strip().splitlines()[0] if cause is not None and str(cause).strip() else ""

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import runpy
 import traceback
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelLoadError
+from ..errors import ModelLoadError, describe
 from ..timeout import user_code
 
 FACTORIES = ("get_model", "build")
@@ -61,15 +62,19 @@ def _run_file(path: Path) -> dict[str, Any]:
         raise ModelLoadError(f"model file {path} does not exist", hint="pass the path of a .py file")
     if path.suffix != ".py":
         raise ModelLoadError(f"model file {path} is not a .py file")
+    parent = os.getpid()
     try:
         return runpy.run_path(str(path), run_name="__rlx_torch_import__")
     except SystemExit as e:
         raise _exit_error(e, f"running {path}", path) from None
     except Exception as e:  # the user's code can raise anything
         raise ModelLoadError(
-            f"running {path} raised {type(e).__name__}: {e}{_where(e, path)}",
+            f"running {path} raised {describe(e)}{_where(e, path)}",
             hint="the file must run on its own (python MODEL.py) and define the model",
         ) from e
+    finally:
+        if os.getpid() != parent:  # the file called os.fork(): its child must not convert a second time
+            os._exit(0)
 
 
 def _call_factory(factory: Any, name: str, path: Path) -> Any:
@@ -78,7 +83,7 @@ def _call_factory(factory: Any, name: str, path: Path) -> Any:
     except SystemExit as e:
         raise _exit_error(e, f"{path}: {name}()", path) from None
     except Exception as e:
-        raise ModelLoadError(f"{path}: {name}() raised {type(e).__name__}: {e}{_where(e, path)}") from e
+        raise ModelLoadError(f"{path}: {name}() raised {describe(e)}{_where(e, path)}") from e
 
 
 def _unpack(result: Any, factory: str, path: Path) -> tuple[Any, Any, Any]:

@@ -41,8 +41,9 @@ def diagnose(directory: Path | str, *, node: str | None = None, repro_dir: Path 
     InputError for a directory that is not a conversion or a node name it does not have."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise InputError(f"{directory}: no such directory", hint="point at the OUT/ directory of a conversion")
-    if not (directory / torchir.FILENAME).is_file() or not (directory / torchir.REFERENCE).is_file():
+        what = "not a directory" if directory.exists() else "no such directory"
+        raise InputError(f"{directory}: {what}", hint="point at the OUT/ directory of a conversion")
+    if not (directory / torchir.FILENAME).exists() or not (directory / torchir.REFERENCE).exists():
         raise InputError(
             f"{directory}: not a conversion directory (needs {torchir.FILENAME} and {torchir.REFERENCE})",
             hint="point at the OUT/ directory from_torch or the CLI wrote",

@@ -35,6 +35,7 @@ from ..dtypes import NARROW_DTYPES
 from ..program import Program
 from ..symbolic import values_of
 from ..torchir import Node, OutputSpec, TensorSpec, TorchIR
+from .ir_check import check_ops
 from .parity import NodeError, NodeParity, budget_for, check_reference
 
 # Data movement and selection: every element is a copy of an input element.
@@ -419,6 +420,7 @@ def node_parity(directory: Path, *, outputs_ok: bool = True) -> NodeReport:
     import torch
 
     ir = torchir.load(directory)
+    check_ops(ir)  # each node against torch's schema and meta kernels, before anything runs
     ref = check_reference(ir, directory / torchir.REFERENCE)  # BundleError naming a missing/mismatched tensor
     raw_weights = safetensors_io.read(directory / torchir.WEIGHTS)
     torchir.check_weights(ir, raw_weights, directory / torchir.WEIGHTS)
