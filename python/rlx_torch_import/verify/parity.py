@@ -141,20 +141,6 @@ def _scalar(arr: np.ndarray, index: tuple[int, ...]) -> bool | int | float:
     return value if isinstance(value, (bool, int, float)) else float(value)
 
 
-def _cosine(a: np.ndarray, b: np.ndarray) -> float:
-    """Cosine similarity in float64, on values divided by their largest magnitude (no overflow)."""
-    if not a.size:
-        return 1.0
-    scale = max(float(np.abs(a).max()), float(np.abs(b).max()))
-    if scale == 0.0:
-        return 1.0
-    a, b = a / scale, b / scale
-    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    if na == 0.0 or nb == 0.0:
-        return 0.0
-    return float(np.dot(a, b) / na / nb)
-
-
 def _exact_equal(a: np.ndarray, e: np.ndarray) -> np.ndarray:
     """Elementwise exact equality of integer/bool (or mismatched-dtype) arrays, no float rounding."""
     ints = "biu"
