@@ -24,6 +24,7 @@ lint:
 	$(VENV)/bin/ruff format --check python tests examples scripts
 	cargo fmt --check
 	cargo clippy --release --quiet --features python -- -D warnings
+	cargo clippy --release --quiet --no-default-features --features python -- -D warnings  # RTI_CUDA=0's build
 	$(PY) -m rlx_torch_import.opsdoc --check
 
 fmt:

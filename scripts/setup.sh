@@ -4,6 +4,8 @@
 #
 #   RTI_VENV          venv location   (default ~/.cache/rlx-torch-import/venv)
 #   CARGO_TARGET_DIR  shared cargo cache (default ~/.cache/rlx-torch-import/target)
+#   RTI_CUDA=0        build the Rust core without RLX's CUDA backend (default: with it; it
+#                     needs no CUDA toolkit to build, only the NVIDIA driver where it runs)
 #
 # Prints the venv path on its last line; progress goes to stderr.
 set -euo pipefail
@@ -42,9 +44,15 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
     echo "$WANT" > "$STAMP"
 fi
 
-say "building the Rust core (first build of RLX takes a few minutes on 2 cores)"
+FEATURES=()
+if [ "${RTI_CUDA:-1}" = "0" ]; then
+    FEATURES=(--no-default-features)
+    say "building the Rust core without CUDA (RTI_CUDA=0)"
+else
+    say "building the Rust core (first build of RLX takes a few minutes on 2 cores)"
+fi
 (
     export VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH"
-    maturin develop --release --quiet 2>&1 | { grep -v "Requirement already satisfied" || true; } >&2
+    maturin develop --release --quiet "${FEATURES[@]}" 2>&1 | { grep -v "Requirement already satisfied" || true; } >&2
 )
 echo "$VENV"

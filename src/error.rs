@@ -6,6 +6,9 @@
 //!   graph that does not specialize). Python sees `_core.CheckError`, a `ValueError`.
 //! * [`CoreError::Rlx`]: RLX failed or panicked on a graph the checks accepted. Python sees
 //!   `_core.RlxFailure`, a `RuntimeError`.
+//! * [`CoreError::Device`]: the device asked for is not in this build or not on this machine,
+//!   or cannot run this graph or input as the budgets need (`device.rs`). Python sees
+//!   `_core.DeviceError`, a `RuntimeError`.
 
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -16,13 +19,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub enum CoreError {
     Check(String),
     Rlx(String),
+    Device(String),
 }
 
 impl CoreError {
     /// The message, without the kind.
     pub fn message(&self) -> &str {
         match self {
-            Self::Check(m) | Self::Rlx(m) => m,
+            Self::Check(m) | Self::Rlx(m) | Self::Device(m) => m,
         }
     }
 
@@ -31,6 +35,7 @@ impl CoreError {
         match self {
             Self::Check(m) => Self::Check(f(m)),
             Self::Rlx(m) => Self::Rlx(f(m)),
+            Self::Device(m) => Self::Device(f(m)),
         }
     }
 

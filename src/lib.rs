@@ -2,13 +2,14 @@
 //!
 //! Python decides every mapping (the aten → RLX registry); this crate only
 //! turns the lowered program into an `rlx_ir::HirModule`, serializes it, and
-//! compiles/runs it on the RLX CPU runtime, and prints each `Op` as Rust
+//! compiles/runs it on an RLX device (CPU, or CUDA with the `cuda` feature), and prints each `Op` as Rust
 //! source for the generated crates. Everything here is plain Rust and
 //! testable with `cargo test`; PyO3 types live in `python.rs` only.
 
 #[cfg(target_endian = "big")]
 compile_error!("tensors cross the core as little-endian bytes");
 
+pub mod device;
 pub mod dynamic;
 pub mod error;
 pub mod fpmode;

@@ -9,7 +9,9 @@
 //!   it: sizes past the machine's memory, a dtype, byte length or name other than declared,
 //!   an invalid program, model file or op;
 //! * `_core.RlxFailure` (a `RuntimeError`): RLX failed or panicked, or the graph holds an op
-//!   and dtype whose RLX kernel is known to corrupt memory (refused before it runs).
+//!   and dtype whose RLX kernel is known to corrupt memory (refused before it runs);
+//! * `_core.DeviceError` (a `RuntimeError`): the device is not in this build or not on this
+//!   machine, or cannot run this graph or input as the budgets need (`device.rs`).
 
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
@@ -37,11 +39,25 @@ create_exception!(
      corrupt memory (refused before it runs)."
 );
 
+create_exception!(
+    _core,
+    DeviceError,
+    PyRuntimeError,
+    "The device asked for is not in this build of the core or not on this machine, or cannot \
+     run this graph or input as the parity budgets need (float64 or inexact integers on CUDA)."
+);
+
 fn to_py(e: CoreError) -> PyErr {
     match e {
         CoreError::Check(m) => CheckError::new_err(m),
         CoreError::Rlx(m) => RlxFailure::new_err(m),
+        CoreError::Device(m) => DeviceError::new_err(m),
     }
+}
+
+/// `name` as an RLX device, or `CheckError` listing the device names.
+fn device_of(name: &str) -> PyResult<rlx_runtime::Device> {
+    crate::device::parse(name).map_err(to_py)
 }
 
 fn check_err(message: String) -> PyErr {
@@ -159,12 +175,20 @@ impl PySymbolicModel {
         })
     }
 
-    fn compile(&self, py: Python<'_>, binding: Vec<(u32, usize)>) -> PyResult<PyCompiledModel> {
+    #[pyo3(signature = (binding, device="cpu"))]
+    fn compile(
+        &self,
+        py: Python<'_>,
+        binding: Vec<(u32, usize)>,
+        device: &str,
+    ) -> PyResult<PyCompiledModel> {
         entry("compiling the symbolic graph", || {
             let graph = &self.graph;
+            let device = device_of(device)?;
             let runner = py
                 .allow_threads(|| {
-                    crate::dynamic::specialize(graph, &binding).and_then(Runner::from_graph)
+                    crate::dynamic::specialize(graph, &binding)
+                        .and_then(|g| Runner::from_graph(g, device))
                 })
                 .map_err(to_py)?;
             Ok(PyCompiledModel { runner })
@@ -208,6 +232,43 @@ fn set_rlx_env(key: &str, value: Option<&str>) -> PyResult<()> {
     })
 }
 
+/// What this build and machine have of device `name`: a description (`"cuda: NVIDIA H200"`),
+/// after putting the device's settings in effect; `DeviceError` says whether the build or the
+/// machine lacks it, `CheckError` names an unknown device (`device::prepare`).
+#[pyfunction]
+fn device_info(py: Python<'_>, name: &str) -> PyResult<(String, Vec<String>)> {
+    entry("looking for the device", || {
+        let device = device_of(name)?;
+        py.allow_threads(|| {
+            let settings = crate::device::prepare(device)?;
+            Ok((crate::device::available(device)?, settings))
+        })
+        .map_err(to_py)
+    })
+}
+
+/// Why RLX's CUDA backend cannot run a HIR JSON graph as the budgets need (float64 values,
+/// integer constants float32 does not hold, op kinds with no CUDA kernel or rewrite), or None
+/// (`device::check_graph`). Needs no GPU: the static probe of the op samples and the tests use it.
+#[pyfunction]
+fn cuda_refusal(py: Python<'_>, hir_json: &str) -> PyResult<Option<String>> {
+    entry("checking the graph for CUDA", || {
+        py.allow_threads(|| {
+            let hir = rlx_ir::serialize::hir_from_json(hir_json)
+                .map_err(|e| CoreError::Check(format!("not valid RLX HIR: {e}")))?;
+            let mir = hir
+                .lower_to_mir()
+                .map_err(|e| CoreError::Rlx(format!("RLX could not lower the graph: {e:?}")))?;
+            match crate::device::check_graph(rlx_runtime::Device::Cuda, &mir.into_graph()) {
+                Ok(()) => Ok(None),
+                Err(CoreError::Device(why)) => Ok(Some(why)),
+                Err(e) => Err(e),
+            }
+        })
+        .map_err(to_py)
+    })
+}
+
 /// RLX version the core was built against.
 #[pyfunction]
 fn rlx_version() -> PyResult<&'static str> {
@@ -223,13 +284,21 @@ struct PyCompiledModel {
 #[pymethods]
 impl PyCompiledModel {
     #[new]
-    fn new(py: Python<'_>, hir_json: &str) -> PyResult<Self> {
+    #[pyo3(signature = (hir_json, device="cpu"))]
+    fn new(py: Python<'_>, hir_json: &str, device: &str) -> PyResult<Self> {
         entry("compiling the graph", || {
+            let device = device_of(device)?;
             let runner = py
-                .allow_threads(|| Runner::from_hir_json(hir_json))
+                .allow_threads(|| Runner::from_hir_json(hir_json, device))
                 .map_err(to_py)?;
             Ok(Self { runner })
         })
+    }
+
+    /// The device the graph was compiled for (`"cpu"`, `"cuda"`).
+    #[getter]
+    fn device(&self) -> &'static str {
+        crate::device::name(self.runner.device())
     }
 
     /// Run with flush-to-zero / denormals-are-zero on RLX's threads (restored after each run).
@@ -307,6 +376,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     crate::error::install_panic_hook();
     m.add("CheckError", m.py().get_type::<CheckError>())?;
     m.add("RlxFailure", m.py().get_type::<RlxFailure>())?;
+    m.add("DeviceError", m.py().get_type::<DeviceError>())?;
+    m.add("CUDA_BUILT", crate::device::CUDA_BUILT)?;
+    m.add_function(wrap_pyfunction!(device_info, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_refusal, m)?)?;
     m.add_function(wrap_pyfunction!(program_to_hir_json, m)?)?;
     m.add_function(wrap_pyfunction!(rlx_version, m)?)?;
     m.add_function(wrap_pyfunction!(set_rlx_env, m)?)?;

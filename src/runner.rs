@@ -1,4 +1,4 @@
-//! Compile a HIR module on the RLX CPU runtime and run it with raw bytes.
+//! Compile a HIR module on an RLX device (`device.rs`) and run it with raw bytes.
 //!
 //! Tensors cross this boundary as `(bytes, dtype)` in their native dtype;
 //! the Python side owns shapes and numpy conversion. Nothing reaches RLX unchecked:
@@ -12,6 +12,7 @@ use rlx_ir::hir::{HirModule, HirOp};
 use rlx_ir::{DType, Graph, Op, Shape};
 use rlx_runtime::{CompileOptions, CompiledGraph, Device, FusionOptions, Session};
 
+use crate::device;
 use crate::dtype_name;
 use crate::error::{CoreError, catch};
 use crate::safety::{self, MemoryLimit, TensorDecl};
@@ -19,6 +20,8 @@ use crate::safety::{self, MemoryLimit, TensorDecl};
 /// A compiled RLX graph plus the declared shapes of its inputs, parameters and outputs.
 pub struct Runner {
     graph: CompiledGraph,
+    /// The device the graph was compiled for.
+    device: Device,
     /// Run with flush-to-zero / denormals-are-zero (`fpmode`).
     flush_denormals: bool,
     output_dims: Vec<Vec<usize>>,
@@ -158,21 +161,29 @@ fn name_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
 }
 
 impl Runner {
-    /// Compile `hir` for the CPU device, after [`safety::check_hir`] and [`safety::check_graph`]
-    /// (on the MIR graph it lowers to) within the machine's memory.
-    pub fn compile(hir: HirModule) -> Result<Self, CoreError> {
-        Self::compile_within(hir, safety::machine_memory())
+    /// Compile `hir` for `device`, after [`safety::check_hir`], [`safety::check_graph`] (on the
+    /// MIR graph it lowers to) within the machine's memory, and [`device::check_graph`].
+    pub fn compile(hir: HirModule, device: Device) -> Result<Self, CoreError> {
+        Self::compile_within(hir, device, safety::machine_memory())
     }
 
     /// [`Runner::compile`] with the memory limit given (tests).
-    pub fn compile_within(hir: HirModule, limit: &MemoryLimit) -> Result<Self, CoreError> {
+    pub fn compile_within(
+        hir: HirModule,
+        device: Device,
+        limit: &MemoryLimit,
+    ) -> Result<Self, CoreError> {
         safety::check_hir(&hir, limit)?;
+        device::prepare(device)?;
         let mir = guarded("lowering the graph to check it", || {
             hir.clone().lower_to_mir()
         })?
         .map_err(|e| CoreError::Rlx(format!("RLX could not lower the graph: {e:?}")))?;
         let mir = mir.into_graph();
         guarded("checking the graph", || safety::check_graph(&mir, limit))??;
+        guarded("checking the graph for the device", || {
+            device::check_graph(device, &mir)
+        })??;
         drop(mir);
         let outputs = hir
             .outputs
@@ -190,11 +201,12 @@ impl Runner {
             _ => None,
         }));
         let graph = guarded("compiling the graph", || {
-            Session::new(Device::Cpu).compile_hir_with(hir, &compile_options())
+            Session::new(device).compile_hir_with(hir, &compile_options())
         })?
         .map_err(|e| CoreError::Rlx(format!("RLX could not lower the graph: {e:?}")))?;
         Ok(Self {
             graph,
+            device,
             flush_denormals: false,
             output_dims,
             output_dtypes,
@@ -207,14 +219,22 @@ impl Runner {
     /// Compile a static MIR graph (a symbolic graph specialized to one binding) the way
     /// [`Runner::compile`] compiles HIR: RLX's pre-fusion cleanup, then the same fusion
     /// pipeline and options (`compile_hir_with` runs these two after lowering HIR to MIR).
-    /// [`safety::check_graph`] runs first.
-    pub fn from_graph(graph: Graph) -> Result<Self, CoreError> {
-        Self::from_graph_within(graph, safety::machine_memory())
+    /// [`safety::check_graph`] and [`device::check_graph`] run first.
+    pub fn from_graph(graph: Graph, device: Device) -> Result<Self, CoreError> {
+        Self::from_graph_within(graph, device, safety::machine_memory())
     }
 
     /// [`Runner::from_graph`] with the memory limit given (tests).
-    pub fn from_graph_within(graph: Graph, limit: &MemoryLimit) -> Result<Self, CoreError> {
+    pub fn from_graph_within(
+        graph: Graph,
+        device: Device,
+        limit: &MemoryLimit,
+    ) -> Result<Self, CoreError> {
         guarded("checking the graph", || safety::check_graph(&graph, limit))??;
+        device::prepare(device)?;
+        guarded("checking the graph for the device", || {
+            device::check_graph(device, &graph)
+        })??;
         let outputs = graph
             .outputs
             .iter()
@@ -229,10 +249,11 @@ impl Runner {
         let options = compile_options();
         let compiled = guarded("compiling the graph", || {
             let graph = rlx_runtime::precompile::precompile_cleanup(graph, &options);
-            Session::new(Device::Cpu).compile_with(graph, &options)
+            Session::new(device).compile_with(graph, &options)
         })?;
         Ok(Self {
             graph: compiled,
+            device,
             flush_denormals: false,
             output_dims,
             output_dtypes,
@@ -242,11 +263,16 @@ impl Runner {
         })
     }
 
-    /// Compile from rlx-ir's HIR JSON (a bundle's `model.hir.json`).
-    pub fn from_hir_json(text: &str) -> Result<Self, CoreError> {
+    /// Compile from rlx-ir's HIR JSON (a bundle's `model.hir.json`) for `device`.
+    pub fn from_hir_json(text: &str, device: Device) -> Result<Self, CoreError> {
         let hir = rlx_ir::serialize::hir_from_json(text)
             .map_err(|e| CoreError::Check(format!("model.hir.json is not valid RLX HIR: {e}")))?;
-        Self::compile(hir)
+        Self::compile(hir, device)
+    }
+
+    /// The device the graph was compiled for.
+    pub fn device(&self) -> Device {
+        self.device
     }
 
     /// Run `f` on the compiled graph; a panic inside RLX poisons this runner.
@@ -315,6 +341,7 @@ impl Runner {
                 want.map_or("more than a 64-bit size".to_string(), |w| w.to_string())
             )));
         }
+        device::check_value(self.device, "parameter", name, data, dtype)?;
         self.call(&format!("setting parameter {name:?}"), |g| {
             g.set_param_typed(name, data, dtype)
         })
@@ -405,6 +432,7 @@ impl Runner {
     /// 1 ms per MB of output on a 2-core machine; docs/design.md, decision x).
     pub fn run(&mut self, inputs: &[(&str, &[u8], DType)]) -> Result<Vec<TensorBytes>, CoreError> {
         self.check_inputs(inputs)?;
+        device::check_inputs(self.device, inputs)?;
         // RLX's pool threads run only RLX work, so they keep the mode of the last model run;
         // the calling thread (Python's) gets its own mode back after the run.
         crate::fpmode::set_pool(self.flush_denormals);
@@ -521,7 +549,7 @@ mod tests {
             "outputs": ["f"]
         }"#;
         let json = crate::program::program_to_hir_json(program).unwrap();
-        let mut runner = Runner::from_hir_json(&json).unwrap();
+        let mut runner = Runner::from_hir_json(&json, Device::Cpu).unwrap();
         let x = f32_bytes(&[1.0, -1.0, 0.0, 2.5]);
         let out = runner.run(&[("x", &x, DType::F32)]).unwrap();
         // RLX's CPU arena is f32-aliased and its Bool slots are not readable
@@ -547,7 +575,7 @@ mod tests {
             "outputs": ["f"]
         }"#;
         let json = crate::program::program_to_hir_json(program).unwrap();
-        let mut runner = Runner::from_hir_json(&json).unwrap();
+        let mut runner = Runner::from_hir_json(&json, Device::Cpu).unwrap();
         let bytes = |v: &[i64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
         assert_eq!(
             f32_values(&bytes(&[7, -(1 << 24), 1 << 24]), DType::I64).map(|v| v.len()),
@@ -579,7 +607,11 @@ mod tests {
     }"#;
 
     fn matmul_relu() -> Runner {
-        Runner::from_hir_json(&crate::program::program_to_hir_json(MATMUL_RELU).unwrap()).unwrap()
+        Runner::from_hir_json(
+            &crate::program::program_to_hir_json(MATMUL_RELU).unwrap(),
+            Device::Cpu,
+        )
+        .unwrap()
     }
 
     fn check_message<T>(result: Result<T, CoreError>) -> String {
@@ -667,6 +699,22 @@ mod tests {
     }
 
     #[test]
+    fn cuda_without_a_gpu_or_the_feature_is_a_device_error_not_a_panic() {
+        let json = crate::program::program_to_hir_json(MATMUL_RELU).unwrap();
+        match Runner::from_hir_json(&json, Device::Cuda) {
+            Ok(runner) => assert_eq!(runner.device(), Device::Cuda), // a machine with a GPU
+            Err(e) => {
+                assert!(matches!(e, CoreError::Device(_)), "{e:?}");
+                let missing = crate::device::cuda_missing(
+                    crate::device::CUDA_BUILT,
+                    e.message().contains("driver (libcuda) loads"),
+                );
+                assert_eq!(e.message(), missing);
+            }
+        }
+    }
+
+    #[test]
     fn a_graph_larger_than_the_memory_limit_is_refused_before_compiling() {
         let json = crate::program::program_to_hir_json(MATMUL_RELU).unwrap();
         let hir = rlx_ir::serialize::hir_from_json(&json).unwrap();
@@ -674,7 +722,9 @@ mod tests {
             bytes: 20,
             source: "a test limit".into(),
         };
-        let err = Runner::compile_within(hir, &small).err().unwrap();
+        let err = Runner::compile_within(hir, Device::Cpu, &small)
+            .err()
+            .unwrap();
         assert_eq!(
             err,
             CoreError::Check(
@@ -697,7 +747,7 @@ mod tests {
             "outputs": ["f"]
         }"#;
         let json = crate::program::program_to_hir_json(program).unwrap();
-        let mut r = match Runner::from_hir_json(&json) {
+        let mut r = match Runner::from_hir_json(&json, Device::Cpu) {
             Ok(r) => r,
             Err(e) => panic!("compiles, fails when run: {e:?}"),
         };
@@ -733,7 +783,7 @@ mod tests {
             "outputs": ["r"]
         }"#;
         let json = crate::program::program_to_hir_json(program).unwrap();
-        let mut runner = Runner::from_hir_json(&json).unwrap();
+        let mut runner = Runner::from_hir_json(&json, Device::Cpu).unwrap();
         let w = f32_bytes(&[1.0, -1.0, 2.0, -2.0, 3.0, -3.0]);
         runner.set_param("w", &w, DType::F32).unwrap();
         let x = f32_bytes(&[1.0, 1.0, 1.0, -1.0, 0.0, 2.0]);

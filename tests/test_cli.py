@@ -192,6 +192,8 @@ def test_version_and_defects_arguments(tmp_path) -> None:
     r = cli("--version")
     assert r.returncode == 0 and "rlx-torch-import" in r.stdout and "RLX 0.2.19" in r.stdout
     r = cli("defects", "now")
-    assert r.returncode == ExitCode.BAD_INPUT and "takes no arguments" in r.stderr
+    assert r.returncode == ExitCode.BAD_INPUT and "unrecognized arguments: now" in r.stderr
+    r = cli("defects", "--device", "tpu")
+    assert r.returncode == ExitCode.BAD_INPUT and "invalid choice: 'tpu'" in r.stderr
     r = cli(str(tmp_path), "-o", str(tmp_path / "out"))
     assert r.returncode == ExitCode.BAD_INPUT and "is a directory" in r.stderr

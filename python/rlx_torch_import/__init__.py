@@ -8,9 +8,10 @@ rlx_config.prepare_process()  # before the Rust core (and OpenBLAS with it) load
 
 # ruff: noqa: E402
 
-from .api import build, from_torch
+from .api import build, from_torch, verify
 from .errors import (
     BundleError,
+    DeviceError,
     DynamicShapeError,
     ExitCode,
     ExportError,
@@ -28,6 +29,7 @@ from .verify.parity import ParityReport
 __all__ = [
     "BundleError",
     "BundleModel",
+    "DeviceError",
     "DynamicShapeError",
     "ExitCode",
     "ExportError",
@@ -43,4 +45,5 @@ __all__ = [
     "build",
     "from_torch",
     "run_bundle",
+    "verify",
 ]

@@ -1,8 +1,10 @@
 """Type stubs for the Rust core (src/python.rs).
 
-Every call raises one of two classes (never PyO3's PanicException, never an abort): `CheckError`
+Every call raises one of three classes (never PyO3's PanicException, never an abort): `CheckError`
 when the core's checks refuse the input before RLX sees it (an op and dtype whose RLX kernel is
-known to corrupt memory included, src/safety.rs), `RlxFailure` when RLX fails or panics.
+known to corrupt memory included, src/safety.rs), `DeviceError` when the device asked for is not in
+this build or on this machine or cannot run the graph as the budgets need (src/device.rs),
+`RlxFailure` when RLX fails or panics.
 """
 
 from typing_extensions import Buffer
@@ -16,6 +18,22 @@ class CheckError(ValueError):
 class RlxFailure(RuntimeError):
     """RLX failed or panicked (the message names the step and the panic), or a compiled model that
     panicked before is used again."""
+
+class DeviceError(RuntimeError):
+    """Device "cuda" is not in this build (no `cuda` cargo feature) or not on this machine (no NVIDIA
+    driver or GPU), or cannot run this graph or input within the budgets (float64 values, integers
+    float32 does not hold exactly): RLX's CUDA backend stores every value as float32."""
+
+CUDA_BUILT: bool
+"""Whether this build of the core includes RLX's CUDA backend (the `cuda` cargo feature)."""
+
+def device_info(name: str) -> tuple[str, list[str]]:
+    """What this build and machine have of device `name` ("cpu", "cuda"): a description ("cuda:
+    NVIDIA H200") and the RLX settings in effect for it ("RLX_CUDA_PARITY=1", ...); DeviceError
+    saying whether the build or the machine lacks it, CheckError for an unknown name."""
+
+def cuda_refusal(hir_json: str) -> str | None:
+    """Why RLX's CUDA backend cannot run this HIR graph within the budgets, or None; needs no GPU."""
 
 def program_to_hir_json(program_json: str) -> str:
     """Lowered-program JSON -> rlx-ir HIR JSON; raises CheckError naming the bad node."""
@@ -33,10 +51,13 @@ class OutputBuffer(Buffer):
     def __buffer__(self, flags: int, /) -> memoryview: ...
 
 class CompiledModel:
-    """A HIR module compiled on the RLX CPU runtime (after the core's checks: CheckError for a
-    malformed graph, a size past this machine's memory, a known-crashing kernel)."""
+    """A HIR module compiled on an RLX device, "cpu" or "cuda" (after the core's checks: CheckError
+    for a malformed graph, a size past this machine's memory, a known-crashing kernel; DeviceError
+    for a device this build or machine lacks, or a graph it cannot run within the budgets)."""
 
-    def __init__(self, hir_json: str) -> None: ...
+    def __init__(self, hir_json: str, device: str = "cpu") -> None: ...
+    @property
+    def device(self) -> str: ...
     def set_param(self, name: str, data: Buffer, dtype: str) -> None:
         """Bind a declared parameter; `dtype` is its declared one (F16/BF16 also for a declared F32
         parameter, widened) and `data` exactly its bytes, else CheckError."""
@@ -45,7 +66,8 @@ class CompiledModel:
         CheckError for an unknown name or a range past its end."""
     def set_flush_denormals(self, on: bool) -> None: ...
     def run(self, inputs: list[tuple[str, Buffer, str]]) -> list[tuple[OutputBuffer, str, list[int]]]:
-        """Every declared input exactly once, in its declared dtype and byte length, else CheckError.
+        """Every declared input exactly once, in its declared dtype and byte length, else CheckError
+        (DeviceError on "cuda" for an integer float32 does not hold exactly).
         After a panic inside RLX (RlxFailure) the model refuses every later call: compile it again."""
     def output_dtypes(self) -> list[str]: ...
 
@@ -63,7 +85,7 @@ class SymbolicModel:
     memory or a dim left dynamic)."""
 
     def __init__(self, text: str) -> None: ...
-    def compile(self, binding: list[tuple[int, int]]) -> CompiledModel: ...
+    def compile(self, binding: list[tuple[int, int]], device: str = "cpu") -> CompiledModel: ...
 
 def op_to_rust(op_json: str, data_expr: str) -> tuple[str, list[str]]:
     """One op (rlx-ir serde JSON) as a Rust expression, plus the type names it mentions."""

@@ -7,6 +7,7 @@ import math
 import os
 import re
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import _core, rlx_config, safetensors_io, torchir
+from .devices import check_device
 from .emit.bundle import META, write_bundle
 from .emit.crate import STYLES, check_style, crate_names, write_crate
 from .errors import BundleError, ExportError, InputError, RtiError, UnsupportedOpsError
@@ -28,8 +30,6 @@ from .verify.ir_check import check_ops
 from .verify.parity import InputSetRow, OutputParity, ParityReport, SweepRow, check_reference, compare_output
 
 EMIT_TARGETS = ("bundle", "crate")
-REPORT_JSON = "report.json"
-REPORT_MD = "report.md"
 
 
 def emit_targets(emit: str | Sequence[str]) -> tuple[str, ...]:
@@ -38,7 +38,7 @@ def emit_targets(emit: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(t.strip() for item in items for t in str(item).split(",") if t.strip())
 
 
-def _check_options(emit: Sequence[str], device: str, max_decompose_rounds: int = 0, emit_style: str = "graph") -> None:
+def _check_options(emit: Sequence[str], max_decompose_rounds: int = 0, emit_style: str = "graph") -> None:
     if emit_style not in STYLES:
         raise InputError(f"emit_style {emit_style!r} is not one of {', '.join(STYLES)}")
     if max_decompose_rounds < 0:
@@ -48,8 +48,6 @@ def _check_options(emit: Sequence[str], device: str, max_decompose_rounds: int =
             raise InputError(
                 f"emit target {target!r} is not available (this version writes: {', '.join(EMIT_TARGETS)})"
             )
-    if device != "cpu":
-        raise InputError(f"device {device!r} is not supported by this build; RLX runs on 'cpu' here")
 
 
 def _check_name(name: object) -> str:
@@ -146,7 +144,8 @@ def from_torch(
     set_specs = normalize(verify_inputs)  # checked before anything runs
     timeout = check_timeout(timeout)
     emit = emit_targets(emit)
-    _check_options(emit, device, max_decompose_rounds, emit_style)
+    _check_options(emit, max_decompose_rounds, emit_style)
+    device = check_device(device).name  # before anything runs: DeviceError names what is missing
     rlx_config.set_threads(threads)
     given = model_inputs(model, example_inputs, kwargs)
     pristine = given.cloned()  # the reference inputs: as given, before any run could write them
@@ -208,9 +207,11 @@ def from_torch(
             safetensors_io.write(stage / torchir.REFERENCE, dict(safetensors_io.iter_torch(cap.reference)))
         try:
             crate_style = emit_style if "crate" in emit else None
-            report = _lower_and_verify(stage, stage / "bundle", verify, prog, out_dir=Path(out_dir), crate=crate_style)
+            report = _lower_and_verify(
+                stage, stage / "bundle", verify, prog, out_dir=Path(out_dir), crate=crate_style, device=device
+            )
             if verify and per_node:
-                add_node_parity(report, stage, prog)
+                add_node_parity(report, stage, prog, device=device)
         except UnsupportedOpsError as e:
             raise _with_fallback_reasons(e, skipped) from None
         if was_training:
@@ -247,16 +248,18 @@ def _eval_mode(model: Any) -> Iterator[bool]:
             m.training = training
 
 
-def add_node_parity(report: ParityReport, directory: Path, prog: Progress | None = None) -> None:
+def add_node_parity(
+    report: ParityReport, directory: Path, prog: Progress | None = None, *, device: str = "cpu"
+) -> None:
     """Fill `report.nodes`, `first_divergence` and `drift` from the conversion in `directory`
-    (`verify.nodes.node_parity`). Diagnostics never change the verdict: if they cannot be
-    computed, a note says why."""
+    (`verify.nodes.node_parity`, RLX on `device`). Diagnostics never change the verdict: if they
+    cannot be computed, a note says why."""
     from .verify.nodes import node_parity
 
     prog = prog or Progress(False)
     with prog.phase("per-node parity"):
         try:
-            found = node_parity(directory, outputs_ok=all(o.ok for o in report.outputs))
+            found = node_parity(directory, outputs_ok=all(o.ok for o in report.outputs), device=device)
         except RtiError as e:
             report.notes.append(f"per-node parity not computed: {e.message}")
         except Exception as e:  # a bug in the diagnostics must not cost the user the verified conversion
@@ -286,11 +289,14 @@ def build(
     emit_style: str = "graph",
     threads: int | None = None,
     per_node: bool = True,
+    device: str = "cpu",
 ) -> ParityReport:
     """Lower an existing torch-ir directory again into `directory/bundle` (and
-    `directory/rlx-<name>/` with "crate" in `emit`) and verify it (RLX's pool sized `threads`)."""
+    `directory/rlx-<name>/` with "crate" in `emit`) and verify it on RLX's `device` ("cpu" or
+    "cuda"; RLX's pool sized `threads`)."""
     emit = emit_targets(emit)
-    _check_options(emit, "cpu", 0, emit_style)
+    _check_options(emit, 0, emit_style)
+    device = check_device(device).name
     rlx_config.set_threads(threads)
     directory = Path(directory)
     if not directory.is_dir():
@@ -301,18 +307,71 @@ def build(
     prog = Progress(progress)
     with staged(directory / "bundle") as stage:
         report = _lower_and_verify(
-            directory, stage, verify, prog, out_dir=directory, crate=emit_style if "crate" in emit else None
-        )
+            directory, stage, verify, prog, out_dir=directory, crate=emit_style if "crate" in emit else None,
+            device=device,
+        )  # fmt: skip
         if verify and per_node:
-            add_node_parity(report, directory, prog)
+            add_node_parity(report, directory, prog, device=device)
     _write_reports(report, directory)
     return report
 
 
-def _lower_and_verify(
-    src: Path, bundle_dir: Path, verify: bool, prog: Progress, *, out_dir: Path, crate: str | None = None
+def verify(
+    directory: str | os.PathLike[str],
+    *,
+    device: str = "cpu",
+    per_node: bool = True,
+    progress: bool = False,
+    threads: int | None = None,
 ) -> ParityReport:
-    """Lower torch-ir in `src`, write the bundle (and the crate in style `crate`), verify the bundle."""
+    """Verify the bundle of an existing conversion again, as it is (nothing is lowered or
+    written but the report), on RLX's `device` ("cpu" or "cuda"): the example, every sweep point
+    and every input set against PyTorch's values in reference.safetensors, with the same budgets
+    and report as the conversion (`report.device` says where it ran). Writes
+    `directory/report-<device>.json`, `.md` and `.html`; with `per_node`, per-node parity too.
+
+    Raises InputError when `directory` is no conversion directory, BundleError when its files
+    disagree with torch-ir, DeviceError (exit 7) when `device` is missing or cannot run the
+    bundle (`devices.check_device`)."""
+    device = check_device(device).name
+    rlx_config.set_threads(threads)
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError(
+            f"{directory}: {'not a directory' if directory.exists() else 'no such directory'}",
+            hint="verify takes a conversion directory (torch-ir.json, reference.safetensors, bundle/)",
+        )
+    for needed in (torchir.FILENAME, torchir.REFERENCE, "bundle"):
+        if not (directory / needed).exists():
+            raise InputError(
+                f"{directory}: {needed} is missing, so there is nothing to verify against",
+                hint="verify takes the OUT directory of a conversion (`rlx-torch-import MODEL.py -o OUT`)",
+            )
+    prog = Progress(progress)
+    with prog.phase("read"):
+        ir = torchir.load(directory)
+        check_reference(ir, directory / torchir.REFERENCE)
+    report = _new_report(ir, directory, device, _bundle_histogram(directory / "bundle"))
+    _verify_bundle(report, ir, directory, directory / "bundle", prog, device)
+    if per_node:
+        add_node_parity(report, directory, prog, device=device)
+    report.timings_s = dict(prog.timings)
+    _write_reports(report, directory, stem=f"report-{device}")
+    return report
+
+
+def _lower_and_verify(
+    src: Path,
+    bundle_dir: Path,
+    verify: bool,
+    prog: Progress,
+    *,
+    out_dir: Path,
+    crate: str | None = None,
+    device: str = "cpu",
+) -> ParityReport:
+    """Lower torch-ir in `src`, write the bundle (and the crate in style `crate`), verify the
+    bundle on RLX's `device`."""
     with prog.phase("lower"):
         ir = torchir.load(src)
         check_ops(ir)  # each node against torch's schema and meta kernels (TorchIRError, exit 2)
@@ -347,41 +406,76 @@ def _lower_and_verify(
             package = crate_names(program.name).package
             with staged(bundle_dir.parent / package) as crate_dir:
                 write_crate(program, ir, src / torchir.REFERENCE, crate_dir, crate, rlxmodel)
-    report = ParityReport(
-        name=ir.name,
-        ok=True,
-        verified=False,
-        out_dir=str(out_dir),
-        op_histogram=program.op_histogram(),
-        aten_histogram=program.aten_histogram(),
-        decomposition=ir.decomposition,
-        auto_decomposed_ops=list(ir.auto_decomposed),
-        rlx_version=_core.rlx_version(),
-        torch_version=ir.producer.get("torch", ""),
-        notes=_notes(ir) + file_notes,
-    )
+    report = _new_report(ir, out_dir, device, program.op_histogram(), program.aten_histogram())
+    report.notes += file_notes
     ref_path = src / torchir.REFERENCE
     if verify and ref_path.is_file():
-        with prog.phase("verify"):
-            ref = safetensors_io.read(ref_path)
-            model = BundleModel(bundle_dir)
-            feed = {s.name: ref[f"input.{s.name}"].to_numpy() for s in ir.inputs}
-            got = model.run(feed)
-            _choose_denormal_mode(model, feed, got, bundle_dir)
-            report.outputs = _compare_outputs(ir, got, ref, "") + _compare_values(model, ir, {}, None)
-            if ir.is_dynamic:
-                with prog.phase(f"sweep ({len(ir.sweep)} points)"):
-                    _verify_sweep(model, ir, ref, report)
-            if ir.input_sets:
-                with prog.phase(f"input sets ({len(ir.input_sets)})"):
-                    _verify_input_sets(model, ir, ref, report)
-            report.verified = True
-            report.ok = all(o.ok for o in report.outputs) and all(r.ok for r in report.sweep)
-            report.ok = report.ok and all(r.ok for r in report.input_sets)
+        _verify_bundle(report, ir, src, bundle_dir, prog, device, choose_denormals=True)
     elif verify:
         raise InputError(f"{ref_path}: not found, cannot verify", hint="pass verify=False / --no-verify")
     report.timings_s = dict(prog.timings)
     return report
+
+
+def _new_report(
+    ir: torchir.TorchIR, out_dir: Path, device: str, ops: dict[str, int], aten: dict[str, int] | None = None
+) -> ParityReport:
+    """An unverified report of the conversion of `ir` in `out_dir` for `device`."""
+    return ParityReport(
+        name=ir.name,
+        ok=True,
+        verified=False,
+        out_dir=str(out_dir),
+        device=check_device(device).description,
+        device_settings=list(check_device(device).settings),
+        op_histogram=ops,
+        aten_histogram=aten if aten is not None else dict(Counter(n.target for n in ir.nodes)),
+        decomposition=ir.decomposition,
+        auto_decomposed_ops=list(ir.auto_decomposed),
+        rlx_version=_core.rlx_version(),
+        torch_version=ir.producer.get("torch", ""),
+        notes=_notes(ir),
+    )
+
+
+def _bundle_histogram(bundle: Path) -> dict[str, int]:
+    """RLX op kind -> count in a bundle's meta.json (`op_histogram`), {} when it has none."""
+    from .bundle_meta import read_meta
+
+    found = read_meta(bundle / META).get("op_histogram", {})
+    return dict(found) if isinstance(found, dict) else {}
+
+
+def _verify_bundle(
+    report: ParityReport,
+    ir: torchir.TorchIR,
+    src: Path,
+    bundle_dir: Path,
+    prog: Progress,
+    device: str,
+    *,
+    choose_denormals: bool = False,
+) -> None:
+    """Run the bundle in `bundle_dir` on `device` at the example, each sweep point and each input
+    set of `src`'s reference.safetensors; fill `report`'s rows and verdict. With
+    `choose_denormals` (a new bundle, on the CPU) meta.json's `flush_denormals` is decided too."""
+    with prog.phase(f"verify ({device})" if device != "cpu" else "verify"):
+        ref = safetensors_io.read(src / torchir.REFERENCE)
+        model = BundleModel(bundle_dir, device=device)
+        feed = {s.name: ref[f"input.{s.name}"].to_numpy() for s in ir.inputs}
+        got = model.run(feed)
+        if choose_denormals and device == "cpu":
+            _choose_denormal_mode(model, feed, got, bundle_dir)
+        report.outputs = _compare_outputs(ir, got, ref, "") + _compare_values(model, ir, {}, None)
+        if ir.is_dynamic:
+            with prog.phase(f"sweep ({len(ir.sweep)} points)"):
+                _verify_sweep(model, ir, ref, report)
+        if ir.input_sets:
+            with prog.phase(f"input sets ({len(ir.input_sets)})"):
+                _verify_input_sets(model, ir, ref, report)
+        report.verified = True
+        report.ok = all(o.ok for o in report.outputs) and all(r.ok for r in report.sweep)
+        report.ok = report.ok and all(r.ok for r in report.input_sets)
 
 
 def _notes(ir: torchir.TorchIR) -> list[str]:
@@ -526,12 +620,16 @@ def _result_dtype(result: np.ndarray, declared: str) -> str:
     return str(result.dtype)
 
 
-def _write_reports(report: ParityReport, directory: Path) -> None:
-    """report.json (machine-readable), report.md and report.html (for people; the page is
+def _write_reports(report: ParityReport, directory: Path, stem: str = "report") -> None:
+    """<stem>.json (machine-readable), <stem>.md and <stem>.html (for people; the page is
     self-contained), each replaced atomically."""
     from .verify.report_html import report_html
 
-    reports = ((REPORT_JSON, report.to_json()), (REPORT_MD, report.markdown()), ("report.html", report_html(report)))
+    reports = (
+        (f"{stem}.json", report.to_json()),
+        (f"{stem}.md", report.markdown()),
+        (f"{stem}.html", report_html(report)),
+    )
     for fname, text in reports:
         tmp = directory / f".{fname}.tmp"
         tmp.write_text(text, encoding="utf-8")

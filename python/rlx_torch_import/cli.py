@@ -1,9 +1,10 @@
 """Command line: `rlx-torch-import MODEL.py -o OUT ...`, `rlx-torch-import build DIR`,
-`rlx-torch-import run BUNDLE --inputs FILE`, `rlx-torch-import coverage ...` and
-`rlx-torch-import defects`.
+`rlx-torch-import verify OUT`, `rlx-torch-import run BUNDLE --inputs FILE`,
+`rlx-torch-import coverage ...` and `rlx-torch-import defects`.
 
 Exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 4 torch.export
-failed, 5 internal error, 6 timed out (--timeout) (see README "Exit codes").
+failed, 5 internal error, 6 timed out (--timeout), 7 device missing or unable to run the
+model (--device) (see README "Exit codes").
 """
 
 from __future__ import annotations
@@ -24,16 +25,34 @@ if TYPE_CHECKING:
     from .verify.parity import ParityReport
 
 
+EXIT_CODES = (
+    "exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 4 torch.export failed, "
+    "5 internal error, 6 timed out (--timeout), 7 device missing or unable to run the model (--device)"
+)
+
+
+def _add_device_arg(p: argparse.ArgumentParser, what: str = "verifies the bundle on") -> None:
+    from .devices import DEVICES
+
+    p.add_argument(
+        "--device",
+        choices=DEVICES,
+        default="cpu",
+        help=f"the RLX device it {what}: cpu, or cuda (RLX's CUDA backend, strict float32; needs the core "
+        "built with CUDA and an NVIDIA GPU, else exit 7 naming which is missing) (default: cpu)",
+    )
+
+
 def _convert_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rlx-torch-import",
         description="Convert a PyTorch model to an RLX bundle and verify it against PyTorch. "
         "Also: `rlx-torch-import build DIR` re-lowers an existing torch-ir directory; "
+        "`rlx-torch-import verify OUT [--device cuda]` verifies a conversion's bundle again; "
         "`rlx-torch-import run BUNDLE --inputs FILE` runs a bundle; "
         "`rlx-torch-import coverage` verifies Core ATen ops on PyTorch's OpInfo samples; "
         "`rlx-torch-import defects` probes the installed RLX for the defects the lowering works around.",
-        epilog="exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 4 torch.export failed, "
-        "5 internal error, 6 timed out (--timeout)",
+        epilog=EXIT_CODES,
     )
     p.add_argument(
         "model_file",
@@ -83,7 +102,7 @@ def _convert_parser() -> argparse.ArgumentParser:
         "large magnitudes, zeros, negatives, a fully masked row, integer bounds). Stored with the reference, "
         "so `build DIR` verifies them again",
     )
-    p.add_argument("--device", default="cpu", help="RLX device (default: cpu)")
+    _add_device_arg(p)
     p.add_argument(
         "--timeout",
         type=_seconds,
@@ -206,6 +225,31 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("directory", metavar="DIR", help="a directory with torch-ir.json and weights.safetensors")
     _add_verify_args(p)
     _add_emit_args(p)
+    _add_device_arg(p)
+    _add_threads_arg(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    return p
+
+
+def _verify_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rlx-torch-import verify",
+        description="Verify a conversion's bundle again, as it is, against PyTorch's values in its "
+        "reference.safetensors (the example, sweep points and input sets), with the same budgets and report; "
+        "--device cuda re-verifies a CPU-verified bundle on the GPU. Writes OUT/report-<device>.json/.md/.html. "
+        "Exit 0: every output passed; 1: parity failed.",
+        epilog=EXIT_CODES,
+    )
+    p.add_argument(
+        "directory", metavar="OUT", help="a conversion directory (torch-ir.json, reference.safetensors, bundle/)"
+    )
+    p.add_argument(
+        "--no-per-node",
+        dest="per_node",
+        action="store_false",
+        help="skip per-node parity (each node's value against PyTorch's, cumulative and reference-fed)",
+    )
+    _add_device_arg(p, "runs the bundle on")
     _add_threads_arg(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return p
@@ -224,6 +268,7 @@ def _run_parser() -> argparse.ArgumentParser:
         help="a .safetensors or .npz file with one tensor per input, keyed by input name (or input.<name>)",
     )
     p.add_argument("--save", metavar="FILE", help="write the outputs to this .safetensors file (output.<name> keys)")
+    _add_device_arg(p, "runs the bundle on")
     _add_threads_arg(p)
     return p
 
@@ -258,7 +303,7 @@ def _run_bundle(argv: Sequence[str]) -> int:
         tensors = {k: t.to_numpy() for k, t in safetensors_io.read(path).items()}
     else:
         raise InputError(f"--inputs {path}: expected a .safetensors or .npz file")
-    model = BundleModel(args.bundle, threads=args.threads)
+    model = BundleModel(args.bundle, threads=args.threads, device=args.device)
     feed = {}
     for name in model.input_names:
         if name in tensors and f"input.{name}" in tensors:
@@ -293,6 +338,18 @@ def _run_bundle(argv: Sequence[str]) -> int:
             raise InputError(f"--save {save}: cannot write ({e.strerror or e})") from None
         print(f"outputs written to {args.save}")
     return ExitCode.OK
+
+
+def _defects_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rlx-torch-import defects",
+        description="Probe the installed RLX for the defects the lowering works around (docs/rlx-defects.md); "
+        "--device cuda probes how RLX's CUDA backend differs from its CPU backend (needs a GPU). "
+        "Exit 0: every defect is still there; 1: one is gone (its workaround can go).",
+        epilog=EXIT_CODES,
+    )
+    _add_device_arg(p, "probes")
+    return p
 
 
 def _diagnose_parser() -> argparse.ArgumentParser:
@@ -363,10 +420,13 @@ def _run(argv: Sequence[str]) -> int:
 
         return coverage_main(list(argv[1:]))
     if argv and argv[0] == "defects":
+        args = _defects_parser().parse_args(argv[1:])
+        if args.device == "cuda":
+            from .lower.cuda_defects import main as cuda_defects_main
+
+            return cuda_defects_main()
         from .lower.defects import main as defects_main
 
-        if argv[1:]:
-            raise InputError(f"`rlx-torch-import defects` takes no arguments, got {' '.join(argv[1:])}")
         return defects_main()
     if argv and argv[0] == "build":
         args = _build_parser().parse_args(argv[1:])
@@ -378,6 +438,12 @@ def _run(argv: Sequence[str]) -> int:
             emit=_emits(args),
             emit_style=args.emit_style,
             threads=args.threads,
+            device=args.device,
+        )
+    elif argv and argv[0] == "verify":
+        args = _verify_parser().parse_args(argv[1:])
+        report = api.verify(
+            args.directory, device=args.device, per_node=args.per_node, progress=not args.quiet, threads=args.threads
         )
     else:
         args = _convert_parser().parse_args(argv)

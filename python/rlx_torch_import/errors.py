@@ -15,6 +15,7 @@ class ExitCode:
     EXPORT_FAILED = 4
     INTERNAL = 5
     TIMED_OUT = 6
+    DEVICE = 7
 
 
 class RtiError(Exception):
@@ -77,6 +78,15 @@ class RlxError(BundleError):
     defect in RLX or in rlx-torch-import (the core turns RLX panics into this, never a crash)."""
 
     exit_code = ExitCode.INTERNAL
+
+
+class DeviceError(RtiError):
+    """The device asked for (`device="cuda"`, `--device cuda`) is not in this build of the Rust
+    core (built without its `cuda` feature) or not on this machine (no NVIDIA driver or GPU), or
+    cannot run this program as the parity budgets need (on CUDA: float64 values, or integers
+    float32 does not hold exactly); the message says which (`devices.py`, `src/device.rs`)."""
+
+    exit_code = ExitCode.DEVICE
 
 
 class TimeLimitError(RtiError):

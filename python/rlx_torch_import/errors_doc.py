@@ -41,6 +41,9 @@ EXIT_MEANINGS = {
     errors.ExitCode.INTERNAL: "a bug in rlx-torch-import or a defect in RLX (please report it)",
     errors.ExitCode.TIMED_OUT: "the model file, torch.export or an eager PyTorch run of the model took longer "
     "than `--timeout` seconds",
+    errors.ExitCode.DEVICE: "`--device cuda`: the Rust core was built without CUDA, the machine has no NVIDIA "
+    "driver or GPU, or RLX's CUDA backend cannot run the model within its budgets (float64, or integers float32 "
+    "does not hold); the message says which",
 }
 
 MLP = (Path(__file__).resolve().parents[2] / "examples" / "mlp.py").read_text(encoding="utf-8")
@@ -172,6 +175,12 @@ SCENARIOS: tuple[Scenario, ...] = (
         "InputError",
         "passed a dynamic-dim spec naming an input the model does not take",
         ("mlp.py", "-o", "out", "--dynamic", "y:0=batch"),
+        _file("mlp.py", MLP),
+    ),
+    Scenario(
+        "DeviceError",
+        "converted with `--device cuda` on a machine without an NVIDIA GPU",
+        ("mlp.py", "-o", "out", "--device", "cuda"),
         _file("mlp.py", MLP),
     ),
     Scenario(

@@ -46,7 +46,27 @@ def defect_table() -> str:
         "`rlx-torch-import defects` to see what the installed RLX still gets wrong.\n\n"
         + "\n".join(rows)
         + "\n"
+        + _cuda_rows()
         + _speed_rows()
+    )
+
+
+def _cuda_rows() -> str:
+    """How RLX's CUDA backend differs from its CPU backend (`lower/cuda_defects.py`)."""
+    from .lower.cuda_defects import CUDA_DEFECTS
+
+    rows = ["| difference | what RLX's CUDA backend does | how rlx-torch-import handles it | probe |"]
+    rows.append("|---|---|---|---|")
+    rows += [f"| `{d.key}` | {d.what} | {d.handling} | `{d.probe.__name__}` |" for d in CUDA_DEFECTS]
+    return (
+        "\n## CUDA backend\n\n"
+        "Generated from `python/rlx_torch_import/lower/cuda_defects.py`. A bundle is one graph for every\n"
+        "device, so these are handled where the device is chosen, in the Rust core (`src/device.rs`): a refusal\n"
+        "naming the node or input (`DeviceError`, exit 7) or an RLX setting made for every CUDA compile. Each\n"
+        "probe runs the raw op on the GPU: `rlx-torch-import defects --device cuda` (exit 7 without one). The\n"
+        "static probe `scripts/probe_cuda_kernels.py` (no GPU) runs RLX's own CUDA legalization on all 934\n"
+        "op-sample graphs: every op kind the lowering emits has a CUDA kernel or rewrite; 125 graphs are refused\n"
+        "for the rows below.\n\n" + "\n".join(rows) + "\n"
     )
 
 

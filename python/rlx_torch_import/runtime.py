@@ -1,4 +1,4 @@
-"""Load a bundle and run it on the RLX CPU runtime with numpy inputs."""
+"""Load a bundle and run it on an RLX device (CPU, or CUDA: `devices.py`) with numpy inputs."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ import numpy as np
 
 from . import _core, rlx_config, safetensors_io
 from .bundle_meta import check_params, read_meta
+from .devices import check_device
 from .dtypes import numpy_dtype, to_host, to_rlx
 from .emit.bundle import HIR, META, SYMBOLIC, WEIGHTS
-from .errors import BundleError, InputError, RlxError, RtiError
+from .errors import BundleError, DeviceError, InputError, RlxError, RtiError
 from .limits import regular_file, short
 from .symbolic import Symbol, evaluate, evaluate_shape, infer_binding
 
@@ -32,6 +33,8 @@ class BundleModel:
     `threads` sizes RLX's thread pool (default: every core this process may use;
     `rlx_config`). The pool is process-wide and fixed once the first model is
     compiled, so a different `threads` after that raises `InputError`.
+    `device` is "cpu" or "cuda" (`devices.check_device`: DeviceError, exit 7, when this build
+    or machine lacks it, or RLX's CUDA backend cannot run the bundle as the budgets need).
     `flush_denormals` runs RLX's threads with flush-to-zero / denormals-are-zero;
     the default (None) follows the bundle's `meta.json`, where verification set it
     only if flushing left the verified outputs bit-identical (docs/design.md).
@@ -48,9 +51,11 @@ class BundleModel:
         threads: int | None = None,
         flush_denormals: bool | None = None,
         binding_cache: int = DEFAULT_BINDING_CACHE,
+        device: str = "cpu",
     ) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise InputError(f"path must be a bundle directory (str or path), got {type(path).__name__} {short(path)}")
+        self.device = check_device(device).name
         if flush_denormals is not None and not isinstance(flush_denormals, bool):
             raise InputError(f"flush_denormals must be True, False or None, got {short(flush_denormals)}")
         self.path = Path(path)
@@ -84,7 +89,7 @@ class BundleModel:
             if self.symbols:
                 self._symbolic = _core.SymbolicModel(text)
             else:
-                self._model = self._load(_core.CompiledModel(text))
+                self._model = self._load(_core.CompiledModel(text, self.device))
         except (RuntimeError, _core.CheckError) as e:
             raise _core_failure(e, f"{self.path}: RLX could not load the bundle") from None
 
@@ -120,7 +125,7 @@ class BundleModel:
         model = self._compiled.get(key)
         if model is None:
             try:
-                model = self._load(self._symbolic.compile([(by[k].id, int(v)) for k, v in key]))
+                model = self._load(self._symbolic.compile([(by[k].id, int(v)) for k, v in key], self.device))
             except (RuntimeError, _core.CheckError) as e:
                 raise _core_failure(e, f"{self.path}: RLX could not compile the bundle at {dict(key)}") from None
             self._compiled[key] = model
@@ -133,7 +138,8 @@ class BundleModel:
         ins = ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in self.meta["inputs"])
         outs = ", ".join(f"{o['name']}: {o['dtype']}{o['shape']}" for o in self.meta["outputs"])
         dims = "; " + ", ".join(s.describe() for s in self.symbols) if self.symbols else ""
-        return f"BundleModel({str(self.path)!r}, threads={self.threads}; ({ins}) -> ({outs}){dims})"
+        where = f"device={self.device!r}, threads={self.threads}"
+        return f"BundleModel({str(self.path)!r}, {where}; ({ins}) -> ({outs}){dims})"
 
     @property
     def input_names(self) -> list[str]:
@@ -375,7 +381,10 @@ class BundleModel:
 def _core_failure(e: Exception, what: str) -> RtiError:
     """The error for a failure of the core: a file or input its checks refused (`_core.CheckError`:
     sizes, dtypes, byte lengths, names, known-crashing kernels, malformed graphs) is a BundleError
-    (exit 2); anything else failed inside RLX on checked input, an RlxError (exit 5)."""
+    (exit 2); what the device cannot run (`_core.DeviceError`) a DeviceError (exit 7); anything
+    else failed inside RLX on checked input, an RlxError (exit 5)."""
+    if isinstance(e, _core.DeviceError):
+        return DeviceError(f"{what}: {e}")
     return BundleError(f"{what}: {e}") if isinstance(e, _core.CheckError) else RlxError(f"{what}: {e}")
 
 
@@ -510,7 +519,11 @@ def _from_bytes(data: Any, dtype: str, dims: list[int]) -> np.ndarray:
 
 
 def run_bundle(
-    path: Path | str, inputs: Mapping[str, Any] | Sequence[Any], *, threads: int | None = None
+    path: Path | str,
+    inputs: Mapping[str, Any] | Sequence[Any],
+    *,
+    threads: int | None = None,
+    device: str = "cpu",
 ) -> dict[str, np.ndarray]:
-    """Compile the bundle at `path` on RLX (CPU) and run it once."""
-    return BundleModel(path, threads=threads).run(inputs)
+    """Compile the bundle at `path` on RLX's `device` ("cpu" or "cuda") and run it once."""
+    return BundleModel(path, threads=threads, device=device).run(inputs)

@@ -308,7 +308,7 @@ def _tensor_graph_rs(program: Program, ir: TorchIR) -> str:
 
 _LOAD = {
     "graph": """\
-        let mut graph = Session::new(Device::Cpu)
+        let mut graph = Session::new(device)
             .compile_hir_with(graph::build(), &compile_options())
             .map_err(|e| format!("RLX could not compile {NAME}: {e:?}"))?;
         for (spec, t) in &tensors {
@@ -316,7 +316,7 @@ _LOAD = {
         }
         Ok(Self { graph })""",
     "tensor": """\
-        let mut graph = Session::new(Device::Cpu).compile_with(graph::build(), &compile_options());
+        let mut graph = Session::new(device).compile_with(graph::build(), &compile_options());
         for (spec, t) in &tensors {
             graph.set_param_typed(spec.name, &t.data, host::rlx_dtype(&t.dtype).expect("checked on load"));
         }
@@ -334,7 +334,7 @@ _LOAD = {
         }
         let built = flow::build(&mut f32_weights).map_err(|e| format!("building the flow of {NAME}: {e}"))?;
         let (hir, params) = built.into_parts().map_err(|e| format!("{NAME}: {e}"))?;
-        let mut graph = Session::new(Device::Cpu)
+        let mut graph = Session::new(device)
             .compile_hir_with(hir, &compile_options())
             .map_err(|e| format!("RLX could not compile {NAME}: {e:?}"))?;
         for (name, data) in &params {
@@ -386,6 +386,7 @@ def _cargo_toml(names: CrateNames, program: Program, ir: TorchIR, style: str) ->
     deps = [
         f'rlx-ir = "={rlx}"',
         f'rlx-runtime = {{ version = "={rlx}", default-features = false, features = ["cpu"] }}',
+        f'rlx-cuda = {{ version = "={rlx}", optional = true }}',
         'serde_json = "1"',
     ]
     if style == "flow":
@@ -403,6 +404,11 @@ def _cargo_toml(names: CrateNames, program: Program, ir: TorchIR, style: str) ->
             'edition = "2024"',
             'rust-version = "1.89"',
             "publish = false",
+            "",
+            "[features]",
+            "# RLX's CUDA backend: `Model::load_on(weights, Device::Cuda)`, or RLX_TORCH_IMPORT_DEVICE=cuda",
+            "# (needs the NVIDIA driver where it runs; no CUDA toolkit to build).",
+            'cuda = ["rlx-runtime/cuda", "dep:rlx-cuda"]',
             "",
             "[dependencies]",
             *sorted(deps),

@@ -45,14 +45,20 @@ MOVES = frozenset(
 
 
 def run_raw(
-    op: Any, inputs: Sequence[tuple[Any, str]], out_dims: Sequence[int], out_dtype: str, *, consts: bool = False
+    op: Any,
+    inputs: Sequence[tuple[Any, str]],
+    out_dims: Sequence[int],
+    out_dtype: str,
+    *,
+    consts: bool = False,
+    device: str = "cpu",
 ) -> np.ndarray:
     """Run one raw RLX op (rlx-ir serde form) on numpy inputs given as (array, RLX dtype).
 
     Bool/narrow-integer inputs and outputs cross the graph boundary as F32 with a Cast inside
     (RLX cannot pass them natively, see `boundary-narrow`). With `consts`, the inputs are
     Constant nodes instead of graph inputs (to reach constant folding). Returns the output in
-    `out_dtype`'s numpy dtype. Raises RuntimeError when RLX fails.
+    `out_dtype`'s numpy dtype, computed on RLX's `device`. Raises RuntimeError when RLX fails.
     """
     from ..program import Program, Provenance, RlxNode, ValueDecl
 
@@ -80,7 +86,7 @@ def run_raw(
         program.nodes.append(RlxNode("out", {"Cast": {"to": "F32"}}, ("op",), tuple(out_dims), "F32", where))
         out = "out"
     program.outputs.append(out)
-    model = _core.CompiledModel(_core.program_to_hir_json(program.to_core_json()))
+    model = _core.CompiledModel(_core.program_to_hir_json(program.to_core_json()), device)
     ((data, dtype, dims),) = model.run(feed)
     return np.frombuffer(data, dtype=_NP[dtype]).reshape(dims).astype(_NP[out_dtype])
 

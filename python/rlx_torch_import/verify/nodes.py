@@ -228,7 +228,7 @@ def _local_program(ir: TorchIR, skip: set[str] | None = None) -> TorchIR:
 
 
 def _run_local(
-    ir: TorchIR, env: dict[str, Any], host: Any, weights: dict[str, Any]
+    ir: TorchIR, env: dict[str, Any], host: Any, weights: dict[str, Any], device: str = "cpu"
 ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """RLX's reference-fed values: every node alone, fed PyTorch's values of its inputs. A node
     that cannot be lowered alone (its lowering reads an input's values at conversion) or whose
@@ -244,27 +244,33 @@ def _run_local(
             continue
         feed = {s.name: host(s.path, s.dtype) for s in local_ir.inputs}
         try:
-            return _run_debug(local_ir, feed, weights), alone
+            return _run_debug(local_ir, feed, weights, device), alone
         except UnsupportedOpsError as e:
             alone.update({i.node: f"no local RLX value: lowered alone, {i.reason}" for i in e.items})
     return {}, alone
 
 
-def _run_debug(ir: TorchIR, feed: dict[str, np.ndarray], weights: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Lower `ir` with every intermediate an output, compile it, run it on `feed`; the RLX value
-    of each torch-ir value it computes (narrow ints/bool as themselves, halves rounded, as the
-    bundle gives its outputs)."""
+def _run_debug(
+    ir: TorchIR, feed: dict[str, np.ndarray], weights: dict[str, Any], device: str = "cpu"
+) -> dict[str, np.ndarray]:
+    """Lower `ir` with every intermediate an output, compile it for `device`, run it on `feed`;
+    the RLX value of each torch-ir value it computes (narrow ints/bool as themselves, halves
+    rounded, as the bundle gives its outputs). Raises DeviceError when `device` cannot run it."""
     from ..dtypes import from_rlx
+    from ..errors import DeviceError
     from ..lower import lower
     from ..runtime import _bind, from_carrier, to_carrier
 
     program: Program = lower(ir, optimize=False, probe_values=True)
-    model = _core.CompiledModel(_core.program_to_hir_json(program.to_core_json()))
-    for p in program.params:
-        _bind(model, p.name, weights[p.name])
     dtypes = {s.name: s.dtype for s in ir.inputs}
     args = [(d.name, to_carrier(feed[d.name], dtypes[d.name], from_rlx(d.dtype)), d.dtype) for d in program.inputs]
-    raw = model.run(args)
+    try:
+        model = _core.CompiledModel(_core.program_to_hir_json(program.to_core_json()), device)
+        for p in program.params:
+            _bind(model, p.name, weights[p.name])
+        raw = model.run(args)
+    except _core.DeviceError as e:
+        raise DeviceError(f"per-node values on {device}: {e}") from None
     out_dtypes = {o.name: o.dtype for n in ir.nodes for o in n.outputs} | {o.name: o.dtype for o in ir.outputs}
     found: dict[str, np.ndarray] = {}
     for name, (data, _rlx, dims) in zip([o.name for o in ir.outputs] + program.probes, raw, strict=True):
@@ -413,10 +419,10 @@ class NodeReport:
     local: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def node_parity(directory: Path, *, outputs_ok: bool = True) -> NodeReport:
+def node_parity(directory: Path, *, outputs_ok: bool = True, device: str = "cpu") -> NodeReport:
     """Per-node parity of the conversion in `directory` (torch-ir.json, weights.safetensors,
-    reference.safetensors) at the example inputs. `outputs_ok` (whether the outputs passed)
-    decides whether an all-local-pass result is reported as accumulated drift."""
+    reference.safetensors) at the example inputs, RLX running on `device`. `outputs_ok` (whether
+    the outputs passed) decides whether an all-local-pass result is reported as accumulated drift."""
     import torch
 
     ir = torchir.load(directory)
@@ -449,8 +455,8 @@ def node_parity(directory: Path, *, outputs_ok: bool = True) -> NodeReport:
         return tops[name]
 
     feed = {s.name: host(s.name, s.dtype) for s in ir.inputs}
-    cumulative = _run_debug(ir, feed, raw_weights)
-    local, alone = _run_local(ir, env, host, raw_weights)
+    cumulative = _run_debug(ir, feed, raw_weights, device)
+    local, alone = _run_local(ir, env, host, raw_weights, device)
 
     report = NodeReport(ir=ir, expected=env, local=local)
     index = 0

@@ -479,6 +479,10 @@ class ParityReport:
     auto_decomposed_ops: list[str] = field(default_factory=list)
     rlx_version: str = ""
     torch_version: str = ""
+    # Where RLX ran (`devices.DeviceInfo.description`: "cpu", "cuda: NVIDIA H200") and the RLX
+    # settings in effect for that device (CUDA: the strict float32 settings, docs/design.md ad).
+    device: str = "cpu"
+    device_settings: list[str] = field(default_factory=list)
     # Dynamic programs: symbol label -> [min, max] (max None: unbounded), and one row per sweep point.
     symbols: dict[str, list[int | None]] = field(default_factory=dict)
     sweep: list[SweepRow] = field(default_factory=list)
@@ -514,7 +518,8 @@ class ParityReport:
         head = "PASS" if self.ok else "FAIL"
         if not self.verified:
             head = "NOT VERIFIED"
-        lines = [f"{head} {_short(self.name)} ({self.decomposition}) -> {self.out_dir}"]
+        on = "" if self.device == "cpu" else f" on {_short(self.device)}"
+        lines = [f"{head} {_short(self.name)} ({self.decomposition}){on} -> {self.out_dir}"]
         if self.auto_decomposed_ops:
             lines.append(f"  auto-decomposed: {', '.join(self.auto_decomposed_ops)}")
         lines += [f"  note: {n}" for n in self.notes]
@@ -535,6 +540,10 @@ class ParityReport:
         lines += [f"  BAD input set {r.label}: {r.failures()}" for r in self.input_sets if not r.ok]
         return "\n".join(lines)
 
+    def _settings_text(self) -> str:
+        """` with RLX_CUDA_PARITY=1, ...` when the device ran with settings of its own, else ``."""
+        return f" with {', '.join(map(_md, self.device_settings))}" if self.device_settings else ""
+
     def markdown(self) -> str:
         rows = "\n".join(
             f"| {_md(o.name)} | {'pass' if o.ok else 'FAIL'} | {o.dtype} {o.shape} | {o.max_abs_error:.3g} | "
@@ -545,7 +554,8 @@ class ParityReport:
         return (
             f"# Parity report: {_md(self.name)}\n\n"
             f"Verdict: **{'not verified' if not self.verified else 'PASS' if self.ok else 'FAIL'}** "
-            f"(decomposition `{self.decomposition}`, torch {self.torch_version}, RLX {self.rlx_version})\n\n"
+            f"(decomposition `{self.decomposition}`, torch {self.torch_version}, RLX {self.rlx_version}, "
+            f"device {_md(self.device)}{self._settings_text()})\n\n"
             + (f"Auto-decomposed: {', '.join(self.auto_decomposed_ops)}\n\n" if self.auto_decomposed_ops else "")
             + "".join(f"- {n}\n" for n in self.notes)
             + ("\n" if self.notes else "")

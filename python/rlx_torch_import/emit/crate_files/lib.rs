@@ -44,6 +44,47 @@ pub fn compile_options() -> CompileOptions {
     }
 }
 
+/// The RLX device [`Model::load`] compiles for: `$RLX_TORCH_IMPORT_DEVICE` (`cpu` or `cuda`),
+/// else the CPU.
+pub fn default_device() -> Result<Device, String> {
+    match std::env::var("RLX_TORCH_IMPORT_DEVICE").as_deref() {
+        Err(_) | Ok("") | Ok("cpu") => Ok(Device::Cpu),
+        Ok("cuda") => Ok(Device::Cuda),
+        Ok(other) => Err(format!("RLX_TORCH_IMPORT_DEVICE={other:?}: the devices are cpu and cuda")),
+    }
+}
+
+/// Check that `device` is in this build and on this machine. On CUDA, float32 math is made
+/// strict as rlx-torch-import verifies it (no TF32 in GEMM or convolution, no half-precision
+/// attention), unless the environment sets `RLX_CUDA_PARITY` / `RLX_CUDA_ATTENTION` itself.
+fn prepare_device(device: Device) -> Result<(), String> {
+    match device {
+        Device::Cpu => Ok(()),
+        Device::Cuda => prepare_cuda(),
+        other => Err(format!("device {other:?} is not one this crate runs on (Cpu, Cuda)")),
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn prepare_cuda() -> Result<(), String> {
+    for (key, value) in [("RLX_CUDA_PARITY", "1"), ("RLX_CUDA_ATTENTION", "scalar")] {
+        if std::env::var_os(key).is_none() {
+            rlx_ir::env::set(key, value);
+        }
+    }
+    rlx_cuda::config::reload_runtime_config();
+    if rlx_cuda::is_available() {
+        Ok(())
+    } else {
+        Err("device cuda is not available on this machine: no NVIDIA driver or GPU was found".to_string())
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn prepare_cuda() -> Result<(), String> {
+    Err("device cuda is not in this build: build the crate with `--features cuda`".to_string())
+}
+
 /// Size RLX's thread pool like rlx-torch-import does: every core this process
 /// may use, unless `RLX_WORKERS` is set (RLX's own default is 3/4 of the cores).
 fn configure_threads() {

@@ -10,6 +10,8 @@ pub const BINDING_CACHE: usize = 4;
 /// The model: its symbolic graph, its weights, and a small cache of the graph
 /// compiled for RLX's CPU backend at the bindings run recently.
 pub struct Model {
+    /// The RLX device each binding is compiled for.
+    device: Device,
     symbolic: Graph,
     weights: Vec<(ParamSpec, HostTensor)>,
     /// Compiled bindings, most recently used last.
@@ -35,11 +37,20 @@ fn check_shapes(binding: &[(u32, usize)], want: &[Vec<usize>], inputs: &[HostTen
 }
 
 impl Model {
-    /// Read the symbolic graph and the `state_dict`-named weights from the
-    /// safetensors file at `weights`; a binding is compiled when first run.
+    /// [`Model::load_on`] the device [`default_device`] names (the CPU unless
+    /// `$RLX_TORCH_IMPORT_DEVICE` says `cuda`).
     pub fn load(weights: impl AsRef<Path>) -> Result<Self, String> {
+        Self::load_on(weights, default_device()?)
+    }
+
+    /// Read the symbolic graph and the `state_dict`-named weights from the safetensors file
+    /// at `weights`; a binding is compiled for `device` when first run. An error says when the
+    /// device is not in this build or not on this machine.
+    pub fn load_on(weights: impl AsRef<Path>, device: Device) -> Result<Self, String> {
         configure_threads();
+        prepare_device(device)?;
         Ok(Self {
+            device,
             symbolic: graph::symbolic()?,
             weights: weights::load(weights.as_ref(), PARAMS)?,
             compiled: Vec::new(),
@@ -109,7 +120,7 @@ impl Model {
             let graph = rlx_runtime::precompile::precompile_cleanup(graph, &options);
             let mut entry = Compiled {
                 binding,
-                graph: Session::new(Device::Cpu).compile_with(graph, &options),
+                graph: Session::new(self.device).compile_with(graph, &options),
                 inputs: dims_in,
                 outputs: dims_out,
             };

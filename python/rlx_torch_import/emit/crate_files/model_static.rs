@@ -1,13 +1,22 @@
-/// The model compiled for RLX's CPU backend, with its weights bound.
+/// The model compiled for an RLX device (the CPU, or CUDA with the `cuda` feature), with its
+/// weights bound.
 pub struct Model {
     graph: CompiledGraph,
 }
 
 impl Model {
-    /// Build the graph, compile it, and bind the `state_dict`-named weights
-    /// read from the safetensors file at `weights`.
+    /// [`Model::load_on`] the device [`default_device`] names (the CPU unless
+    /// `$RLX_TORCH_IMPORT_DEVICE` says `cuda`).
     pub fn load(weights: impl AsRef<Path>) -> Result<Self, String> {
+        Self::load_on(weights, default_device()?)
+    }
+
+    /// Build the graph, compile it for `device` (`Device::Cpu`, or `Device::Cuda` with the
+    /// `cuda` feature), and bind the `state_dict`-named weights read from the safetensors file
+    /// at `weights`. An error says when the device is not in this build or not on this machine.
+    pub fn load_on(weights: impl AsRef<Path>, device: Device) -> Result<Self, String> {
         configure_threads();
+        prepare_device(device)?;
         let tensors = weights::load(weights.as_ref(), PARAMS)?;
 @@LOAD@@
     }

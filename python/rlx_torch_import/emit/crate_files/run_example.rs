@@ -1,31 +1,42 @@
 //! Run the model on the reference inputs recorded at conversion time and
 //! compare each output with PyTorch's.
 //!
-//!     cargo run --release --example run -- [WEIGHTS] [--reference FILE] [--save FILE]
+//!     cargo run --release --example run -- [WEIGHTS] [--reference FILE] [--save FILE] [--device cpu|cuda]
 //!
-//! WEIGHTS defaults to `$RLX_WEIGHTS`, else `../bundle/weights.safetensors`.
+//! WEIGHTS defaults to `$RLX_WEIGHTS`, else `../bundle/weights.safetensors`. `--device cuda`
+//! needs the crate built with `--features cuda` (default: `$RLX_TORCH_IMPORT_DEVICE`, else cpu).
 //! `--save` writes the outputs to a safetensors file (`output.<name>` keys).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use @@LIB@@::{Model, OUTPUTS, check_reference, default_reference, default_weights, weights};
+use rlx_runtime::Device;
+
+use @@LIB@@::{Model, OUTPUTS, check_reference, default_device, default_reference, default_weights, weights};
 
 fn main() -> ExitCode {
     let mut weights_path = None;
     let mut reference = default_reference();
     let mut save = None;
+    let mut device = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--reference" => reference = args.next().map(PathBuf::from).unwrap_or(reference),
             "--save" => save = args.next().map(PathBuf::from),
+            "--device" => device = args.next(),
             _ => weights_path = Some(PathBuf::from(arg)),
         }
     }
     let weights_path = weights_path.unwrap_or_else(default_weights);
-    match run(&weights_path, &reference, save) {
+    let device = match device.as_deref() {
+        None => default_device(),
+        Some("cpu") => Ok(Device::Cpu),
+        Some("cuda") => Ok(Device::Cuda),
+        Some(other) => Err(format!("--device {other:?}: the devices are cpu and cuda")),
+    };
+    match device.and_then(|device| run(&weights_path, &reference, save, device)) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
@@ -35,8 +46,13 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(weights_path: &std::path::Path, reference: &std::path::Path, save: Option<PathBuf>) -> Result<bool, String> {
-    let mut model = Model::load(weights_path)?;
+fn run(
+    weights_path: &std::path::Path,
+    reference: &std::path::Path,
+    save: Option<PathBuf>,
+    device: Device,
+) -> Result<bool, String> {
+    let mut model = Model::load_on(weights_path, device)?;
     let (outputs, report) = check_reference(&mut model, reference)?;
     for parity in &report {
         println!("{parity}");
