@@ -47,3 +47,21 @@ def test_supported_op_table_is_generated_and_current() -> None:
     assert opsdoc.main(["--check", "--root", str(root)]) == 0, (
         "README.md / docs/supported-ops.md are stale: run `make docs`"
     )
+
+
+@pytest.mark.parametrize("which", ["ops", "defects"])
+def test_generated_tables_keep_every_row_in_its_columns(which: str) -> None:
+    """A `|` in a cell's text (`|x|`, `|sums|`) would split the cell: every row of the generated tables
+    has as many cell separators as its header."""
+    import re
+
+    text = opsdoc.table() if which == "ops" else opsdoc.defect_table()
+    header = None
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            header = None
+            continue
+        bars = len(re.findall(r"(?<!\\)\|", line))
+        if header is None:
+            header = bars
+        assert bars == header, line

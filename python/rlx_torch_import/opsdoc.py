@@ -25,9 +25,14 @@ def table() -> str:
         low = REGISTRY[target]
         doc = (low.fn.__doc__ or "").strip().splitlines()[0] if low.fn.__doc__ else ""
         limits = f"`{low.check.__name__}`" if low.check else ""
-        rows.append(f"| `{target}` | {low.family} | `{low.fn.__name__}` | {doc} | {limits} |")
+        rows.append(f"| `{target}` | {low.family} | `{low.fn.__name__}` | {_cell(doc)} | {limits} |")
     families = sorted({low.family for low in REGISTRY.values()})
     return f"{len(REGISTRY)} ATen overloads in {len(families)} families.\n\n" + "\n".join(rows) + "\n"
+
+
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell: a `|` inside it (`|sums|`) would end the cell."""
+    return text.replace("|", "\\|")
 
 
 def defect_table() -> str:
@@ -35,7 +40,7 @@ def defect_table() -> str:
     rows = ["| defect | what RLX does | seen on | workaround | probe |", "|---|---|---|---|---|"]
     for d in DEFECTS:
         workaround = d.workaround if not d.accepted else f"**accepted**: {d.workaround.removeprefix('accepted: ')}"
-        rows.append(f"| `{d.key}` | {d.what} | {d.seen} | {workaround} | `{d.probe.__name__}` |")
+        rows.append(f"| `{d.key}` | {_cell(d.what)} | {d.seen} | {_cell(workaround)} | `{d.probe.__name__}` |")
     return (
         "# RLX defects and their workarounds\n\n"
         "Generated from `python/rlx_torch_import/lower/defects.py` by `make docs`. Every workaround lives in\n"
@@ -57,7 +62,7 @@ def _cuda_rows() -> str:
 
     rows = ["| difference | what RLX's CUDA backend does | how rlx-torch-import handles it | probe |"]
     rows.append("|---|---|---|---|")
-    rows += [f"| `{d.key}` | {d.what} | {d.handling} | `{d.probe.__name__}` |" for d in CUDA_DEFECTS]
+    rows += [f"| `{d.key}` | {_cell(d.what)} | {_cell(d.handling)} | `{d.probe.__name__}` |" for d in CUDA_DEFECTS]
     return (
         "\n## CUDA backend\n\n"
         "Generated from `python/rlx_torch_import/lower/cuda_defects.py`. A bundle is one graph for every\n"
@@ -66,7 +71,8 @@ def _cuda_rows() -> str:
         "probe runs the raw op on the GPU: `rlx-torch-import defects --device cuda` (exit 7 without one). The\n"
         "static probe `scripts/probe_cuda_kernels.py` (no GPU) runs RLX's own CUDA legalization on all 934\n"
         "op-sample graphs: every op kind the lowering emits has a CUDA kernel or rewrite; 125 graphs are refused\n"
-        "for the rows below.\n\n" + "\n".join(rows) + "\n"
+        "for the rows below. Bool masks and narrow integers already cross the graph boundary as float32 (row\n"
+        "`boundary-narrow`), which the CUDA arena holds exactly.\n\n" + "\n".join(rows) + "\n"
     )
 
 

@@ -135,7 +135,7 @@ CUDA_DEFECTS: tuple[CudaDefect, ...] = (
     CudaDefect(
         "cuda-integers",
         "integer inputs, parameters and constants are widened to float32 on upload and read back with `as`, "
-        "so integers float32 does not hold exactly (|x| > 2**24, most of them) change",
+        "so integers float32 does not hold exactly (most of those past 2**24 in magnitude) change",
         "such an integer constant refuses the graph, such an input or parameter is refused when it is bound "
         "(`device::check_graph` / `check_value`), naming it; integers computed inside the graph past 2**24 are "
         "caught by parity (4 op-sample graphs hold such constants)",
@@ -144,15 +144,16 @@ CUDA_DEFECTS: tuple[CudaDefect, ...] = (
     CudaDefect(
         "cuda-tf32",
         "float32 GEMM runs in TF32 by default (cuBLASLt `CUBLAS_COMPUTE_32F_FAST_TF32`; 10-bit mantissa "
-        "products), outside the float32 budget on real models (1.6e-4 to 1.2e-3 measured on an H200)",
+        "products), outside the float32 budget on real models (1.6e-4 to 1.2e-3 on five models on an H200, "
+        "as reported in issue 14; not measured here yet)",
         "`RLX_CUDA_PARITY=1` for every CUDA compile unless the environment sets it: full float32 GEMM (RLX's "
         "own tiled kernel), FMA convolution restricted to GEMM algorithms (docs/design.md, decision ad)",
         _probe_tf32,
     ),
     CudaDefect(
         "cuda-attention-wmma",
-        "the fused Attention kernel switches to a tensor-core (WMMA, half-precision inputs) variant when "
-        "batch x heads x queries >= 12288 and head_dim <= 64",
+        "the fused Attention kernel switches to a tensor-core variant (WMMA; `attention_wmma.cu` casts Q, K, V and "
+        "the probabilities to half on load) when batch x heads x queries >= 12288 and head_dim <= 64",
         "`RLX_CUDA_ATTENTION=scalar` for every CUDA compile unless the environment sets it",
         _probe_attention,
     ),
