@@ -298,12 +298,7 @@ def build(
     _check_options(emit, 0, emit_style)
     device = check_device(device).name
     rlx_config.set_threads(threads)
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise InputError(
-            f"{directory}: {'not a directory' if directory.exists() else 'no such directory'}",
-            hint="build takes a conversion directory (torch-ir.json, weights.safetensors)",
-        )
+    directory = _conversion_dir(directory, "build", (torchir.FILENAME, torchir.WEIGHTS))
     prog = Progress(progress)
     with staged(directory / "bundle") as stage:
         report = _lower_and_verify(
@@ -335,12 +330,7 @@ def verify(
     bundle (`devices.check_device`)."""
     device = check_device(device).name
     rlx_config.set_threads(threads)
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise InputError(
-            f"{directory}: {'not a directory' if directory.exists() else 'no such directory'}",
-            hint="verify takes a conversion directory (torch-ir.json, reference.safetensors, bundle/)",
-        )
+    directory = _conversion_dir(directory, "verify", (torchir.FILENAME, torchir.REFERENCE, "bundle"))
     for needed in (torchir.FILENAME, torchir.REFERENCE, "bundle"):
         if not (directory / needed).exists():
             raise InputError(
@@ -358,6 +348,17 @@ def verify(
     report.timings_s = dict(prog.timings)
     _write_reports(report, directory, stem=f"report-{device}")
     return report
+
+
+def _conversion_dir(directory: str | os.PathLike[str], command: str, holds: Sequence[str]) -> Path:
+    """`directory` as a Path, or InputError when it is not a directory (`command` takes one holding `holds`)."""
+    path = Path(directory)
+    if not path.is_dir():
+        raise InputError(
+            f"{path}: {'not a directory' if path.exists() else 'no such directory'}",
+            hint=f"{command} takes a conversion directory ({', '.join(holds)})",
+        )
+    return path
 
 
 def _lower_and_verify(

@@ -181,12 +181,16 @@ def _add_verify_args(p: argparse.ArgumentParser) -> None:
         help="check parity against PyTorch (the default; this is its explicit form)",
     )
     group.add_argument("--no-verify", dest="verify", action="store_false", help="skip the parity check against PyTorch")
+    _add_per_node_arg(p)
+
+
+def _add_per_node_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-per-node",
         dest="per_node",
         action="store_false",
         help="skip per-node parity (each node's value against PyTorch's, cumulative and reference-fed; "
-        "report.md/report.html's per-node table and first divergence)",
+        "the report's per-node table and first divergence)",
     )
 
 
@@ -243,12 +247,7 @@ def _verify_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "directory", metavar="OUT", help="a conversion directory (torch-ir.json, reference.safetensors, bundle/)"
     )
-    p.add_argument(
-        "--no-per-node",
-        dest="per_node",
-        action="store_false",
-        help="skip per-node parity (each node's value against PyTorch's, cumulative and reference-fed)",
-    )
+    _add_per_node_arg(p)
     _add_device_arg(p, "runs the bundle on")
     _add_threads_arg(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
