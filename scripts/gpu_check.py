@@ -3,7 +3,7 @@
 For each conversion directory under MODELS (scripts/gpu_models.py made them and verified them on
 the CPU):
 
-1. parity on the device: `rlx_torch_import.verify(dir, device=...)`, the same budgets and report as
+1. parity on the device: `rlx_torch_import.reverify(dir, device=...)`, the same budgets and report as
    on the CPU (report-<device>.md beside the bundle), one line per model;
 2. median latency of the bundle (reference inputs, after warm-up) on the device and on the CPU;
 3. with `--tf32` (default on for cuda): the same bundle under RLX's default CUDA math (TF32 GEMM and
@@ -160,7 +160,7 @@ def main() -> int:
         name = directory.name
         say(f"{name}: verifying on {args.device}")
         try:
-            report = rti.verify(directory, device=args.device, per_node=True)
+            report = rti.reverify(directory, device=args.device, per_node=True)
         except rti.RtiError as e:
             say(f"PARITY {name}: ERROR (exit {e.exit_code}) {e.message}")
             failed.append(name)

@@ -106,7 +106,7 @@ def test_api_entry_points_raise_device_error_before_any_work(converted: Path, tm
     with pytest.raises(DeviceError, match=MISSING):
         rti.build(converted, device="cuda")
     with pytest.raises(DeviceError, match=MISSING):
-        rti.verify(converted, device="cuda")
+        rti.reverify(converted, device="cuda")
     assert (converted / "bundle" / "model.hir.json").stat().st_mtime_ns == before  # the bundle is untouched
     assert not (converted / "report-cuda.json").exists()
 
@@ -149,7 +149,7 @@ def test_cli_unknown_device_is_a_usage_error(converted: Path) -> None:
 
 def test_verify_reverifies_the_bundle_as_it_is(converted: Path) -> None:
     hir = (converted / "bundle" / "model.hir.json").read_bytes()
-    report = rti.verify(converted, device="cpu")
+    report = rti.reverify(converted, device="cpu")
     assert report.verified and report.ok and report.device == "cpu", report.summary()
     assert [o.name for o in report.outputs] == ["output"]
     assert report.nodes  # per-node parity by default
@@ -219,6 +219,65 @@ def test_cuda_refuses_integer_constants_float32_cannot_hold(tmp_path: Path) -> N
     assert _core.cuda_refusal(_hir(AddSmall(), (torch.tensor([1, 2]),), tmp_path / "small")) is None
 
 
+def test_crate_carries_the_cuda_refusal_of_its_graph(tmp_path: Path) -> None:
+    """A float64 model's crate refuses Device::Cuda with the core's message (found at conversion), a
+    float32 model's does not refuse it."""
+    from rlx_torch_import.emit.rust_names import rust_str
+
+    torch.manual_seed(0)
+    for dtype, name in ((torch.float64, "f64"), (torch.float32, "f32")):
+        out = tmp_path / name
+        rti.from_torch(Small(dtype).eval(), (torch.randn(3, 8, dtype=dtype),), out, emit="crate", verify=False)
+        (crate,) = out.glob("rlx-*")
+        lib = " ".join((crate / "src" / "lib.rs").read_text().split())  # rustfmt may wrap the constant
+        refusal = _core.cuda_refusal((out / "bundle" / "model.hir.json").read_text())
+        if dtype == torch.float64:
+            assert refusal and f"pub const CUDA_REFUSAL: Option<&str> = Some( {rust_str(refusal)}, );" in lib
+        else:
+            assert refusal is None and "pub const CUDA_REFUSAL: Option<&str> = None;" in lib
+
+
+def test_api_takes_torch_devices_and_gpu_0(converted: Path) -> None:
+    from rlx_torch_import.devices import device_name
+
+    assert device_name(torch.device("cpu")) == "cpu" and device_name("cuda:0") == "cuda"
+    assert device_name(torch.device("cuda", 0)) == "cuda"
+    with pytest.raises(InputError, match="GPU 0 only"):
+        device_name("cuda:1")
+    assert BundleModel(converted / "bundle", device=torch.device("cpu")).device == "cpu"
+
+
+@no_gpu
+def test_without_verify_the_device_is_not_needed(tmp_path: Path) -> None:
+    """--no-verify runs nothing on the device: only its name is checked, and the report names none."""
+    report = rti.from_torch(Small().eval(), (torch.randn(3, 8),), tmp_path / "o", device="cuda", verify=False)
+    assert not report.verified and report.device == "" and "device" not in report.markdown().split("\n")[2]
+    with pytest.raises(InputError, match="device must be one of"):
+        rti.from_torch(Small().eval(), (torch.randn(3, 8),), tmp_path / "p", device="tpu", verify=False)
+
+
+def test_build_drops_reports_of_the_bundle_it_replaces(converted: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(converted, copy)
+    rti.reverify(copy, per_node=False)
+    assert (copy / "report-cpu.md").is_file()
+    rti.build(copy, per_node=False)
+    assert not list(copy.glob("report-*")) and (copy / "report.md").is_file()
+
+
+def test_reverify_refuses_another_conversions_bundle(converted: Path, tmp_path: Path) -> None:
+    from rlx_torch_import.errors import BundleError
+
+    other = tmp_path / "other"
+    rti.from_torch(nn.Linear(5, 2).eval(), (torch.randn(2, 5),), other, verify=False)
+    mixed = tmp_path / "mixed"
+    shutil.copytree(converted, mixed)
+    shutil.rmtree(mixed / "bundle")
+    shutil.copytree(other / "bundle", mixed / "bundle")
+    with pytest.raises(BundleError, match="not this conversion's bundle"):
+        rti.reverify(mixed)
+
+
 def test_parity_report_names_the_device(converted: Path) -> None:
     report = rti.ParityReport(name="m", ok=True, verified=True, out_dir="o", device="cuda: NVIDIA H200",
                               device_settings=["RLX_CUDA_PARITY=1", "RLX_CUDA_ATTENTION=scalar"])  # fmt: skip
@@ -252,7 +311,10 @@ def test_crate_cuda_feature_compiles_and_says_what_is_missing(tmp_path: Path) ->
     assert lint.returncode == 0, lint.stderr
     ran = cargo("run", "--release", "--quiet", "--features", "cuda", "--example", "run")
     assert ran.returncode == 0 and "output: ok" in ran.stdout, ran.stdout + ran.stderr
+    assert ran.stdout.startswith("device: Cpu\n"), ran.stdout
     gpu = cargo("run", "--release", "--quiet", "--features", "cuda", "--example", "run", "--", "--device", "cuda")
-    assert gpu.returncode == 2 and "device cuda is not available on this machine" in gpu.stderr, gpu.stderr
+    assert gpu.returncode == 7 and "device cuda is not available on this machine" in gpu.stderr, gpu.stderr
     plain = cargo("run", "--release", "--quiet", "--example", "run", "--", "--device", "cuda")
-    assert plain.returncode == 2 and "device cuda is not in this build" in plain.stderr, plain.stderr
+    assert plain.returncode == 7 and "device cuda is not in this build" in plain.stderr, plain.stderr
+    bad = cargo("run", "--release", "--quiet", "--example", "run", "--", "--device")
+    assert bad.returncode == 2 and "the devices are cpu and cuda" in bad.stderr, bad.stderr

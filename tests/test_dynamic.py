@@ -71,7 +71,7 @@ def test_a_failing_sweep_point_is_named(tmp_path: Path) -> None:
     safetensors_io.write(path, ref)
     report = rti.build(tmp_path / "o")
     assert not report.ok and [r.ok for r in report.sweep] == [True, True, False, True]
-    assert "BAD batch=max-1 (7) {'batch': 7}: output:" in report.summary()
+    assert "BAD batch=max-1 (7) (batch=7): output:" in report.summary()
     assert "| batch=max-1 (7) | batch=7 | FAIL |" in (tmp_path / "o/report.md").read_text()
     assert "batch" in repr(BundleModel(tmp_path / "o/bundle"))
 

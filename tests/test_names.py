@@ -275,11 +275,12 @@ def check_crate_text(crate: Path, model_name: str) -> None:
     injected placeholder."""
     toml = (crate / "Cargo.toml").read_text(encoding="utf-8")
     tables = re.findall(r"^\s*\[+([^\]]*)\]+", toml, flags=re.M)
-    assert tables == ["package", "dependencies", "profile.release"], "a name cannot add TOML tables"
+    assert tables == ["package", "features", "dependencies", "profile.release"], "a name cannot add TOML tables"
     assert re.findall(r'^name = "(.*)"$', toml, flags=re.M) == [crate.name]
     if tomllib is not None:
         manifest = tomllib.loads(toml)
-        assert manifest["package"]["name"] == crate.name and set(manifest) == {"package", "dependencies", "profile"}
+        assert manifest["package"]["name"] == crate.name
+        assert set(manifest) == {"package", "features", "dependencies", "profile"}
     lib = (crate / "src/lib.rs").read_text(encoding="utf-8")
     (literal,) = re.findall(r'^pub const NAME: &str = (".*");$', lib, flags=re.M)
     assert unrust(literal) == model_name
@@ -291,7 +292,7 @@ def check_crate_text(crate: Path, model_name: str) -> None:
             assert not re.search(r"@@[A-Z_]+@@", text.replace("@@LOAD@@", "").replace("@@NAME@@", "")), path
     readme = (crate / "README.md").read_text(encoding="utf-8")
     assert readme.splitlines()[0] == f"# {crate.name}", "the title is the package name, whole"
-    assert readme.count("## ") == 3, "a name cannot add Markdown sections"
+    assert readme.count("## ") == 4, "a name cannot add Markdown sections (Layout, Build, GPU, Speed)"
     for rel in ("src/lib.rs", "src/graph.rs"):  # a name can only ever be in comments or literals
         code = [line for line in (crate / rel).read_text(encoding="utf-8").splitlines()]
         assert not any(line.lstrip().startswith(("fn evil", "}@@", "`ü`")) for line in code), rel

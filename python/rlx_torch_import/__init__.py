@@ -8,7 +8,7 @@ rlx_config.prepare_process()  # before the Rust core (and OpenBLAS with it) load
 
 # ruff: noqa: E402
 
-from .api import build, from_torch, verify
+from .api import build, from_torch, reverify
 from .errors import (
     BundleError,
     DeviceError,
@@ -44,6 +44,6 @@ __all__ = [
     "__version__",
     "build",
     "from_torch",
+    "reverify",
     "run_bundle",
-    "verify",
 ]

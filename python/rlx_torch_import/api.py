@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import _core, rlx_config, safetensors_io, torchir
-from .devices import check_device
+from .devices import DEVICES, check_device, device_name
 from .emit.bundle import META, write_bundle
 from .emit.crate import STYLES, check_style, crate_names, write_crate
 from .errors import BundleError, ExportError, InputError, RtiError, UnsupportedOpsError
@@ -114,6 +114,9 @@ def from_torch(
     torch's decomposition table (up to `max_decompose_rounds` rounds) first.
     `threads` sizes RLX's thread pool for verification (default: every available
     core; process-wide, see `rlx_config.set_threads`).
+    `device` is where verification runs: "cpu" or "cuda" (RLX's CUDA backend, strict float32;
+    README "GPU"); DeviceError (exit 7) before anything runs when this build or machine lacks it.
+    Without `verify` nothing runs on it and only the name is checked.
     `dynamic_shapes` is torch.export's (a dict keyed by `forward`'s argument names or
     by graph input names such as `args_0`, or a tuple; `Dim`, `Dim.AUTO`,
     `Dim.DYNAMIC`). With dynamic dims the bundle runs at every size in their ranges,
@@ -145,7 +148,8 @@ def from_torch(
     timeout = check_timeout(timeout)
     emit = emit_targets(emit)
     _check_options(emit, max_decompose_rounds, emit_style)
-    device = check_device(device).name  # before anything runs: DeviceError names what is missing
+    # before anything runs: DeviceError names what is missing (without verify nothing runs on the device)
+    device = check_device(device).name if verify else device_name(device)
     rlx_config.set_threads(threads)
     given = model_inputs(model, example_inputs, kwargs)
     pristine = given.cloned()  # the reference inputs: as given, before any run could write them
@@ -296,7 +300,7 @@ def build(
     "cuda"; RLX's pool sized `threads`)."""
     emit = emit_targets(emit)
     _check_options(emit, 0, emit_style)
-    device = check_device(device).name
+    device = check_device(device).name if verify else device_name(device)
     rlx_config.set_threads(threads)
     directory = _conversion_dir(directory, "build", (torchir.FILENAME, torchir.WEIGHTS))
     prog = Progress(progress)
@@ -308,10 +312,13 @@ def build(
         if verify and per_node:
             add_node_parity(report, directory, prog, device=device)
     _write_reports(report, directory)
+    for stale in directory.glob("report-*.*"):  # `reverify`'s reports describe the bundle just replaced
+        if stale.suffix in (".json", ".md", ".html") and stale.stem.removeprefix("report-") in DEVICES:
+            stale.unlink()
     return report
 
 
-def verify(
+def reverify(
     directory: str | os.PathLike[str],
     *,
     device: str = "cpu",
@@ -325,22 +332,28 @@ def verify(
     and report as the conversion (`report.device` says where it ran). Writes
     `directory/report-<device>.json`, `.md` and `.html`; with `per_node`, per-node parity too.
 
-    Raises InputError when `directory` is no conversion directory, BundleError when its files
-    disagree with torch-ir, DeviceError (exit 7) when `device` is missing or cannot run the
-    bundle (`devices.check_device`)."""
+    Raises InputError when `directory` is no conversion directory or lacks a file, BundleError
+    when its files disagree with torch-ir (a bundle from another conversion included), DeviceError
+    (exit 7) when `device` is missing or cannot run the bundle (`devices.check_device`)."""
     device = check_device(device).name
     rlx_config.set_threads(threads)
     directory = _conversion_dir(directory, "verify", (torchir.FILENAME, torchir.REFERENCE, "bundle"))
-    for needed in (torchir.FILENAME, torchir.REFERENCE, "bundle"):
+    missing = {
+        "bundle": "there is no bundle to verify",
+        torchir.FILENAME: "the bundle's inputs and outputs cannot be matched with PyTorch's",
+        torchir.REFERENCE: "there are no PyTorch values to verify against",
+    }
+    for needed, why in missing.items():
         if not (directory / needed).exists():
             raise InputError(
-                f"{directory}: {needed} is missing, so there is nothing to verify against",
+                f"{directory}: {needed} is missing, so {why}",
                 hint="verify takes the OUT directory of a conversion (`rlx-torch-import MODEL.py -o OUT`)",
             )
     prog = Progress(progress)
     with prog.phase("read"):
         ir = torchir.load(directory)
         check_reference(ir, directory / torchir.REFERENCE)
+        _check_bundle_matches(ir, directory / "bundle")
     report = _new_report(ir, directory, device, _bundle_histogram(directory / "bundle"))
     _verify_bundle(report, ir, directory, directory / "bundle", prog, device)
     if per_node:
@@ -348,6 +361,30 @@ def verify(
     report.timings_s = dict(prog.timings)
     _write_reports(report, directory, stem=f"report-{device}")
     return report
+
+
+def _check_bundle_matches(ir: torchir.TorchIR, bundle: Path) -> None:
+    """BundleError unless the bundle's meta.json declares torch-ir's inputs and outputs (names, dtypes
+    and, for a static program, shapes, in order): a bundle from another conversion would otherwise
+    fail as if the inputs were wrong."""
+    from .bundle_meta import read_meta
+
+    def seen(name: str, dtype: str, shape: Sequence[Any]) -> tuple[str, str, list[Any]]:
+        return name, dtype, [] if ir.is_dynamic else [int(d) for d in shape]
+
+    meta = read_meta(bundle / META)
+    for what, declared, expected in (
+        ("inputs", meta["inputs"], [seen(s.name, s.dtype, s.shape) for s in ir.inputs]),
+        ("outputs", meta["outputs"], [seen(s.name, s.dtype, s.shape) for s in ir.outputs]),
+    ):
+        found = [seen(spec["name"], spec["dtype"], spec["shape"]) for spec in declared]
+        if found != expected:
+            show = lambda specs: ", ".join(f"{n}: {d}{s}" for n, d, s in specs) or "none"  # noqa: E731
+            raise BundleError(
+                f"{bundle}: not this conversion's bundle: its meta.json {what} are ({show(found)}), "
+                f"torch-ir.json's are ({show(expected)})",
+                hint="convert again, or `rlx-torch-import build OUT` to write the bundle from torch-ir.json",
+            )
 
 
 def _conversion_dir(directory: str | os.PathLike[str], command: str, holds: Sequence[str]) -> Path:
@@ -407,7 +444,7 @@ def _lower_and_verify(
             package = crate_names(program.name).package
             with staged(bundle_dir.parent / package) as crate_dir:
                 write_crate(program, ir, src / torchir.REFERENCE, crate_dir, crate, rlxmodel)
-    report = _new_report(ir, out_dir, device, program.op_histogram(), program.aten_histogram())
+    report = _new_report(ir, out_dir, device if verify else None, program.op_histogram(), program.aten_histogram())
     report.notes += file_notes
     ref_path = src / torchir.REFERENCE
     if verify and ref_path.is_file():
@@ -419,16 +456,18 @@ def _lower_and_verify(
 
 
 def _new_report(
-    ir: torchir.TorchIR, out_dir: Path, device: str, ops: dict[str, int], aten: dict[str, int] | None = None
+    ir: torchir.TorchIR, out_dir: Path, device: str | None, ops: dict[str, int], aten: dict[str, int] | None = None
 ) -> ParityReport:
-    """An unverified report of the conversion of `ir` in `out_dir` for `device`."""
+    """An unverified report of the conversion of `ir` in `out_dir` that will be verified on `device`
+    (None: it will not be, and the report names no device)."""
+    info = check_device(device) if device is not None else None
     return ParityReport(
         name=ir.name,
         ok=True,
         verified=False,
         out_dir=str(out_dir),
-        device=check_device(device).description,
-        device_settings=list(check_device(device).settings),
+        device=info.description if info else "",
+        device_settings=list(info.settings) if info else [],
         op_histogram=ops,
         aten_histogram=aten if aten is not None else dict(Counter(n.target for n in ir.nodes)),
         decomposition=ir.decomposition,

@@ -29,6 +29,13 @@ EXIT_CODES = (
     "exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 4 torch.export failed, "
     "5 internal error, 6 timed out (--timeout), 7 device missing or unable to run the model (--device)"
 )
+_DEVICE_EXIT = "7 device missing or unable to run the bundle (--device)"
+BUILD_EXIT_CODES = (
+    "exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 5 internal error, " + _DEVICE_EXIT
+)
+VERIFY_EXIT_CODES = "exit codes: 0 every output passed, 1 parity failed, 2 bad input, 5 internal error, " + _DEVICE_EXIT
+RUN_EXIT_CODES = "exit codes: 0 ran, 2 bad input (bundle, inputs file, sizes), 5 internal error, " + _DEVICE_EXIT
+DEFECTS_EXIT_CODES = "exit codes: 0 every defect is still there, 1 one is gone (its workaround can go), " + _DEVICE_EXIT
 
 
 def _add_device_arg(p: argparse.ArgumentParser, what: str = "verifies the bundle on") -> None:
@@ -49,6 +56,7 @@ def _convert_parser() -> argparse.ArgumentParser:
         description="Convert a PyTorch model to an RLX bundle and verify it against PyTorch. "
         "Also: `rlx-torch-import build DIR` re-lowers an existing torch-ir directory; "
         "`rlx-torch-import verify OUT [--device cuda]` verifies a conversion's bundle again; "
+        "`rlx-torch-import diagnose OUT` finds the first node that diverges; "
         "`rlx-torch-import run BUNDLE --inputs FILE` runs a bundle; "
         "`rlx-torch-import coverage` verifies Core ATen ops on PyTorch's OpInfo samples; "
         "`rlx-torch-import defects` probes the installed RLX for the defects the lowering works around.",
@@ -194,13 +202,12 @@ def _add_per_node_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_threads_arg(p: argparse.ArgumentParser) -> None:
+def _add_threads_arg(p: argparse.ArgumentParser, what: str = "verification") -> None:
     p.add_argument(
         "--threads",
         type=int,
         metavar="N",
-        help="threads RLX runs verification on (default: every core available to the process; "
-        "RLX_WORKERS sets the same)",
+        help=f"threads RLX runs {what} on (default: every core available to the process; RLX_WORKERS sets the same)",
     )
 
 
@@ -224,7 +231,9 @@ def _add_emit_args(p: argparse.ArgumentParser) -> None:
 
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="rlx-torch-import build", description="Lower an existing torch-ir directory into DIR/bundle again."
+        prog="rlx-torch-import build",
+        description="Lower an existing torch-ir directory into DIR/bundle again, and verify it.",
+        epilog=BUILD_EXIT_CODES,
     )
     p.add_argument("directory", metavar="DIR", help="a directory with torch-ir.json and weights.safetensors")
     _add_verify_args(p)
@@ -242,7 +251,7 @@ def _verify_parser() -> argparse.ArgumentParser:
         "reference.safetensors (the example, sweep points and input sets), with the same budgets and report; "
         "--device cuda re-verifies a CPU-verified bundle on the GPU. Writes OUT/report-<device>.json/.md/.html. "
         "Exit 0: every output passed; 1: parity failed.",
-        epilog=EXIT_CODES,
+        epilog=VERIFY_EXIT_CODES,
     )
     p.add_argument(
         "directory", metavar="OUT", help="a conversion directory (torch-ir.json, reference.safetensors, bundle/)"
@@ -258,6 +267,7 @@ def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rlx-torch-import run",
         description="Run a bundle on RLX with inputs from a file (a dynamic bundle: at any sizes in range).",
+        epilog=RUN_EXIT_CODES,
     )
     p.add_argument("bundle", metavar="BUNDLE", help="a bundle directory (OUT/bundle)")
     p.add_argument(
@@ -268,7 +278,7 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--save", metavar="FILE", help="write the outputs to this .safetensors file (output.<name> keys)")
     _add_device_arg(p, "runs the bundle on")
-    _add_threads_arg(p)
+    _add_threads_arg(p, "the bundle")
     return p
 
 
@@ -281,6 +291,9 @@ def _run_bundle(argv: Sequence[str]) -> int:
     from .runtime import BundleModel
 
     args = _run_parser().parse_args(argv)
+    from .devices import check_device
+
+    check_device(args.device)  # first, as every command does: DeviceError (exit 7) names what is missing
     save = Path(args.save) if args.save else None
     if save is not None and (save.is_dir() or not save.parent.is_dir()):
         what = "is a directory" if save.is_dir() else f"is in {save.parent}, which is no directory"
@@ -345,7 +358,7 @@ def _defects_parser() -> argparse.ArgumentParser:
         description="Probe the installed RLX for the defects the lowering works around (docs/rlx-defects.md); "
         "--device cuda probes how RLX's CUDA backend differs from its CPU backend (needs a GPU). "
         "Exit 0: every defect is still there; 1: one is gone (its workaround can go).",
-        epilog=EXIT_CODES,
+        epilog=DEFECTS_EXIT_CODES,
     )
     _add_device_arg(p, "probes")
     return p
@@ -441,9 +454,12 @@ def _run(argv: Sequence[str]) -> int:
         )
     elif argv and argv[0] == "verify":
         args = _verify_parser().parse_args(argv[1:])
-        report = api.verify(
+        report = api.reverify(
             args.directory, device=args.device, per_node=args.per_node, progress=not args.quiet, threads=args.threads
         )
+        print(report.summary())
+        print(f"report: {Path(args.directory) / f'report-{args.device}.md'}")
+        return ExitCode.OK if report.ok else ExitCode.PARITY_FAILED
     else:
         args = _convert_parser().parse_args(argv)
         report = _convert(args)

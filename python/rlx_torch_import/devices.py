@@ -1,8 +1,9 @@
 """The RLX devices a bundle compiles and runs on, and whether this build and machine have them.
 
 - `cpu`: RLX's CPU backend, always there.
-- `cuda`: RLX's CUDA backend (`rlx-cuda`: cudarc, cuBLAS, NVRTC). The Rust core has it when
-  built with its `cuda` cargo feature (`RTI_CUDA=1 make setup`; README "GPU"); it needs the
+- `cuda`: RLX's CUDA backend (`rlx-cuda`: cudarc, cuBLAS, NVRTC) on GPU 0. The Rust core has it
+  when built with its `cuda` cargo feature (the default; `RTI_CUDA=0 make setup` builds without
+  it; README "GPU"); it needs the
   NVIDIA driver's `libcuda` where it runs, and no CUDA toolkit. Float32 math there is strict
   (`RLX_CUDA_PARITY=1`: no TF32 in GEMM or convolution; `RLX_CUDA_ATTENTION=scalar`: no
   half-precision tensor-core attention) unless the environment sets those variables, so the
@@ -38,14 +39,30 @@ class DeviceInfo:
 _found: dict[str, DeviceInfo] = {}
 
 
+def device_name(device: object) -> str:
+    """`device` as one of DEVICES: "cpu", "cuda", "cuda:0", or a `torch.device` of those. Raises
+    InputError (exit 2) for anything else, naming what is accepted (RLX's CUDA backend opens GPU 0;
+    pick another GPU with CUDA_VISIBLE_DEVICES)."""
+    text = str(device) if type(device).__name__ == "device" and hasattr(device, "type") else device
+    if text == "cuda:0":
+        text = "cuda"
+    if isinstance(text, str) and text.startswith("cuda:"):
+        raise InputError(
+            f"device {text!r}: RLX's CUDA backend runs on GPU 0 only",
+            hint="choose the GPU with CUDA_VISIBLE_DEVICES and pass device='cuda'",
+        )
+    if not isinstance(text, str) or text not in DEVICES:
+        raise InputError(f"device must be one of {', '.join(map(repr, DEVICES))}, got {short(device)}")
+    return text
+
+
 def check_device(device: object) -> DeviceInfo:
-    """`device` ("cpu" or "cuda") checked against this build and machine; the driver is loaded
-    once per process, on the first check of "cuda".
+    """`device` (`device_name`'s forms) checked against this build and machine; the driver is
+    loaded once per process, on the first check of "cuda".
 
     Raises InputError (exit 2) for anything but a device name, DeviceError (exit 7) saying
     whether the core was built without CUDA or the machine has no NVIDIA driver or GPU."""
-    if not isinstance(device, str) or device not in DEVICES:
-        raise InputError(f"device must be one of {', '.join(map(repr, DEVICES))}, got {short(device)}")
+    device = device_name(device)
     if device not in _found:
         try:
             description, settings = _core.device_info(device)

@@ -64,7 +64,9 @@ class BundleModel:
             raise BundleError(f"{self.path}: {'not a directory' if self.path.exists() else 'no such directory'}")
         for f in (HIR, WEIGHTS, META):
             if not (self.path / f).exists():
-                raise BundleError(f"{self.path}: not a complete bundle ({f} is missing)")
+                inner = self.path / "bundle"
+                hint = f"this is a conversion directory; its bundle is {inner}" if (inner / HIR).exists() else None
+                raise BundleError(f"{self.path}: not a complete bundle ({f} is missing)", hint=hint)
             regular_file(self.path / f, BundleError)
         self.meta = read_meta(self.path / META)
         # Every weight checked against meta.json's params before anything is bound.

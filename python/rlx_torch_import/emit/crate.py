@@ -370,8 +370,12 @@ def _lib_rs(program: Program, ir: TorchIR, style: str) -> str:
         model = fill(_template("model_dynamic.rs"), {}, "model_dynamic.rs")
     else:
         model = fill(_template("model_static.rs"), {"LOAD": _LOAD[style]}, "model_static.rs")
+    # The core's CUDA check of this graph (float64, integer constants float32 cannot hold), made now
+    # so the crate refuses `Device::Cuda` with the same message `--device cuda` gives.
+    refusal = _core.cuda_refusal(_core.program_to_hir_json(program.to_core_json()))
     values = {
         "HEADER": _doc(header, "//!"),
+        "CUDA_REFUSAL": f"Some({rust_str(refusal)})" if refusal else "None",
         "MODS": "pub mod flow;\n" if style == "flow" else "",
         "IMPORTS": _DYNAMIC_IMPORTS if ir.is_dynamic else _IMPORTS[style],
         "NAME": rust_str(program.name),

@@ -479,8 +479,8 @@ class ParityReport:
     auto_decomposed_ops: list[str] = field(default_factory=list)
     rlx_version: str = ""
     torch_version: str = ""
-    # Where RLX ran (`devices.DeviceInfo.description`: "cpu", "cuda: NVIDIA H200") and the RLX
-    # settings in effect for that device (CUDA: the strict float32 settings, docs/design.md ad).
+    # Where RLX ran (`devices.DeviceInfo.description`: "cpu", "cuda: NVIDIA H200"; "" when nothing
+    # was verified) and the RLX settings in effect for it (CUDA: strict float32, docs/design.md ad).
     device: str = "cpu"
     device_settings: list[str] = field(default_factory=list)
     # Dynamic programs: symbol label -> [min, max] (max None: unbounded), and one row per sweep point.
@@ -518,7 +518,7 @@ class ParityReport:
         head = "PASS" if self.ok else "FAIL"
         if not self.verified:
             head = "NOT VERIFIED"
-        on = "" if self.device == "cpu" else f" on {_short(self.device)}"
+        on = f" on {_short(self.device)}" if self.device else ""
         lines = [f"{head} {_short(self.name)} ({self.decomposition}){on} -> {self.out_dir}"]
         if self.auto_decomposed_ops:
             lines.append(f"  auto-decomposed: {', '.join(self.auto_decomposed_ops)}")
@@ -536,13 +536,20 @@ class ParityReport:
                 f"  sweep over {', '.join(self.symbols)}: {len(self.sweep) - len(bad)}/{len(self.sweep)} points pass"
             )
             for r in bad:
-                lines.append(f"  BAD {r.label} {r.binding}: {r.failures()}")
+                at = ", ".join(f"{k}={v}" for k, v in r.binding.items())
+                lines.append(f"  BAD {r.label} ({at}): {r.failures()}")
+        if self.input_sets:
+            passed = sum(r.ok for r in self.input_sets)
+            lines.append(f"  input sets: {passed}/{len(self.input_sets)} pass")
         lines += [f"  BAD input set {r.label}: {r.failures()}" for r in self.input_sets if not r.ok]
         return "\n".join(lines)
 
-    def _settings_text(self) -> str:
-        """` with RLX_CUDA_PARITY=1, ...` when the device ran with settings of its own, else ``."""
-        return f" with {', '.join(map(_md, self.device_settings))}" if self.device_settings else ""
+    def _device_text(self) -> str:
+        """`, device cuda: NVIDIA H200 with RLX_CUDA_PARITY=1, ...` (nothing when nothing ran)."""
+        if not self.device:
+            return ""
+        settings = f" with {', '.join(map(_md, self.device_settings))}" if self.device_settings else ""
+        return f", device {_md(self.device)}{settings}"
 
     def markdown(self) -> str:
         rows = "\n".join(
@@ -554,8 +561,8 @@ class ParityReport:
         return (
             f"# Parity report: {_md(self.name)}\n\n"
             f"Verdict: **{'not verified' if not self.verified else 'PASS' if self.ok else 'FAIL'}** "
-            f"(decomposition `{self.decomposition}`, torch {self.torch_version}, RLX {self.rlx_version}, "
-            f"device {_md(self.device)}{self._settings_text()})\n\n"
+            f"(decomposition `{self.decomposition}`, torch {self.torch_version}, RLX {self.rlx_version}"
+            f"{self._device_text()})\n\n"
             + (f"Auto-decomposed: {', '.join(self.auto_decomposed_ops)}\n\n" if self.auto_decomposed_ops else "")
             + "".join(f"- {n}\n" for n in self.notes)
             + ("\n" if self.notes else "")

@@ -346,7 +346,8 @@ def report_html(report: ParityReport) -> str:
     head = (
         f'<p class="verdict">Verdict: <span class="{cls}">{verdict}</span></p>\n'
         f"<p>Decomposition <code>{escape(report.decomposition)}</code>, torch {escape(report.torch_version)}, "
-        f"RLX {escape(report.rlx_version)} on {escape(' '.join([report.device, *report.device_settings]))}; "
+        f"RLX {escape(report.rlx_version)}"
+        f"{' on ' + escape(' '.join([report.device, *report.device_settings])) if report.device else ''}; "
         f"written to <code>{escape(report.out_dir)}</code>.</p>\n"
         + (f"<p>Timings: {escape(timings)}.</p>\n" if timings else "")
         + (

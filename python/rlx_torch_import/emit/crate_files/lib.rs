@@ -44,6 +44,11 @@ pub fn compile_options() -> CompileOptions {
     }
 }
 
+/// Why this model cannot run on RLX's CUDA backend within rlx-torch-import's budgets (its CUDA
+/// arena stores every value as float32: float64 values, integer constants float32 does not hold),
+/// found at conversion; `None` when it can.
+pub const CUDA_REFUSAL: Option<&str> = @@CUDA_REFUSAL@@;
+
 /// The RLX device [`Model::load`] compiles for: `$RLX_TORCH_IMPORT_DEVICE` (`cpu` or `cuda`),
 /// else the CPU.
 pub fn default_device() -> Result<Device, String> {
@@ -54,13 +59,14 @@ pub fn default_device() -> Result<Device, String> {
     }
 }
 
-/// Check that `device` is in this build and on this machine. On CUDA, float32 math is made
-/// strict as rlx-torch-import verifies it (no TF32 in GEMM or convolution, no half-precision
-/// attention), unless the environment sets `RLX_CUDA_PARITY` / `RLX_CUDA_ATTENTION` itself.
-fn prepare_device(device: Device) -> Result<(), String> {
+/// Check that `device` is in this build and on this machine, and can run this model
+/// ([`CUDA_REFUSAL`]). On CUDA, float32 math is made strict as rlx-torch-import verifies it (no
+/// TF32 in GEMM or convolution, no half-precision attention), unless the environment sets
+/// `RLX_CUDA_PARITY` / `RLX_CUDA_ATTENTION` itself.
+pub fn check_device(device: Device) -> Result<(), String> {
     match device {
         Device::Cpu => Ok(()),
-        Device::Cuda => prepare_cuda(),
+        Device::Cuda => prepare_cuda().and(CUDA_REFUSAL.map_or(Ok(()), |why| Err(why.to_string()))),
         other => Err(format!("device {other:?} is not one this crate runs on (Cpu, Cuda)")),
     }
 }

@@ -48,7 +48,7 @@ impl Model {
     /// device is not in this build or not on this machine.
     pub fn load_on(weights: impl AsRef<Path>, device: Device) -> Result<Self, String> {
         configure_threads();
-        prepare_device(device)?;
+        check_device(device)?;
         Ok(Self {
             device,
             symbolic: graph::symbolic()?,

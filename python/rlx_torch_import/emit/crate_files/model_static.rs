@@ -16,7 +16,7 @@ impl Model {
     /// at `weights`. An error says when the device is not in this build or not on this machine.
     pub fn load_on(weights: impl AsRef<Path>, device: Device) -> Result<Self, String> {
         configure_threads();
-        prepare_device(device)?;
+        check_device(device)?;
         let tensors = weights::load(weights.as_ref(), PARAMS)?;
 @@LOAD@@
     }

@@ -9,7 +9,7 @@ use @@LIB@@::{Model, SWEEP, check_reference_at, default_reference, default_weigh
 #[test]
 fn matches_pytorch_on_the_reference_inputs() {
     let weights = default_weights();
-    let mut model = Model::load(&weights).unwrap_or_else(|e| panic!("loading {}: {e}", weights.display()));
+    let mut model = Model::load(&weights).unwrap_or_else(|e| panic!("Model::load({}): {e}", weights.display()));
     let mut failed = Vec::new();
     for prefix in std::iter::once("").chain(SWEEP.iter().copied()) {
         let (outputs, report) =

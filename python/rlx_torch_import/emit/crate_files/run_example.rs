@@ -6,6 +6,9 @@
 //! WEIGHTS defaults to `$RLX_WEIGHTS`, else `../bundle/weights.safetensors`. `--device cuda`
 //! needs the crate built with `--features cuda` (default: `$RLX_TORCH_IMPORT_DEVICE`, else cpu).
 //! `--save` writes the outputs to a safetensors file (`output.<name>` keys).
+//!
+//! Exit codes, as rlx-torch-import's: 0 every output passed, 1 parity failed, 2 bad arguments or
+//! files, 7 the device is not in this build or on this machine, or cannot run the model.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,7 +16,7 @@ use std::process::ExitCode;
 
 use rlx_runtime::Device;
 
-use @@LIB@@::{Model, OUTPUTS, check_reference, default_device, default_reference, default_weights, weights};
+use @@LIB@@::{Model, OUTPUTS, check_device, check_reference, default_device, default_reference, default_weights, weights};
 
 fn main() -> ExitCode {
     let mut weights_path = None;
@@ -25,7 +28,7 @@ fn main() -> ExitCode {
         match arg.as_str() {
             "--reference" => reference = args.next().map(PathBuf::from).unwrap_or(reference),
             "--save" => save = args.next().map(PathBuf::from),
-            "--device" => device = args.next(),
+            "--device" => device = Some(args.next().unwrap_or_default()),
             _ => weights_path = Some(PathBuf::from(arg)),
         }
     }
@@ -36,7 +39,19 @@ fn main() -> ExitCode {
         Some("cuda") => Ok(Device::Cuda),
         Some(other) => Err(format!("--device {other:?}: the devices are cpu and cuda")),
     };
-    match device.and_then(|device| run(&weights_path, &reference, save, device)) {
+    let device = match device {
+        Ok(device) => device,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = check_device(device) {
+        eprintln!("error: {e}");
+        return ExitCode::from(7);
+    }
+    println!("device: {device:?}");
+    match run(&weights_path, &reference, save, device) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
