@@ -18,7 +18,8 @@ if [ ! -d "$GPU/models" ]; then
     exit 2
 fi
 PY="${GPU_CHECK_PYTHON:-python3}"
-if compgen -G "$GPU/core/*.so.xz" >/dev/null; then
+SUFFIX="$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
+if [ -f "$GPU/core/_core$SUFFIX.xz" ]; then  # the core built for this Python (gpu_prepare.sh)
     LIB=/tmp/rti-gpu-lib
     mkdir -p "$LIB"
     "$PY" - "$GPU" "$LIB" <<'PY' || exit 2
