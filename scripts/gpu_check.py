@@ -45,14 +45,9 @@ def _feed(directory: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def median_ms(run: Any, runs: int, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        run()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    from rlx_torch_import.bench import timed_ms
+
+    return statistics.median(timed_ms(run, runs, warmup))
 
 
 def bundle_latency(directory: Path, device: str, runs: int) -> tuple[float, float]:
