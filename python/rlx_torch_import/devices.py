@@ -3,8 +3,8 @@
 - `cpu`: RLX's CPU backend, always there.
 - `cuda`: RLX's CUDA backend (`rlx-cuda`: cudarc, cuBLAS, NVRTC) on GPU 0. The Rust core has it
   when built with its `cuda` cargo feature (the default; `RTI_CUDA=0 make setup` builds without
-  it; README "GPU"); it needs the
-  NVIDIA driver's `libcuda` where it runs, and no CUDA toolkit. Float32 math there is strict
+  it; README "GPU"); it needs the NVIDIA driver's `libcuda` where it runs, and no CUDA toolkit.
+  Float32 math there is strict
   (`RLX_CUDA_PARITY=1`: no TF32 in GEMM or convolution; `RLX_CUDA_ATTENTION=scalar`: no
   half-precision tensor-core attention) unless the environment sets those variables, so the
   float32 budget is the same as on the CPU (docs/design.md, decision ad).
