@@ -50,20 +50,20 @@ def median_ms(run: Any, runs: int, warmup: int = 3) -> float:
     return statistics.median(timed_ms(run, runs, warmup))
 
 
-def bundle_latency(directory: Path, device: str, runs: int) -> tuple[float, float]:
-    """(median ms, largest abs error against PyTorch over the float outputs) of the bundle on `device`."""
-    import numpy as np
-
+def bundle_latency(directory: Path, device: str, runs: int) -> tuple[float, dict[str, Any]]:
+    """The bundle on `device`: its median ms, and its parity at the example by the product's own metric
+    (`verify.parity.compare_output`): the largest abs error, that output's allowed error, whether every
+    output passes."""
     from rlx_torch_import import BundleModel
+    from rlx_torch_import.verify.parity import compare_output
 
     inputs, expected = _feed(directory)
     model = BundleModel(directory / "bundle", device=device)
     got = model.run(inputs)
-    worst = 0.0
-    for name, want in expected.items():
-        if name in got and np.issubdtype(want.dtype, np.floating):
-            worst = max(worst, float(np.max(np.abs(got[name].astype(np.float64) - want.astype(np.float64)))))
-    return median_ms(lambda: model.run(inputs), runs), worst
+    rows = [compare_output(n, got[n], want, str(got[n].dtype), str(want.dtype)) for n, want in expected.items()]
+    worst = max(rows, key=lambda o: o.max_abs_error)
+    parity = {"max_abs": worst.max_abs_error, "allowed": worst.allowed_abs_error, "ok": all(o.ok for o in rows)}
+    return median_ms(lambda: model.run(inputs), runs), parity
 
 
 def eager_latency(name: str, device: str, runs: int) -> float | None:
@@ -104,6 +104,15 @@ def _num(value: float | None, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _tf32_error(tf: dict[str, Any]) -> str:
+    """`max_abs / allowed PASS|FAIL` of the TF32 run, its error, or `-` when it did not run."""
+    if "error" in tf:
+        return str(tf["error"])
+    if "max_abs" not in tf:
+        return "-"
+    return f"{tf['max_abs']:.3g} / {tf['allowed']:.3g} {'PASS' if tf['ok'] else 'FAIL'}"
+
+
 def _cells(r: dict[str, Any]) -> list[str]:
     """One table row: model, verdict, device ms, cpu ms, ratio, eager ms, ratio, TF32 error and ms."""
     tf = r.get("tf32", {})
@@ -116,7 +125,7 @@ def _cells(r: dict[str, Any]) -> list[str]:
         _num(r["device_ms"] / r["cpu_ms"], ".2f"),
         _num(eager),
         _num(r["device_ms"] / eager if eager else None, ".2f"),
-        _num(tf.get("max_abs"), ".3g") if "error" not in tf else str(tf["error"]),
+        _tf32_error(tf),
         _num(tf.get("ms")),
     ]
 
@@ -133,9 +142,9 @@ def main() -> int:
 
     import rlx_torch_import as rti
 
-    if args.child_tf32:  # one bundle, RLX's default CUDA math: print {"ms": ..., "max_abs": ...}
-        ms, worst = bundle_latency(args.models, "cuda", args.runs)
-        print(json.dumps({"ms": ms, "max_abs": worst}))
+    if args.child_tf32:  # one bundle, RLX's default CUDA math: print {"ms": ..., "max_abs": ..., "allowed", "ok"}
+        ms, parity = bundle_latency(args.models, "cuda", args.runs)
+        print(json.dumps({"ms": ms, **parity}))
         return 0
 
     from rlx_torch_import import _core
@@ -195,7 +204,7 @@ def main() -> int:
 
     print()
     print(f"| model | parity on {args.device} | RLX {args.device} ms | RLX cpu ms | {args.device}/cpu "
-          "| torch eager ms | RLX/eager | TF32 max_abs | TF32 ms |")  # fmt: skip
+          "| torch eager ms | RLX/eager | TF32 max_abs / allowed | TF32 ms |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print("| " + " | ".join(_cells(r)) + " |")

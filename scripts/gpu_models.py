@@ -1,9 +1,9 @@
 """Convert the GPU check's five models into OUT/<name>/ and verify each on the CPU.
 
 The models: tests/models.py's mlp, transformer_block and cnn, torchvision's mobilenet_v3_small
-(1x3x224x224) and a small Hugging Face Llama (2 layers, hidden 256, 4/2 heads, vocab 2048, ids 1x64),
-all with random weights built from their configs. Each OUT/<name>/ is a conversion directory
-(torch-ir.json, weights.safetensors, reference.safetensors, bundle/) that
+(1x3x224x224) and the test suite's small Hugging Face Llama (`verify_bench.hf_llama_small`: 2 layers,
+hidden 64, 4/2 heads, vocab 128, ids 1x8), all with random weights built from their configs. Each
+OUT/<name>/ is a conversion directory (torch-ir.json, weights.safetensors, reference.safetensors, bundle/) that
 `rlx-torch-import verify OUT/<name> --device cuda` re-verifies on the GPU (scripts/gpu_check.sh).
 
     python scripts/gpu_models.py OUT
@@ -12,31 +12,11 @@ all with random weights built from their configs. Each OUT/<name>/ is a conversi
 from __future__ import annotations
 
 import sys
-import warnings
 from pathlib import Path
-
-import torch
 
 import rlx_torch_import as rti
 from rlx_torch_import import bench
-
-
-def _llama() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    import transformers
-
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(
-        num_hidden_layers=2,
-        hidden_size=256,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=688,
-        vocab_size=2048,
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = bench.HFOutput(transformers.LlamaForCausalLM(cfg), use_cache=False)
-    return model.eval(), (torch.randint(0, cfg.vocab_size, (1, 64)),)
+from rlx_torch_import.verify_bench import hf_llama_small
 
 
 def models() -> dict[str, bench.ModelFactory]:
@@ -48,7 +28,7 @@ def models() -> dict[str, bench.ModelFactory]:
         "transformer_block": bench._test_model(tests, "transformer_block"),
         "cnn": bench._test_model(tests, "cnn"),
         "mobilenet_v3_small": bench._torchvision("mobilenet_v3_small", (1, 3, 224, 224)),
-        "llama": _llama,
+        "llama": hf_llama_small,
     }
 
 

@@ -14,10 +14,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/rlx-torch-import"
-VENV="${RTI_VENV:-$CACHE/venv}"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/target}"
 say() { echo "[gpu_prepare] $*" >&2; }
+# The project's set-up (idempotent; prints the venv it made on its last line), with the shared cargo cache.
+VENV="$(scripts/setup.sh | tail -n 1)"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rlx-torch-import/target}"
 
 PY312="${GPU_PYTHON:-}"
 if [ -z "$PY312" ]; then

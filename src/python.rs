@@ -378,6 +378,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RlxFailure", m.py().get_type::<RlxFailure>())?;
     m.add("DeviceError", m.py().get_type::<DeviceError>())?;
     m.add("CUDA_BUILT", crate::device::CUDA_BUILT)?;
+    m.add(
+        "CUDA_STRICT_SETTINGS",
+        crate::device::CUDA_STRICT_SETTINGS.to_vec(),
+    )?;
     m.add_function(wrap_pyfunction!(device_info, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_refusal, m)?)?;
     m.add_function(wrap_pyfunction!(program_to_hir_json, m)?)?;

@@ -143,6 +143,21 @@ fn declarations<'a>(
     (inputs, params)
 }
 
+/// The checks every MIR graph passes before RLX compiles it: [`safety::check_graph`] within
+/// `limit`, then `device` made ready ([`device::prepare`]: present, its settings in effect) and
+/// [`device::check_graph`] (what the device cannot run within the budgets).
+fn check_before_compiling(
+    graph: &Graph,
+    device: Device,
+    limit: &MemoryLimit,
+) -> Result<(), CoreError> {
+    guarded("checking the graph", || safety::check_graph(graph, limit))??;
+    device::prepare(device)?;
+    guarded("checking the graph for the device", || {
+        device::check_graph(device, graph)
+    })?
+}
+
 /// `"a", "b", "c"`, at most eight of them (sorted), then how many more.
 fn name_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
     let mut names: Vec<&str> = names.collect();
@@ -174,17 +189,11 @@ impl Runner {
         limit: &MemoryLimit,
     ) -> Result<Self, CoreError> {
         safety::check_hir(&hir, limit)?;
-        device::prepare(device)?;
         let mir = guarded("lowering the graph to check it", || {
             hir.clone().lower_to_mir()
         })?
         .map_err(|e| CoreError::Rlx(format!("RLX could not lower the graph: {e:?}")))?;
-        let mir = mir.into_graph();
-        guarded("checking the graph", || safety::check_graph(&mir, limit))??;
-        guarded("checking the graph for the device", || {
-            device::check_graph(device, &mir)
-        })??;
-        drop(mir);
+        check_before_compiling(&mir.into_graph(), device, limit)?;
         let outputs = hir
             .outputs
             .iter()
@@ -230,11 +239,7 @@ impl Runner {
         device: Device,
         limit: &MemoryLimit,
     ) -> Result<Self, CoreError> {
-        guarded("checking the graph", || safety::check_graph(&graph, limit))??;
-        device::prepare(device)?;
-        guarded("checking the graph for the device", || {
-            device::check_graph(device, &graph)
-        })??;
+        check_before_compiling(&graph, device, limit)?;
         let outputs = graph
             .outputs
             .iter()

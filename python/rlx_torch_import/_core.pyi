@@ -27,6 +27,9 @@ class DeviceError(RuntimeError):
 CUDA_BUILT: bool
 """Whether this build of the core includes RLX's CUDA backend (the `cuda` cargo feature)."""
 
+CUDA_STRICT_SETTINGS: list[tuple[str, str]]
+"""The RLX settings (key, value) every CUDA compile makes unless the environment sets them."""
+
 def device_info(name: str) -> tuple[str, list[str]]:
     """What this build and machine have of device `name` ("cpu", "cuda"): a description ("cuda:
     NVIDIA H200") and the RLX settings in effect for it ("RLX_CUDA_PARITY=1", ...); DeviceError

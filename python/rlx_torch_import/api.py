@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import _core, rlx_config, safetensors_io, torchir
+from .bundle_meta import read_meta
 from .devices import DEVICES, check_device, device_name
 from .emit.bundle import META, write_bundle
 from .emit.crate import STYLES, check_style, crate_names, write_crate
@@ -353,8 +354,10 @@ def reverify(
     with prog.phase("read"):
         ir = torchir.load(directory)
         check_reference(ir, directory / torchir.REFERENCE)
-        _check_bundle_matches(ir, directory / "bundle")
-    report = _new_report(ir, directory, device, _bundle_histogram(directory / "bundle"))
+        meta = read_meta(directory / "bundle" / META)
+        _check_bundle_matches(ir, meta, directory / "bundle")
+    histogram = meta.get("op_histogram", {})
+    report = _new_report(ir, directory, device, dict(histogram) if isinstance(histogram, dict) else {})
     _verify_bundle(report, ir, directory, directory / "bundle", prog, device)
     if per_node:
         add_node_parity(report, directory, prog, device=device)
@@ -363,16 +366,14 @@ def reverify(
     return report
 
 
-def _check_bundle_matches(ir: torchir.TorchIR, bundle: Path) -> None:
-    """BundleError unless the bundle's meta.json declares torch-ir's inputs and outputs (names, dtypes
+def _check_bundle_matches(ir: torchir.TorchIR, meta: dict[str, Any], bundle: Path) -> None:
+    """BundleError unless the bundle's meta.json (`meta`) declares torch-ir's inputs and outputs (names, dtypes
     and, for a static program, shapes, in order): a bundle from another conversion would otherwise
     fail as if the inputs were wrong."""
-    from .bundle_meta import read_meta
 
     def seen(name: str, dtype: str, shape: Sequence[Any]) -> tuple[str, str, list[Any]]:
         return name, dtype, [] if ir.is_dynamic else [int(d) for d in shape]
 
-    meta = read_meta(bundle / META)
     for what, declared, expected in (
         ("inputs", meta["inputs"], [seen(s.name, s.dtype, s.shape) for s in ir.inputs]),
         ("outputs", meta["outputs"], [seen(s.name, s.dtype, s.shape) for s in ir.outputs]),
@@ -476,14 +477,6 @@ def _new_report(
         torch_version=ir.producer.get("torch", ""),
         notes=_notes(ir),
     )
-
-
-def _bundle_histogram(bundle: Path) -> dict[str, int]:
-    """RLX op kind -> count in a bundle's meta.json (`op_histogram`), {} when it has none."""
-    from .bundle_meta import read_meta
-
-    found = read_meta(bundle / META).get("op_histogram", {})
-    return dict(found) if isinstance(found, dict) else {}
 
 
 def _verify_bundle(

@@ -376,6 +376,8 @@ def _lib_rs(program: Program, ir: TorchIR, style: str) -> str:
     values = {
         "HEADER": _doc(header, "//!"),
         "CUDA_REFUSAL": f"Some({rust_str(refusal)})" if refusal else "None",
+        # the core's strict float32 settings (src/device.rs), so the crate computes what the bundle verified
+        "CUDA_STRICT": "[" + ", ".join(f"({rust_str(k)}, {rust_str(v)})" for k, v in _core.CUDA_STRICT_SETTINGS) + "]",
         "MODS": "pub mod flow;\n" if style == "flow" else "",
         "IMPORTS": _DYNAMIC_IMPORTS if ir.is_dynamic else _IMPORTS[style],
         "NAME": rust_str(program.name),

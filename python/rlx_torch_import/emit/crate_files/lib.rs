@@ -73,7 +73,7 @@ pub fn check_device(device: Device) -> Result<(), String> {
 
 #[cfg(feature = "cuda")]
 fn prepare_cuda() -> Result<(), String> {
-    for (key, value) in [("RLX_CUDA_PARITY", "1"), ("RLX_CUDA_ATTENTION", "scalar")] {
+    for (key, value) in @@CUDA_STRICT@@ {
         if std::env::var_os(key).is_none() {
             rlx_ir::env::set(key, value);
         }
