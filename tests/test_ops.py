@@ -18,6 +18,7 @@ import samples_grad
 import samples_image
 import samples_misc
 import samples_more
+import samples_numerics
 import samples_pool
 import samples_pool3d
 import samples_scalars
@@ -443,6 +444,7 @@ SAMPLES += samples_more.SAMPLES
 SAMPLES += samples_views.SAMPLES
 SAMPLES += samples_pool3d.SAMPLES
 SAMPLES += samples_scalars.SAMPLES
+SAMPLES += samples_numerics.SAMPLES
 
 try:  # Hugging Face's grouped-mm experts op exists once transformers' MoE integration is imported
     import transformers.integrations.moe  # noqa: F401
@@ -482,7 +484,7 @@ def test_op_sample(name: str, module: nn.Module, inputs: tuple[torch.Tensor, ...
     n_out = len(torch.utils._pytree.tree_leaves(eager))
     # Inputs the op writes in place (e.g. batch norm's running statistics) add `mutated_<input>` outputs.
     assert len([o for o in report.outputs if not o.name.startswith("mutated_")]) == n_out
-    if name in samples_dtypes.BIT_EXACT:
+    if name in samples_dtypes.BIT_EXACT | samples_numerics.BIT_EXACT:
         assert all(o.max_abs_error == 0 and o.nonfinite_match for o in report.outputs), report.summary()
     if name in samples_dtypes.RELATIVE:
         assert all(o.max_rel_error <= 1e-6 for o in report.outputs), report.summary()

@@ -35,10 +35,101 @@ def test_budget_scales_with_magnitude() -> None:
     assert compare_output("y", got, ref, "float32", "float32").ok
 
 
-def test_all_nan_never_passes_even_when_reference_is_nan() -> None:
+def test_all_nan_passes_with_a_note_only_where_pytorch_is_nan_at_the_same_positions() -> None:
     nan = np.full(5, np.nan, dtype=np.float32)
     p = compare_output("y", nan, nan.copy(), "float32", "float32")
+    assert p.ok and any("NaN everywhere too" in n for n in p.notes)
+    p = compare_output("y", nan, np.arange(5, dtype=np.float32), "float32", "float32")
     assert not p.ok and "output is entirely NaN" in p.reasons
+    half = nan.copy()
+    half[2] = 1.0
+    assert not compare_output("y", nan, half, "float32", "float32").ok  # NaN where PyTorch has a number
+
+
+# ── the element-wise criterion: outliers (beyond their own magnitude) judged against float64 ──────
+
+
+def _cumsum_f32(x: np.ndarray) -> np.ndarray:
+    """A running sum accumulated in float32 (numpy's cumsum on float32 is sequential in float32)."""
+    return np.cumsum(x.astype(np.float32), dtype=np.float32)
+
+
+def test_outliers_a_lost_digit_fails_against_the_float64_judge() -> None:
+    x = np.array([1e8, 1.0, -1e8, 0.5])
+    torch_like = np.cumsum(x).astype(np.float32)  # torch: float64 accumulation, rounded when stored
+    ours = _cumsum_f32(x)  # [1e8, 1e8, 0, 0.5]
+    judge = np.cumsum(x)
+    p = compare_output("y", ours, torch_like, "float32", "float32", judge)
+    assert not p.ok and p.outliers == 2 and p.mismatches == 2 and p.first_mismatch == [2]
+    assert p.judged_by == "float64" and any("wrong in their own magnitude" in r for r in p.reasons)
+    # The scale budget alone (1e4 here) cannot see it: the row says it was not judged.
+    alone = compare_output("y", ours, torch_like, "float32", "float32")
+    assert alone.ok and alone.wants_judge and alone.judged_by == "scale" and "scale only" in alone.notes[0]
+    assert compare_output("y", torch_like.copy(), torch_like, "float32", "float32", judge).ok
+
+
+def test_outliers_a_long_float32_running_sum_fails() -> None:
+    # A 20,000-step walk of steps ~10: float32 accumulation is ~60x further from float64 than torch's
+    # float64 accumulation, and near its zero crossings off by more than 1e-4 of the element itself.
+    steps = np.random.default_rng(3).standard_normal(20000) * 10
+    judge = np.cumsum(steps)
+    p = compare_output("y", _cumsum_f32(steps), judge.astype(np.float32), "float32", "float32", judge)
+    assert not p.ok and p.mismatches
+
+
+def test_outliers_one_small_element_off_fails() -> None:
+    ref = np.linspace(-100, 100, 201).astype(np.float32)
+    ref[7] = np.float32(0.01)
+    got = ref.copy()
+    got[7] = np.float32(0.0199)  # 99% off itself; 1e-4 of the output's scale
+    p = compare_output("y", got, ref, "float32", "float32", ref.astype(np.float64))
+    assert not p.ok and p.first_mismatch == [7] and p.mismatches == 1
+
+
+def test_outliers_ill_conditioned_sums_in_another_order_pass() -> None:
+    rng = np.random.default_rng(0)
+    terms = rng.standard_normal((512, 4096)) * 100
+    terms[::8, -1] = -terms[::8, :-1].sum(1) + rng.standard_normal(64)  # every 8th row sums to about +-1
+    judge = terms.sum(1)
+    t32 = terms.astype(np.float32)
+    sequential = np.cumsum(t32, axis=1, dtype=np.float32)[:, -1]  # one float32 order
+    pairwise = t32.sum(1, dtype=np.float32)  # another (numpy's pairwise sum)
+    blocked = np.cumsum(t32.reshape(512, 64, 64).sum(2, dtype=np.float32), 1, dtype=np.float32)[:, -1]  # a third
+    p = compare_output("y", pairwise, sequential, "float32", "float32", judge)
+    assert p.outliers and p.judged_by == "float64"
+    assert p.ok, p.reasons
+    assert compare_output("y", blocked, pairwise, "float32", "float32", judge).ok
+    assert compare_output("y", pairwise, blocked, "float32", "float32", judge).ok
+
+
+def test_outliers_cancelling_matmul_passes() -> None:
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((64, 512)) * 300, rng.standard_normal((512, 96)) * 300
+    judge = a @ b
+    blas = a.astype(np.float32) @ b.astype(np.float32)
+    rowwise = np.stack([np.cumsum(a[i].astype(np.float32)[:, None] * b.astype(np.float32), 0, dtype=np.float32)[-1]
+                        for i in range(64)])  # fmt: skip
+    p = compare_output("y", rowwise, blas, "float32", "float32", judge)
+    assert p.ok, p.reasons
+    assert compare_output("y", blas, rowwise, "float32", "float32", judge).ok
+
+
+def test_outliers_outputs_spanning_many_magnitudes_pass() -> None:
+    exact = np.exp(np.linspace(-80, 80, 4001))
+    ref = exact.astype(np.float32)
+    got = (ref * (1 + np.float32(3e-7) * np.sign(np.sin(np.arange(4001))))).astype(np.float32)  # a few ULP each
+    p = compare_output("y", got, ref, "float32", "float32", exact)
+    assert p.ok and p.outliers == 0
+    mixed = np.concatenate([ref[:100] * 1e-20, ref[-100:]])  # 1e-55 .. 1e35 in one output
+    assert compare_output("y", mixed * np.float32(1 + 2e-7), mixed, "float32", "float32").ok
+
+
+def test_outliers_half_precision_outputs_use_their_budget() -> None:
+    x = np.array([1e4, 1.0, -1e4, 0.5])
+    ours = np.cumsum(x.astype(np.float16), dtype=np.float16).astype(np.float32)  # float16 accumulation
+    torch_like = np.cumsum(x.astype(np.float16).astype(np.float32)).astype(np.float16).astype(np.float32)
+    judge = np.cumsum(x.astype(np.float16).astype(np.float64))
+    assert not compare_output("y", ours, torch_like, "float16", "float16", judge).ok
 
 
 def test_nan_and_inf_positions_must_match() -> None:

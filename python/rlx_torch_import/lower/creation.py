@@ -43,7 +43,9 @@ def scalar_tensor(b: Builder, call: Call) -> Value:
 
 @lowers("aten.arange.default", "aten.arange.start", "aten.arange.start_step")
 def arange(b: Builder, call: Call) -> Value:
-    """start + i * step for i < n, computed in float64 like torch, then cast."""
+    """start + i * step for i < n, as torch's CPU kernel computes it: in the dtype's accumulate type
+    (integer dtypes truncate start and step to int64 first, so `arange(1, 4, 0.5, dtype=int64)` is all
+    ones), float dtypes by its vectorized loop; the values come from torch.arange itself."""
     start = call.get("start", 0) if call.target != "aten.arange.default" else 0
     step = call.get("step", 1)
     n = call.out_dims[0]
@@ -54,9 +56,24 @@ def arange(b: Builder, call: Call) -> Value:
                 f"arange at node {call.node.name} has a length that depends on a dynamic dim with no maximum",
                 hint="give the Dim a max (torch.export.Dim(name, max=...)) so the range can be precomputed",
             )
-        full = b.const(start + np.arange(max(bounds[0], n) + 1, dtype=np.float64) * step, call.out_dtype)
+        full = b.const(_torch_arange(start, step, max(bounds[0], n) + 1, call.out_dtype), call.out_dtype)
         return b.narrow(full, 0, 0, n)
-    return b.const(start + np.arange(n, dtype=np.float64) * step, call.out_dtype)
+    return b.const(_torch_arange(start, step, n, call.out_dtype, call.get("end")), call.out_dtype)
+
+
+def _torch_arange(start: float, step: float, n: int, dtype: str, end: float | None = None) -> np.ndarray:
+    """The first `n` values of torch.arange(start, end, step) in `dtype` (as float64 for float dtypes,
+    which holds every half/float32 value). Without `end` (a size-dependent range), one whose length is
+    n; its values equal the shorter eager range's except where torch's vectorized loop splits them
+    differently (within 1 ULP)."""
+    import torch
+
+    if end is None or isinstance(end, Value):
+        end = start + step * (n - 0.5)
+    values = torch.arange(start, end, step, dtype=getattr(torch, dtype))[:n]
+    if values.numel() != n:  # the node's recorded length wins (a shape torch.export computed)
+        values = torch.arange(start, start + step * (n - 0.5), step, dtype=getattr(torch, dtype))[:n]
+    return (values.double() if values.is_floating_point() else values).numpy()
 
 
 @lowers("aten.empty_like.default", "aten.empty_permuted.default")

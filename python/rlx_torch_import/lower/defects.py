@@ -411,6 +411,23 @@ def _probe_elu_small() -> str | None:
     return _relative({"Activation": "Elu"}, x, want, 1e-6)
 
 
+def _probe_exp_range() -> str | None:
+    """Exp past RLX's clamp (subnormal results, 0, inf) and of NaN, exactly as IEEE float32 gives them."""
+    x = np.array([-200.0, -100.0, -90.0, -np.inf, 88.72, 89.0, np.inf, np.nan, 0.0], np.float32)
+    with np.errstate(over="ignore"):
+        want = np.exp(x.astype(np.float64)).astype(np.float32)
+    try:
+        got = run_raw({"Activation": "Exp"}, [(x, "F32")], x.shape, "F32")
+    except (RuntimeError, _core.CheckError) as e:  # CheckError: a kernel the core refuses (src/safety.rs)
+        return f"RLX failed: {str(e).splitlines()[0][:160]}"
+    close = np.isclose(got, want, rtol=1e-5, atol=0.0, equal_nan=True) | (got == want)
+    return None if close.all() else f"got {got.tolist()}, expected {want.tolist()}"
+
+
+def _exp(op: Any, ins: Sequence[str], out: str) -> bool:
+    return _kind(op) == "Activation" and op.get("Activation") == "Exp" and "F32" in ins
+
+
 def _probe_erf_tail() -> str | None:
     """Erf near -1 and Gelu below -3, judged relative to the value (float32 keeps ~7 digits there)."""
     x = np.array([-3.0, -4.0, -5.0], np.float32)
@@ -887,6 +904,16 @@ DEFECTS: tuple[Defect, ...] = (
         "x where x > 0, else an exact expm1 (Kahan's (u - 1) * x / log(u)), as torch's kernel computes it",
         _elu,
         _probe_elu_small,
+    ),
+    Defect(
+        "exp-range",
+        "Activation Exp clamps x to [-87.3, 88.7]: exp(-inf) and exp(-100) give 1.2e-38 (not 0 or a subnormal), "
+        "exp(88.72) 3.3e38 and exp(inf) a finite 3.4e38 (not inf); the AVX kernel maps NaN to 1.2e-38",
+        "0.2.19",
+        "RLX's Exp where |x| <= 87, exp(x / 2) ** 2 outside (IEEE underflow to subnormals and 0, overflow to inf), "
+        "NaN passed through",
+        _exp,
+        _probe_exp_range,
     ),
     Defect(
         "erf-tail",

@@ -369,6 +369,33 @@ def maximum_minimum(b: Builder, call: Call) -> Value:
     return b.binary("Max" if "maximum" in call.target else "Min", x, y, call.out_dtype)
 
 
+@lowers("aten.fmax.default", "aten.fmin.default")
+def fmax_fmin(b: Builder, call: Call) -> Value:
+    """Elementwise max/min ignoring NaN: the other operand where one is NaN, NaN only where both are
+    (torch.fmax/fmin, C's fmax/fmin); integers as maximum/minimum."""
+    x, y = _operands(b, call)
+    both = b.binary("Max" if "fmax" in call.target else "Min", x, y, call.out_dtype)
+    if call.out_dtype not in FLOAT_DTYPES:
+        return both
+    dims = both.dims
+    x, y = b.expand(x, dims), b.expand(y, dims)
+    both = b.emit("Where", [exact.is_nan(b, y), x, both], dims, both.dtype)  # y NaN: x (NaN if x is too)
+    return b.emit("Where", [exact.is_nan(b, x), y, both], dims, both.dtype)  # x NaN: y
+
+
+@lowers("aten.copysign.Tensor", "aten.copysign.Scalar")
+def copysign(b: Builder, call: Call) -> Value:
+    """|self| with the sign of `other`, -0.0 included (torch.copysign; integers and bool compute in
+    float32). The sign bit of a NaN `other` is not visible to RLX's ops: it reads as positive."""
+    x, y = (b.cast(v, call.out_dtype) for v in _operands(b, call))
+    zero = b.const(0.0, call.out_dtype)
+    negative_zero = b.compare("Lt", b.binary("Div", b.const(1.0, call.out_dtype), y), zero)  # 1 / -0.0 = -inf
+    negative = b.binary("Max", b.cast(b.compare("Lt", y, zero), "float32"), b.cast(negative_zero, "float32"))
+    magnitude = b.expand(b.unary("Abs", x), call.out_dims)
+    flip = b.compare("Ne", b.expand(negative, call.out_dims), b.const(0.0, "float32"))
+    return b.emit("Where", [flip, b.unary("Neg", magnitude), magnitude], call.out_dims, call.out_dtype)
+
+
 @lowers("aten.exp2.default")
 def exp2(b: Builder, call: Call) -> Value:
     """2 ** x == exp(x * ln 2)."""

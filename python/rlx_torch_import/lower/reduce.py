@@ -67,14 +67,29 @@ def log_softmax(b: Builder, call: Call) -> Value:
     return b.binary("Sub", shifted, b.unary("Log", total))
 
 
+# torch's CPU scans (cumsum, cumprod, logcumsumexp) run in `at::acc_type<T, /*is_cuda=*/false>`: float64
+# for float32 and float64, float32 for float16/bfloat16, int64 for integers and bool; each running value is
+# rounded to the result dtype only when stored.
+_SCAN_ACCUMULATE = {"float32": "float64", "float64": "float64", "float16": "float32", "bfloat16": "float32"}
+
+
+def scan_accumulate(dtype: str) -> str:
+    """The dtype torch's CPU scan kernels accumulate a `dtype` result in."""
+    return _SCAN_ACCUMULATE.get(dtype, "int64")
+
+
 def _scan(kind: str):  # noqa: ANN202 - factory returning a lowering
     def lower_scan(b: Builder, call: Call) -> Value:
-        x = b.cast(call.tensor("self"), call.out_dtype)  # integer inputs accumulate in the result dtype (int64)
-        return b.emit({kind: {"axis": norm_axis(call["dim"], x.rank), "exclusive": False}}, [x], x.dims, x.dtype)
+        x = b.cast(call.tensor("self"), scan_accumulate(call.out_dtype))
+        y = b.emit({kind: {"axis": norm_axis(call["dim"], x.rank), "exclusive": False}}, [x], x.dims, x.dtype)
+        return b.cast(y, call.out_dtype)
 
     lower_scan.__name__ = kind.lower()
     what = "sum" if kind == "Cumsum" else "product"
-    lower_scan.__doc__ = f"Inclusive running {what} along `dim`, accumulated in the result dtype."
+    lower_scan.__doc__ = (
+        f"Inclusive running {what} along `dim`, accumulated as torch's CPU kernel does (float32 in float64, "
+        "halves in float32, integers in int64) and rounded to the result dtype."
+    )
     return lower_scan
 
 
@@ -101,10 +116,11 @@ def _check_logcumsumexp(call: Call) -> str | None:
 @lowers("aten.logcumsumexp.default", check=_check_logcumsumexp)
 def logcumsumexp(b: Builder, call: Call) -> Value:
     """log(cumsum(exp(x))) along `dim`, stably: a scan in log2(n) steps (Hillis-Steele) whose step is
-    log-add-exp of running values (no exp of a large value, no log of an underflowed sum)."""
-    x = b.cast(call.tensor("self"), call.out_dtype)
+    log-add-exp of running values (no exp of a large value, no log of an underflowed sum), in torch's
+    accumulate dtype (float64 for float32)."""
+    x = b.cast(call.tensor("self"), scan_accumulate(call.out_dtype))
     if x.rank == 0:
-        return x
+        return b.cast(x, call.out_dtype)
     y, back = b.to_last_axis(x, norm_axis(call["dim"], x.rank))
     n, last = y.dims[-1], y.rank - 1
     step = 1
@@ -113,7 +129,7 @@ def logcumsumexp(b: Builder, call: Call) -> Value:
         shifted = b.emit({"Concat": {"axis": last}}, [fill, b.narrow(y, last, 0, n - step)], y.dims, y.dtype)
         y = _log_add_exp(b, y, shifted)
         step *= 2
-    return b.transpose(y, back)
+    return b.cast(b.transpose(y, back), call.out_dtype)
 
 
 lowers("aten.prod.dim_int", "aten.prod.default")(_reduce("Prod"))

@@ -149,9 +149,27 @@ def _activation(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...],
         return b.cast(wide, dtype)
     if name == "Round":  # round-fold: half to even from Floor, whatever folds
         return _round_half_even(b, x)
+    if name == "Exp" and _rlx(x) == "F32":  # exp-range
+        return _exp_full_range(b, op, x, dims, dtype)
     if name == "Elu":  # elu-expm1: RLX's Elu computes exp(x) - 1
         return b.emit("Where", [b.compare("Gt", x, b.const(0.0, x.dtype)), x, exact.expm1(b, x)], dims, dtype)
     return b.raw(op, inputs, dims, dtype)
+
+
+# |x| up to which RLX's vector exp is right: it clamps x to [-87.3, 88.7] before its polynomial.
+_EXP_SAFE = 87.0
+
+
+def _exp_full_range(b: Builder, op: Any, x: Value, dims: tuple[int, ...], dtype: str) -> Value:
+    """exp(x) on all of float32: RLX's kernel inside |x| <= 87, exp(x / 2) ** 2 outside it (IEEE gradual
+    underflow to subnormals and 0, overflow to inf, as torch's exp), NaN kept (RLX's AVX exp maps NaN to
+    ~1e-38)."""
+    inside = b.compare("Le", b.unary("Abs", x), b.const(_EXP_SAFE, x.dtype))
+    half = b.raw(op, [b.binary("Mul", x, b.const(0.5, x.dtype))], dims, dtype, compensated="exp-range")
+    y = b.emit("Where", [inside, b.raw(op, [x], dims, dtype, compensated="exp-range"), b.binary("Mul", half, half)],
+               dims, dtype)  # fmt: skip
+    nan = _nan_of(b, x)
+    return y if nan is None else b.emit("Where", [nan, x, y], dims, dtype)
 
 
 def _round_half_even(b: Builder, x: Value) -> Value:

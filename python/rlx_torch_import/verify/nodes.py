@@ -105,19 +105,24 @@ def _to_torch(raw: safetensors_io.RawTensor) -> Any:
     return torch.from_numpy(np.array(arr))
 
 
-def _decode(arg: dict[str, Any], env: dict[str, Any]) -> Any:
-    """A torch-ir argument as a Python/torch value for calling the ATen op."""
+# The float dtypes a float64 run (`torch_values(..., float64=True)`) computes in float64 instead.
+_WIDENED = ("float32", "float16", "bfloat16")
+
+
+def _decode(arg: dict[str, Any], env: dict[str, Any], float64: bool = False) -> Any:
+    """A torch-ir argument as a Python/torch value for calling the ATen op (`float64`: float dtype
+    arguments name float64)."""
     import torch
 
     ((tag, payload),) = arg.items()
     if tag == "tensor":
         return env[payload]
     if tag == "list":
-        return [_decode(a, env) for a in payload]
+        return [_decode(a, env, float64) for a in payload]
     if tag == "float":
         return torchir.decode_float(payload)
     if tag == "dtype":
-        return _torch_dtype(payload)
+        return torch.float64 if float64 and payload in _WIDENED else _torch_dtype(payload)
     if tag == "device":
         return torch.device("cpu")
     if tag == "layout":
@@ -139,12 +144,12 @@ _PYTHON_OPS = {
 }  # fmt: skip
 
 
-def _call(node: Node, env: dict[str, Any]) -> list[Any]:
+def _call(node: Node, env: dict[str, Any], float64: bool = False) -> list[Any]:
     """Run one torch-ir node with torch's own op; its tensor outputs in `node.outputs` order."""
     import torch
 
-    args = [_decode(a, env) for a in node.args]
-    kwargs = {k: _decode(v, env) for k, v in node.kwargs.items()}
+    args = [_decode(a, env, float64) for a in node.args]
+    kwargs = {k: _decode(v, env, float64) for k, v in node.kwargs.items()}
     if node.target.startswith(("aten.", "prims.")):
         ns, packet, overload = node.target.split(".", 2)
         op = getattr(getattr(getattr(torch.ops, ns), packet), overload)
@@ -163,18 +168,30 @@ def _call(node: Node, env: dict[str, Any]) -> list[Any]:
         if spec.dtype == "none" or value is None:
             found.append(None)
             continue
-        found.append(value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=_torch_dtype(spec.dtype)))
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+            continue
+        dtype = "float64" if float64 and spec.dtype in _WIDENED else spec.dtype
+        found.append(torch.tensor(value, dtype=_torch_dtype(dtype)))
     return found
 
 
-def torch_values(ir: TorchIR, inputs: dict[str, Any], weights: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+def torch_values(
+    ir: TorchIR, inputs: dict[str, Any], weights: dict[str, Any], *, float64: bool = False
+) -> tuple[dict[str, Any], dict[str, str]]:
     """Every tensor value of a (static or bound) program, computed by PyTorch from `inputs` (input
     name -> tensor) and `weights` (state_dict key -> tensor). Returns the values and, per node PyTorch
-    could not evaluate here, why (its outputs and what depends on them are then absent)."""
+    could not evaluate here, why (its outputs and what depends on them are then absent).
+
+    `float64`: the float32/float16/bfloat16 inputs, weights and dtype arguments become float64, so every
+    float value is computed in float64 (the judge of `parity.compare_output`)."""
     import torch
 
     env: dict[str, Any] = dict(inputs)
     env.update({w.name: weights[w.key] for w in ir.weights})
+    if float64:
+        env = {k: v.double() if isinstance(v, torch.Tensor) and v.dtype in _torch_widened() else v
+               for k, v in env.items()}  # fmt: skip
     missing: dict[str, str] = {}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch's warnings here repeat what the export and eager runs said
@@ -182,7 +199,7 @@ def torch_values(ir: TorchIR, inputs: dict[str, Any], weights: dict[str, Any]) -
             if not node.outputs:
                 continue
             try:
-                results = _call(node, env)
+                results = _call(node, env, float64)
             except Exception as e:  # an op torch cannot run alone here (an effect, a missing input)
                 missing[node.name] = f"PyTorch could not run it alone ({type(e).__name__}: {str(e)[:120]})"
                 continue
@@ -190,6 +207,12 @@ def torch_values(ir: TorchIR, inputs: dict[str, Any], weights: dict[str, Any]) -
                 if value is not None:
                     env[spec.name] = value
     return env, missing
+
+
+def _torch_widened() -> tuple[Any, ...]:
+    import torch
+
+    return tuple(getattr(torch, d) for d in _WIDENED)
 
 
 # ---------------------------------------------------------------------------------------------

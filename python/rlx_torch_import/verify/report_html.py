@@ -86,7 +86,7 @@ def _outputs_table(outputs: Sequence[OutputParity]) -> str:
                 _td(_g(o.max_rel_error), True),
                 _td(f"{o.cosine:.8f}", True),
                 _td(o.mismatch_text(), wrap=True),
-                _td("; ".join(o.reasons), wrap=True),
+                _td("; ".join(o.reasons + [f"note: {n}" for n in o.notes]), wrap=True),
             ],
             "" if o.ok else "bad",
         )

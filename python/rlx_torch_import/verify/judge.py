@@ -1,0 +1,86 @@
+"""The float64 judge: a conversion's outputs computed by PyTorch's own ATen ops in float64.
+
+`parity.compare_output` needs it for *outliers*: output elements within the output's scale budget
+but beyond their own magnitude's. PyTorch runs torch-ir's nodes (`nodes.torch_values`) with every
+float32/float16/bfloat16 input, weight and dtype argument widened to float64, so the judge has the
+program's semantics at about 29 more bits than a float32 run. It is computed only for a point
+(the example, a sweep point, an input set) where some output has outliers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import safetensors_io, torchir
+from ..torchir import TorchIR
+
+
+def _binding(ir: TorchIR, shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:
+    """torch symbol name -> size, read from the inputs' shapes (a symbol that is a whole dim)."""
+    found: dict[str, int] = {}
+    for spec in ir.inputs:
+        for dim, size in zip(spec.shape, shapes.get(spec.name, ()), strict=False):
+            if isinstance(dim, str) and dim.isidentifier():
+                found[dim] = int(size)
+    return found
+
+
+def float64_outputs(
+    ir: TorchIR, inputs: dict[str, safetensors_io.RawTensor], weights: dict[str, safetensors_io.RawTensor]
+) -> tuple[dict[str, np.ndarray], str]:
+    """The float outputs of `ir` (output name -> float64 array) on `inputs` (input name -> tensor),
+    computed by PyTorch in float64 from `weights` (state_dict key -> tensor); with an empty dict, the
+    reason there is none (an op without a float64 kernel, a symbol the inputs do not fix, ...)."""
+    import torch
+
+    from .nodes import _to_torch, torch_values
+
+    if ir.is_dynamic:
+        binding = _binding(ir, {k: tuple(v.shape) for k, v in inputs.items()})
+        missing = sorted({s.name for s in ir.symbols} - set(binding))
+        if missing:
+            return {}, f"the inputs do not fix symbol(s) {', '.join(missing)}"
+        try:
+            ir = ir.bind(binding)
+        except Exception as e:  # a binding torch-ir refuses: the run itself reports that
+            return {}, f"the program does not bind at {binding} ({type(e).__name__})"
+    env, missing_nodes = torch_values(
+        ir,
+        {name: _to_torch(t) for name, t in inputs.items()},
+        {key: _to_torch(t) for key, t in weights.items()},
+        float64=True,
+    )
+    found: dict[str, np.ndarray] = {}
+    for spec in ir.outputs:
+        value = env.get(spec.value)
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            found[spec.name] = value.detach().to(torch.float64).contiguous().numpy()
+    if not found and missing_nodes:
+        node, why = next(iter(missing_nodes.items()))
+        return {}, f"PyTorch cannot run node {node} in float64 ({why})"
+    return found, ""
+
+
+class Judge:
+    """Float64 outputs for the points of one conversion directory, computed on first use per point;
+    the weights are read once."""
+
+    def __init__(self, ir: TorchIR, directory: Path, reference: dict[str, Any]) -> None:
+        self.ir, self.directory, self.reference = ir, directory, reference
+        self._weights: dict[str, safetensors_io.RawTensor] | None = None
+        self._points: dict[str, tuple[dict[str, np.ndarray], str]] = {}
+
+    def outputs(self, prefix: str) -> tuple[dict[str, np.ndarray], str]:
+        """(output name -> float64 array, why none) at the point whose reference keys start `prefix`."""
+        if prefix not in self._points:
+            try:
+                if self._weights is None:
+                    self._weights = safetensors_io.read(self.directory / torchir.WEIGHTS)
+                inputs = {s.name: self.reference[f"{prefix}input.{s.name}"] for s in self.ir.inputs}
+                self._points[prefix] = float64_outputs(self.ir, inputs, self._weights)
+            except Exception as e:  # the judge is extra evidence: without it the scale budget decides
+                self._points[prefix] = ({}, f"the float64 run failed ({type(e).__name__}: {str(e)[:120]})")
+        return self._points[prefix]
