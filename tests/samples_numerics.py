@@ -68,6 +68,17 @@ def _signs(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.arange(lo, lo + 8).to(dtype), torch.tensor([-1, 2, 0, -3, 4, 0, -5, 6]).to(dtype).flip(0)
 
 
+def _scan_rows(dtype: torch.dtype) -> torch.Tensor:
+    """Rows with ties, a run of equal values, infinities and NaN (floats) for running max/min."""
+    if dtype.is_floating_point:
+        return torch.tensor([[1.0, NAN, 0.5, 3.0, NAN, 2.0], [2.0, 2.0, 1.0, 1.0, 5.0, -INF],
+                             [INF, 1.0, INF, -1.0, 0.0, 0.0]]).to(dtype)  # fmt: skip
+    if dtype == torch.bool:
+        return torch.tensor([[True, False, True, False, False, True], [False, False, True, True, False, False]])
+    low = 0 if dtype == torch.uint8 else -3
+    return torch.randint(low, low + 6, (3, 6), generator=torch.Generator().manual_seed(4)).to(dtype)
+
+
 def _arange_ints(dtype: torch.dtype) -> nn.Module:
     """Integer ranges with fractional starts and steps: torch truncates both to int64 first."""
     return Fn(
@@ -138,6 +149,16 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
         ),
         (INF_ROWS,),
     ),
+    # cummax / cummin: NaN stays once seen, ties and NaNs take the latest index; every dtype
+    *[
+        (
+            f"cummax_cummin_{str(dt)[6:]}",
+            Fn(lambda x: (*torch.cummax(x, -1), *torch.cummin(x, 0), *torch.cummax(x[0], 0))),
+            (_scan_rows(dt),),
+        )
+        for dt in (*FLOATS, *INTS, torch.bool)
+    ],
+    ("log_of_sigmoid_tails", Fn(lambda x: (torch.log(torch.sigmoid(x)), torch.sigmoid(x))), (EXP_EDGES,)),
     ("min_dim_all_nan_row", Fn(lambda x: torch.min(x, dim=0)), (torch.tensor([[NAN, NAN], [1.0, 2.0]]),)),
     # arange: integer dtypes truncate start and step; float dtypes as torch's vectorized loop rounds
     *[(f"arange_fractional_{str(dt)[6:]}", _arange_ints(dt), (torch.zeros(6, dtype=dt),)) for dt in INTS],
@@ -173,6 +194,7 @@ BIT_EXACT = {
     "logsumexp_inf_rows",
     "amax_amin_sum_inf_rows",
     "min_dim_all_nan_row",
+    *(f"cummax_cummin_{str(dt)[6:]}" for dt in (*FLOATS, *INTS, torch.bool)),
     *(f"arange_fractional_{str(dt)[6:]}" for dt in (*INTS, *FLOATS)),
     *(f"fmax_fmin_{str(dt)[6:]}" for dt in (*FLOATS, *INTS)),
     "fmax_fmin_bool",

@@ -424,8 +424,25 @@ def _probe_exp_range() -> str | None:
     return None if close.all() else f"got {got.tolist()}, expected {want.tolist()}"
 
 
+def _probe_sigmoid_range() -> str | None:
+    """Sigmoid where exp(-x) leaves RLX's clamp: IEEE float32 gives 1 / (1 + inf) = 0 below -88.7."""
+    x = np.array([-200.0, -100.0, -89.0, 0.0, 5.0], np.float32)
+    with np.errstate(over="ignore"):
+        want = (np.float32(1) / (np.float32(1) + np.exp(-x))).astype(np.float32)
+    try:
+        got = run_raw({"Activation": "Sigmoid"}, [(x, "F32")], x.shape, "F32")
+    except (RuntimeError, _core.CheckError) as e:  # CheckError: a kernel the core refuses (src/safety.rs)
+        return f"RLX failed: {str(e).splitlines()[0][:160]}"
+    close = np.isclose(got, want, rtol=1e-5, atol=0.0, equal_nan=True)
+    return None if close.all() else f"got {got.tolist()}, expected {want.tolist()}"
+
+
+def _probe_exp_sigmoid_range() -> str | None:
+    return _first(_probe_exp_range, _probe_sigmoid_range)
+
+
 def _exp(op: Any, ins: Sequence[str], out: str) -> bool:
-    return _kind(op) == "Activation" and op.get("Activation") == "Exp" and "F32" in ins
+    return _kind(op) == "Activation" and op.get("Activation") in ("Exp", "Sigmoid") and "F32" in ins
 
 
 def _probe_erf_tail() -> str | None:
@@ -908,12 +925,13 @@ DEFECTS: tuple[Defect, ...] = (
     Defect(
         "exp-range",
         "Activation Exp clamps x to [-87.3, 88.7]: exp(-inf) and exp(-100) give 1.2e-38 (not 0 or a subnormal), "
-        "exp(88.72) 3.3e38 and exp(inf) a finite 3.4e38 (not inf); the AVX kernel maps NaN to 1.2e-38",
+        "exp(88.72) 3.3e38 and exp(inf) a finite 3.4e38 (not inf); the AVX kernel maps NaN to 1.2e-38. Sigmoid "
+        "shares the clamp: sigmoid(-200) is 3e-39, not 0, so log(sigmoid(x)) stops at -88.7",
         "0.2.19",
         "RLX's Exp where |x| <= 87, exp(x / 2) ** 2 outside (IEEE underflow to subnormals and 0, overflow to inf), "
-        "NaN passed through",
+        "NaN passed through; Sigmoid below -87 as 1 / (1 + exp(-x)) on that exp",
         _exp,
-        _probe_exp_range,
+        _probe_exp_sigmoid_range,
     ),
     Defect(
         "erf-tail",

@@ -130,11 +130,13 @@ def pairwise(b: Builder, op: str, x: Value, axes: list[int], keep_dim: bool) -> 
     return b.reshape(y, reduced_dims(x, axes, keep_dim))
 
 
-def scan(b: Builder, op: str, x: Value) -> Value:
-    """Inclusive scan of the last axis with Binary `op` (Add/Mul) in log2(n) steps (Hillis-Steele):
-    y_k = y_{k-1} op shift(y_{k-1}, 2**(k-1)), the shift filled with op's identity."""
+def scan(b: Builder, op: str, x: Value, identity: float | None = None) -> Value:
+    """Inclusive scan of the last axis with Binary `op` (Add/Mul, or Max/Min with their `identity`) in
+    log2(n) steps (Hillis-Steele): y_k = y_{k-1} op shift(y_{k-1}, 2**(k-1)), the shift filled with op's
+    identity."""
     n, last = x.dims[-1], x.rank - 1
-    identity = 0 if op == "Add" else 1
+    if identity is None:
+        identity = 0 if op == "Add" else 1
     y, step = x, 1
     while step < n:
         fill = b.expand(b.const(identity, x.dtype), (*x.dims[:-1], step))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..dtypes import FLOAT_DTYPES
 from . import exact
 from .context import Builder, Call, Value, norm_axis
@@ -130,6 +132,33 @@ def logcumsumexp(b: Builder, call: Call) -> Value:
         y = _log_add_exp(b, y, shifted)
         step *= 2
     return b.cast(b.transpose(y, back), call.out_dtype)
+
+
+@lowers("aten.cummax.default", "aten.cummin.default")
+def cummax_cummin(b: Builder, call: Call) -> list[Value | None]:
+    """(values, int64 indices) of the running max/min along `dim`. As torch's CPU kernel: a NaN, once
+    seen, stays the value; the index moves to every later element equal to the running value (ties and
+    NaNs take the latest index)."""
+    x = call.tensor("self")
+    is_max = call.target == "aten.cummax.default"
+    if x.rank == 0:
+        return [x, b.const(np.zeros((), dtype=np.int64), "int64")]
+    y, back = b.to_last_axis(x, norm_axis(call["dim"], x.rank))
+    floating = y.dtype in FLOAT_DTYPES
+    work = y if floating else b.cast(y, "int64")
+    if floating:
+        identity: float = -math.inf if is_max else math.inf
+    else:
+        identity = int(np.iinfo(np.int64).min if is_max else np.iinfo(np.int64).max)
+    values = exact.scan(b, "Max" if is_max else "Min", work, identity)
+    hit = b.cast(b.compare("Eq", work, values), "int64")
+    if floating:  # NaN == NaN: the latest NaN is the index once the running value is NaN
+        hit = b.binary("Max", hit, b.cast(exact.is_nan(b, work), "int64"))
+    n = y.dims[-1]
+    positions = b.expand(b.const(np.arange(n, dtype=np.int64), "int64"), y.dims)
+    latest = b.binary("Sub", b.binary("Mul", hit, b.binary("Add", positions, b.const(1, "int64"))), b.const(1, "int64"))
+    indices = exact.scan(b, "Max", latest, -1)
+    return [b.cast(b.transpose(values, back), x.dtype), b.transpose(indices, back)]
 
 
 lowers("aten.prod.dim_int", "aten.prod.default")(_reduce("Prod"))

@@ -151,6 +151,13 @@ def _activation(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...],
         return _round_half_even(b, x)
     if name == "Exp" and _rlx(x) == "F32":  # exp-range
         return _exp_full_range(b, op, x, dims, dtype)
+    if name == "Sigmoid" and _rlx(x) == "F32":  # exp-range: 1 / (1 + exp(-x)) below -87, as torch's kernel
+        tail = b.binary("Div", b.const(1.0, x.dtype), b.binary("Add", b.const(1.0, x.dtype),
+                        _exp_full_range(b, {"Activation": "Exp"}, b.unary("Neg", x), dims, dtype)))  # fmt: skip
+        low = b.compare("Lt", x, b.const(-_EXP_SAFE, x.dtype))
+        y = b.emit("Where", [low, tail, b.raw(op, [x], dims, dtype, compensated="exp-range")], dims, dtype)
+        nan = _nan_of(b, x)
+        return y if nan is None else b.emit("Where", [nan, x, y], dims, dtype)
     if name == "Elu":  # elu-expm1: RLX's Elu computes exp(x) - 1
         return b.emit("Where", [b.compare("Gt", x, b.const(0.0, x.dtype)), x, exact.expm1(b, x)], dims, dtype)
     return b.raw(op, inputs, dims, dtype)
