@@ -91,6 +91,20 @@ def _arange_ints(dtype: torch.dtype) -> nn.Module:
     )
 
 
+def _spaces(dtype: torch.dtype) -> nn.Module:
+    """Evenly spaced points with fractional ends, both directions; logspace in the dtypes it fits."""
+    hi = 7.1 if dtype not in (torch.uint8, torch.int8) else 2.9
+    lo = -3.3 if dtype != torch.uint8 else 0.3
+    return Fn(
+        lambda x: (
+            torch.linspace(lo, hi, 37, dtype=dtype) + x,
+            torch.linspace(hi, lo, 9, dtype=dtype) + x[0],
+            torch.logspace(-1.3, 1.9 if dtype != torch.int8 else 1.5, 11, dtype=dtype) + x[0],
+            torch.logspace(0, 4, 5, base=2.0, dtype=dtype) + x[0],
+        )
+    )
+
+
 def _arange_floats(dtype: torch.dtype) -> nn.Module:
     """Fractional steps long enough for torch's vectorized loop (its values differ from start + i * step
     computed once and rounded by an ULP here and there)."""
@@ -159,10 +173,13 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
         for dt in (*FLOATS, *INTS, torch.bool)
     ],
     ("log_of_sigmoid_tails", Fn(lambda x: (torch.log(torch.sigmoid(x)), torch.sigmoid(x))), (EXP_EDGES,)),
+    ("tanh_nan", Fn(lambda x: (torch.tanh(x), torch.tanh(x * 2).mul(3))), (EXP_EDGES,)),
     ("min_dim_all_nan_row", Fn(lambda x: torch.min(x, dim=0)), (torch.tensor([[NAN, NAN], [1.0, 2.0]]),)),
     # arange: integer dtypes truncate start and step; float dtypes as torch's vectorized loop rounds
     *[(f"arange_fractional_{str(dt)[6:]}", _arange_ints(dt), (torch.zeros(6, dtype=dt),)) for dt in INTS],
     *[(f"arange_fractional_{str(dt)[6:]}", _arange_floats(dt), (torch.zeros(133, dtype=dt),)) for dt in FLOATS],
+    # linspace / logspace: torch's kernel (integer dtypes truncate start and end first)
+    *[(f"linspace_logspace_{str(dt)[6:]}", _spaces(dt), (torch.zeros(37, dtype=dt),)) for dt in (*FLOATS, *INTS)],
     # fmax / fmin: NaN on one side gives the other; every dtype torch has them for
     *[
         (
@@ -188,6 +205,10 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     ],
 ]
 
+# At `core`, torch's own decomposition of linspace/logspace computes other integers than its kernel (it
+# interpolates first and truncates after): the core graph differs from eager, and verification must say so.
+CORE_DIFFERS = {f"linspace_logspace_{str(dt)[6:]}" for dt in INTS}
+
 # Bit for bit with eager PyTorch (every other sample: within the budget of its dtype).
 BIT_EXACT = {
     "cumsum_float32_cancelling",
@@ -195,6 +216,7 @@ BIT_EXACT = {
     "amax_amin_sum_inf_rows",
     "min_dim_all_nan_row",
     *(f"cummax_cummin_{str(dt)[6:]}" for dt in (*FLOATS, *INTS, torch.bool)),
+    *CORE_DIFFERS,
     *(f"arange_fractional_{str(dt)[6:]}" for dt in (*INTS, *FLOATS)),
     *(f"fmax_fmin_{str(dt)[6:]}" for dt in (*FLOATS, *INTS)),
     "fmax_fmin_bool",

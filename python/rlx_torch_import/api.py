@@ -27,6 +27,7 @@ from .lower.symbolic import lower_symbolic
 from .outdir import staged
 from .progress import Progress
 from .runtime import BundleModel, tree_children
+from .symbolic import values_of
 from .verify.ir_check import check_ops
 from .verify.judge import Judge
 from .verify.parity import InputSetRow, OutputParity, ParityReport, SweepRow, check_reference, compare_output
@@ -501,7 +502,8 @@ def _verify_bundle(
         if choose_denormals and device == "cpu":
             _choose_denormal_mode(model, feed, got, bundle_dir)
         judge = Judge(ir, src, ref)
-        report.outputs = _compare_outputs(ir, got, ref, "", judge) + _compare_values(model, ir, {}, None)
+        example = values_of(ir.symbols) if ir.is_dynamic else None
+        report.outputs = _compare_outputs(ir, got, ref, "", judge, example) + _compare_values(model, ir, {}, None)
         if ir.is_dynamic:
             with prog.phase(f"sweep ({len(ir.sweep)} points)"):
                 _verify_sweep(model, ir, ref, report, judge)
@@ -552,7 +554,7 @@ def _verify_sweep(
         except (InputError, BundleError) as e:
             row.outputs.append(_failed("RLX", e.message))
             continue
-        row.outputs = _compare_outputs(ir, got, ref, f"sweep.{i}.", judge)
+        row.outputs = _compare_outputs(ir, got, ref, f"sweep.{i}.", judge, dict(point["binding"]))
         row.outputs += _compare_values(model, ir, point["binding"], point.get("values", {}))
         row.ok = all(o.ok for o in row.outputs)
 
@@ -581,7 +583,12 @@ def _verify_input_sets(
 
 
 def _compare_outputs(
-    ir: torchir.TorchIR, got: dict[str, np.ndarray], ref: dict[str, Any], prefix: str, judge: Judge
+    ir: torchir.TorchIR,
+    got: dict[str, np.ndarray],
+    ref: dict[str, Any],
+    prefix: str,
+    judge: Judge,
+    binding: dict[str, int] | None = None,
 ) -> list[OutputParity]:
     """Each bundle output against PyTorch's, `<prefix>output.<name>` in reference.safetensors; where
     an output has outliers (elements beyond their own magnitude's budget), PyTorch's float64 run of the
@@ -593,7 +600,7 @@ def _compare_outputs(
         dtype = _result_dtype(actual, spec.dtype)
         row = compare_output(spec.name, actual, expected.to_numpy(), dtype, expected.dtype)
         if row.wants_judge:
-            wide, why = judge.outputs(prefix)
+            wide, why = judge.outputs(prefix, binding)
             row = compare_output(
                 spec.name, actual, expected.to_numpy(), dtype, expected.dtype, wide.get(spec.name),
                 no_judge=why or "PyTorch's float64 run gives no float value for it",

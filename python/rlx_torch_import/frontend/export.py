@@ -2,7 +2,8 @@
 
 - `aten`: the graph as torch.export gives it (no `run_decompositions`).
 - `high` (default): Core ATen, except the high-level ops RLX has fused kernels
-  for, which are kept whole (see `PRESERVED_HIGH_LEVEL`).
+  for, which are kept whole (see `_preserved_high_level`; also linspace/logspace,
+  whose torch decomposition computes other integers than its kernel).
 - `core`: full Core ATen.
 """
 
@@ -25,7 +26,8 @@ DECOMPOSITION_LEVELS = ("aten", "high", "core")
 
 
 def _preserved_high_level() -> list[Any]:
-    """High-level ATen ops that map onto fused RLX ops; kept out of the decomposition table."""
+    """High-level ATen ops that map onto fused RLX ops (or whose torch decomposition computes other
+    values than torch's kernel); kept out of the decomposition table."""
     aten = torch.ops.aten
     names = [
         "linear.default",
@@ -49,6 +51,10 @@ def _preserved_high_level() -> list[Any]:
         "hardswish.default",
         "hardsigmoid.default",
         "mish.default",
+        # torch's decompositions of these compute other values than its kernels (integer dtypes: the
+        # kernel truncates start and end first), so they are lowered whole from torch's own values
+        "linspace.default",
+        "logspace.default",
     ]
     ops = []
     for name in names:

@@ -1,4 +1,4 @@
-"""Tensors made from scalars: full/zeros/ones, scalar_tensor, arange.
+"""Tensors made from scalars: full/zeros/ones, scalar_tensor, arange, linspace/logspace.
 
 A size-dependent one (a dynamic program's) must be the same RLX graph at every size:
 full/zeros/ones are one scalar expanded (the Expand follows the size), arange a slice of
@@ -74,6 +74,29 @@ def _torch_arange(start: float, step: float, n: int, dtype: str, end: float | No
     if values.numel() != n:  # the node's recorded length wins (a shape torch.export computed)
         values = torch.arange(start, start + step * (n - 0.5), step, dtype=getattr(torch, dtype))[:n]
     return (values.double() if values.is_floating_point() else values).numpy()
+
+
+def _check_space(call: Call) -> str | None:
+    if any(isinstance(call.get(k), Value) for k in ("start", "end")):
+        return "start/end read from tensors are not supported (a graph-time range)"
+    if call.node.outputs and any(not isinstance(d, int) for d in call.node.outputs[0].shape):
+        return "a step count that depends on a dynamic dim is not supported"
+    return None
+
+
+@lowers("aten.linspace.default", "aten.logspace.default", check=_check_space)
+def linspace_logspace(b: Builder, call: Call) -> Value:
+    """`steps` points from start to end, evenly spaced (logspace: base ** those points), as torch's CPU
+    kernel computes them: integer dtypes truncate start and end first, floats fill the two halves from
+    each end; the values come from torch.linspace/logspace itself."""
+    import torch
+
+    dtype = getattr(torch, call.out_dtype)
+    if call.target == "aten.linspace.default":
+        values = torch.linspace(call["start"], call["end"], call["steps"], dtype=dtype)
+    else:
+        values = torch.logspace(call["start"], call["end"], call["steps"], call.get("base", 10.0), dtype=dtype)
+    return b.const((values.double() if values.is_floating_point() else values).numpy(), call.out_dtype)
 
 
 @lowers("aten.empty_like.default", "aten.empty_permuted.default")

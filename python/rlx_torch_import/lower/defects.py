@@ -426,7 +426,7 @@ def _probe_exp_range() -> str | None:
 
 def _probe_sigmoid_range() -> str | None:
     """Sigmoid where exp(-x) leaves RLX's clamp: IEEE float32 gives 1 / (1 + inf) = 0 below -88.7."""
-    x = np.array([-200.0, -100.0, -89.0, 0.0, 5.0], np.float32)
+    x = np.array([-200.0, -100.0, -89.0, -88.0, 0.0, 5.0], np.float32)
     with np.errstate(over="ignore"):
         want = (np.float32(1) / (np.float32(1) + np.exp(-x))).astype(np.float32)
     try:
@@ -439,6 +439,19 @@ def _probe_sigmoid_range() -> str | None:
 
 def _probe_exp_sigmoid_range() -> str | None:
     return _first(_probe_exp_range, _probe_sigmoid_range)
+
+
+def _probe_tanh_nan() -> str | None:
+    x = np.array([np.nan, 0.5, -np.inf, np.inf] * 4, np.float32)
+    try:
+        got = run_raw({"Activation": "Tanh"}, [(x, "F32")], x.shape, "F32")
+    except (RuntimeError, _core.CheckError) as e:  # CheckError: a kernel the core refuses (src/safety.rs)
+        return f"RLX failed: {str(e).splitlines()[0][:160]}"
+    return None if np.array_equal(np.isnan(got), np.isnan(x)) else f"tanh(NaN) gave {got[0]}"
+
+
+def _tanh(op: Any, ins: Sequence[str], out: str) -> bool:
+    return _kind(op) == "Activation" and op.get("Activation") == "Tanh" and "F32" in ins
 
 
 def _exp(op: Any, ins: Sequence[str], out: str) -> bool:
@@ -929,9 +942,18 @@ DEFECTS: tuple[Defect, ...] = (
         "shares the clamp: sigmoid(-200) is 3e-39, not 0, so log(sigmoid(x)) stops at -88.7",
         "0.2.19",
         "RLX's Exp where |x| <= 87, exp(x / 2) ** 2 outside (IEEE underflow to subnormals and 0, overflow to inf), "
-        "NaN passed through; Sigmoid below -87 as 1 / (1 + exp(-x)) on that exp",
+        "NaN passed through; Sigmoid is 0 below -88.72 (where float32 exp(-x) overflows)",
         _exp,
         _probe_exp_sigmoid_range,
+    ),
+    Defect(
+        "tanh-nan",
+        "Activation Tanh maps NaN to -1 (torch.tanh keeps NaN)",
+        "0.2.19",
+        "NaN where x is NaN (a Where on x != x), unless x is known NaN-free",
+        _tanh,
+        _probe_tanh_nan,
+        nan_only=True,
     ),
     Defect(
         "erf-tail",

@@ -29,17 +29,21 @@ def _binding(ir: TorchIR, shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:
 
 
 def float64_outputs(
-    ir: TorchIR, inputs: dict[str, safetensors_io.RawTensor], weights: dict[str, safetensors_io.RawTensor]
+    ir: TorchIR,
+    inputs: dict[str, safetensors_io.RawTensor],
+    weights: dict[str, safetensors_io.RawTensor],
+    binding: dict[str, int] | None = None,
 ) -> tuple[dict[str, np.ndarray], str]:
     """The float outputs of `ir` (output name -> float64 array) on `inputs` (input name -> tensor),
-    computed by PyTorch in float64 from `weights` (state_dict key -> tensor); with an empty dict, the
-    reason there is none (an op without a float64 kernel, a symbol the inputs do not fix, ...)."""
+    computed by PyTorch in float64 from `weights` (state_dict key -> tensor) at `binding` (torch symbol
+    name -> size; default: read from the inputs' shapes); with an empty dict, the reason there is none
+    (an op without a float64 kernel, a symbol the inputs do not fix, ...)."""
     import torch
 
     from .nodes import _to_torch, torch_values
 
     if ir.is_dynamic:
-        binding = _binding(ir, {k: tuple(v.shape) for k, v in inputs.items()})
+        binding = binding or _binding(ir, {k: tuple(v.shape) for k, v in inputs.items()})
         missing = sorted({s.name for s in ir.symbols} - set(binding))
         if missing:
             return {}, f"the inputs do not fix symbol(s) {', '.join(missing)}"
@@ -47,12 +51,18 @@ def float64_outputs(
             ir = ir.bind(binding)
         except Exception as e:  # a binding torch-ir refuses: the run itself reports that
             return {}, f"the program does not bind at {binding} ({type(e).__name__})"
-    env, missing_nodes = torch_values(
-        ir,
-        {name: _to_torch(t) for name, t in inputs.items()},
-        {key: _to_torch(t) for key, t in weights.items()},
-        float64=True,
-    )
+    used = {w.key for w in ir.weights}
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)  # ops whose dtype torch infers (a float scalar_tensor) widen too
+    try:
+        env, missing_nodes = torch_values(
+            ir,
+            {name: _to_torch(t) for name, t in inputs.items()},
+            {key: _to_torch(t) for key, t in weights.items() if key in used},
+            float64=True,
+        )
+    finally:
+        torch.set_default_dtype(default)
     found: dict[str, np.ndarray] = {}
     for spec in ir.outputs:
         value = env.get(spec.value)
@@ -73,14 +83,15 @@ class Judge:
         self._weights: dict[str, safetensors_io.RawTensor] | None = None
         self._points: dict[str, tuple[dict[str, np.ndarray], str]] = {}
 
-    def outputs(self, prefix: str) -> tuple[dict[str, np.ndarray], str]:
-        """(output name -> float64 array, why none) at the point whose reference keys start `prefix`."""
+    def outputs(self, prefix: str, binding: dict[str, int] | None = None) -> tuple[dict[str, np.ndarray], str]:
+        """(output name -> float64 array, why none) at the point whose reference keys start `prefix`
+        (a dynamic program's sizes: `binding`, torch symbol name -> size, or read from the inputs)."""
         if prefix not in self._points:
             try:
                 if self._weights is None:
                     self._weights = safetensors_io.read(self.directory / torchir.WEIGHTS)
                 inputs = {s.name: self.reference[f"{prefix}input.{s.name}"] for s in self.ir.inputs}
-                self._points[prefix] = float64_outputs(self.ir, inputs, self._weights)
+                self._points[prefix] = float64_outputs(self.ir, inputs, self._weights, binding)
             except Exception as e:  # the judge is extra evidence: without it the scale budget decides
                 self._points[prefix] = ({}, f"the float64 run failed ({type(e).__name__}: {str(e)[:120]})")
         return self._points[prefix]

@@ -286,7 +286,8 @@ def _float_mismatches(
         own = ~bad & (diff > budget.atol + budget.rtol * np.abs(np.where(finite, e, 0.0)))
         bad_at.append(start + np.flatnonzero(bad))
         outlier_at.append(start + np.flatnonzero(own))
-    return np.concatenate(bad_at), np.concatenate(outlier_at)
+    none = np.empty(0, dtype=np.intp)  # an empty output has no chunks
+    return (np.concatenate(bad_at) if bad_at else none), (np.concatenate(outlier_at) if outlier_at else none)
 
 
 def _judge_outliers(
@@ -301,8 +302,15 @@ def _judge_outliers(
     a, e, j = (arr.reshape(-1)[outliers].astype(np.float64) for arr in (actual, expected, judge))
     ours, theirs = np.abs(a - j), np.abs(e - j)
     limit = budget.atol + budget.rtol * np.abs(j) + JUDGE_FACTOR * np.maximum(theirs, floor)
-    wrong = np.isfinite(j) & ~(ours <= limit)  # where float64 is not finite it cannot judge: the scale does
-    worst = int(np.argmax(ours / np.maximum(limit, np.finfo(np.float64).tiny)))
+    judged = np.isfinite(j)  # where float64 is not finite it cannot judge: the scale does
+    wrong = judged & ~(ours <= limit)
+    if not judged.any():
+        return (
+            outliers[:0],
+            f"{len(outliers)} elements beyond their own magnitude's budget: PyTorch's float64 run is not "
+            "finite there; judged by the output's scale",
+        )
+    worst = int(np.argmax(np.where(judged, ours / np.maximum(limit, np.finfo(np.float64).tiny), -1.0)))
     note = (
         f"{len(outliers)} elements beyond their own magnitude's budget judged against PyTorch's float64 run: "
         f"{int(wrong.sum())} wrong; the worst is {ours[worst]:.3g} from float64 where PyTorch is "
@@ -379,7 +387,7 @@ def compare_output(
                     reasons.append(
                         f"{len(wrong_at)} elements wrong in their own magnitude (beyond {budget.atol:g} + "
                         f"{budget.rtol:g} * |PyTorch| and PyTorch's own float64 error), first at "
-                        f"{list(np.unravel_index(int(wrong_at.min()), actual.shape))}"
+                        f"{[int(i) for i in np.unravel_index(int(wrong_at.min()), actual.shape)]}"
                     )
                 bad_at = np.union1d(bad_at, wrong_at)
             mismatches = len(bad_at)
@@ -438,7 +446,12 @@ def _judge(
     if judge is not None and dtype in _JUDGED and np.shape(judge) == expected.shape:
         wrong_at, note = _judge_outliers(actual, expected, np.asarray(judge), outlier_at, budget)
         return "float64", wrong_at, note
-    why = no_judge or ("float64 has no wider judge" if dtype not in _JUDGED else "no float64 run was given")
+    if dtype not in _JUDGED:
+        why = "float64 has no wider judge"
+    elif judge is not None:
+        why = f"the float64 run's shape {list(np.shape(judge))} is not the output's {list(expected.shape)}"
+    else:
+        why = no_judge or "no float64 run was given"
     note = (
         f"{len(outlier_at)} elements differ by more than their own magnitude's budget (relative error up to "
         f"{rel:.3g}); judged by the output's scale only: {why}"
@@ -506,6 +519,9 @@ class SweepRow:
     def failures(self) -> str:
         return "; ".join(f"{o.name}: {', '.join(o.reasons)}" for o in self.outputs if not o.ok)
 
+    def notes(self) -> list[str]:
+        return [f"{o.name}: {n}" for o in self.outputs for n in o.notes]
+
 
 @dataclass
 class NodeError:
@@ -558,6 +574,9 @@ class InputSetRow:
 
     def failures(self) -> str:
         return "; ".join(f"{o.name}: {', '.join(o.reasons)}" for o in self.outputs if not o.ok)
+
+    def notes(self) -> list[str]:
+        return [f"{o.name}: {n}" for o in self.outputs for n in o.notes]
 
 
 # More per-node rows than this: report.md lists only the failing nodes and the first divergence.
@@ -653,10 +672,12 @@ class ParityReport:
             for r in bad:
                 at = ", ".join(f"{k}={v}" for k, v in r.binding.items())
                 lines.append(f"  BAD {r.label} ({at}): {r.failures()}")
+            lines += [f"  note at {r.label}: {n}" for r in self.sweep for n in r.notes()]
         if self.input_sets:
             passed = sum(r.ok for r in self.input_sets)
             lines.append(f"  input sets: {passed}/{len(self.input_sets)} pass")
         lines += [f"  BAD input set {r.label}: {r.failures()}" for r in self.input_sets if not r.ok]
+        lines += [f"  note on input set {r.label}: {n}" for r in self.input_sets for n in r.notes()]
         return "\n".join(lines)
 
     def _device_text(self) -> str:
@@ -699,7 +720,8 @@ class ParityReport:
         rows = "\n".join(
             f"| {_md(r.label)} | {_md(r.description)} | {'pass' if r.ok else 'FAIL'} | "
             f"{max((o.max_abs_error for o in r.outputs), default=0.0):.3g} | "
-            f"{min((o.cosine for o in r.outputs), default=1.0):.8f} | {r.failures()} |"
+            f"{min((o.cosine for o in r.outputs), default=1.0):.8f} | "
+            f"{_md('; '.join([r.failures(), *(f'note: {n}' for n in r.notes())]).strip('; '))} |"
             for r in self.input_sets
         )
         return (
@@ -770,7 +792,7 @@ class ParityReport:
             f"| {r.label} | {', '.join(f'{k}={v}' for k, v in r.binding.items())} | {'pass' if r.ok else 'FAIL'} | "
             f"{max((o.max_abs_error for o in r.outputs), default=0.0):.3g} | "
             f"{min((o.cosine for o in r.outputs), default=1.0):.8f} | {r.compile_ms:.1f} | {r.run_ms:.2f} | "
-            f"{r.failures()} |"
+            f"{_md('; '.join([r.failures(), *(f'note: {n}' for n in r.notes())]).strip('; '))} |"
             for r in self.sweep
         )
         probes = "; ".join(", ".join(f"{k}={v}" for k, v in b.items()) for b in self.probes)
