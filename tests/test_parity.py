@@ -332,3 +332,70 @@ def test_large_outputs_are_compared_in_chunks_with_the_same_verdict(monkeypatch)
     assert results[0] == results[1] == results[2]
     ok, mismatches, first, max_abs, nonfinite_match, _ = results[0]
     assert not ok and mismatches == 3 and first == [1, 1, 1] and max_abs == 0.5 and not nonfinite_match
+
+
+def test_planted_small_element_error_fails_through_the_float64_judge(tmp_path) -> None:
+    """End to end: a bundle off by 0.5 at an element of 0.001, in an output whose scale budget is 1.0,
+    passed before the element-wise criterion; the float64 judge (PyTorch on torch-ir's weights) fails it."""
+
+    class Shift(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bias = nn.Parameter(torch.zeros(4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.bias
+
+    x = torch.tensor([[1e4, 1e-3, -3.0, 2.5]])
+    out = tmp_path / "o"
+    assert rti.from_torch(Shift(), (x,), out).ok
+    weights = out / "bundle" / "weights.safetensors"
+    bias = safetensors_io.read(weights)["bias"].to_numpy().copy()
+    bias[1] = 0.5
+    safetensors_io.write(weights, {"bias": ("float32", bias.shape, bias.tobytes())})
+    report = rti.reverify(out)
+    (row,) = report.outputs
+    assert not report.ok and row.judged_by == "float64" and row.outliers == 1
+    assert row.mismatches == 1 and row.first_mismatch == [0, 1]
+    assert any("wrong in their own magnitude" in r for r in row.reasons)
+    assert "judged against PyTorch's float64 run" in report.summary()
+
+
+def test_float64_judge_of_a_conversion_directory(tmp_path) -> None:
+    """verify/judge.py runs torch-ir's nodes in float64: a float32 running sum's judge is float64's."""
+    from rlx_torch_import import torchir
+    from rlx_torch_import.verify.judge import Judge
+
+    class Scan(nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return x.cumsum(-1), x.argmax(-1)
+
+    x = torch.tensor([[1e8, 1.0, -1e8, 0.5]])
+    out = tmp_path / "o"
+    report = rti.from_torch(Scan(), (x,), out)
+    assert report.ok and all(o.max_abs_error == 0 for o in report.outputs)  # torch's float64 accumulation
+    ir = torchir.load(out)
+    wide, why = Judge(ir, out, safetensors_io.read(out / "reference.safetensors")).outputs("")
+    assert why == "" and list(wide) == ["output_0"]  # the int64 argmax needs no judge
+    assert wide["output_0"].dtype == np.float64 and wide["output_0"].tolist() == [[1e8, 1e8 + 1, 1.0, 1.5]]
+
+
+def test_float64_judge_at_a_sweep_point_of_a_dynamic_program(tmp_path) -> None:
+    from rlx_torch_import import torchir
+    from rlx_torch_import.verify.judge import Judge
+
+    class Scan(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.cumsum(-1) * 2
+
+    x = torch.randn(2, 6)
+    out = tmp_path / "o"
+    n = torch.export.Dim("n", min=2, max=16)
+    assert rti.from_torch(Scan(), (x,), out, dynamic_shapes={"x": {1: n}}).ok
+    ir = torchir.load(out)
+    ref = safetensors_io.read(out / "reference.safetensors")
+    judge = Judge(ir, out, ref)
+    for i, point in enumerate(ir.sweep):
+        wide, why = judge.outputs(f"sweep.{i}.", dict(point["binding"]))
+        inputs = ref[f"sweep.{i}.input.x"].to_numpy().astype(np.float64)
+        assert why == "" and np.array_equal(wide["output"], np.cumsum(inputs, -1) * 2)

@@ -120,6 +120,8 @@ class Program:
     # Their values' largest dims over the symbols' ranges, by torch-ir value name (None: a symbol
     # it uses is unbounded). A lowering that needs a size-independent constant sizes it by these.
     size_bounds: dict[str, list[int] | None] = field(default_factory=dict)
+    # Their symbolic axes (torch-ir value name -> the axes whose size is a symbol expression).
+    dynamic_axes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     # torch-ir value name -> the RLX value computing it (id, dims, torch-ir dtype); a value the
     # lowering does not compute (a skipped output, a node fused into another) is absent.
     torch_values: dict[str, tuple[str, tuple[int, ...], str]] = field(default_factory=dict)

@@ -82,8 +82,13 @@ def scan_accumulate(dtype: str) -> str:
 
 def _scan(kind: str):  # noqa: ANN202 - factory returning a lowering
     def lower_scan(b: Builder, call: Call) -> Value:
-        x = b.cast(call.tensor("self"), scan_accumulate(call.out_dtype))
-        y = b.emit({kind: {"axis": norm_axis(call["dim"], x.rank), "exclusive": False}}, [x], x.dims, x.dtype)
+        source = call.tensor("self")
+        axis = norm_axis(call["dim"], source.rank)
+        wide = scan_accumulate(call.out_dtype)
+        if call.out_dtype == "float32" and axis in b.program.dynamic_axes.get(call.tensor_name("self"), ()):
+            wide = "float32"  # a float64 scan's step count follows the length: one graph for every size needs RLX's
+        x = b.cast(source, wide)  # float32 scan (README, Limits)
+        y = b.emit({kind: {"axis": axis, "exclusive": False}}, [x], x.dims, x.dtype)
         return b.cast(y, call.out_dtype)
 
     lower_scan.__name__ = kind.lower()

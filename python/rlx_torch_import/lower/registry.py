@@ -206,6 +206,15 @@ def _size_dependent(ir: TorchIR) -> set[str]:
     }
 
 
+def _dynamic_axes(ir: TorchIR) -> dict[str, tuple[int, ...]]:
+    """Each symbolic value's axes whose size is a symbol expression (not a fixed int)."""
+    return {
+        name: tuple(a for a, d in enumerate(shape) if not isinstance(d, int))
+        for name, shape in ir.symbolic_shapes.items()
+        if not is_static(shape)
+    }
+
+
 def _size_bounds(ir: TorchIR) -> dict[str, list[int] | None]:
     """Each symbolic value's dims at the symbols' maxima (None when one is unbounded)."""
     if any(s.max is None for s in ir.bound_symbols):
@@ -231,7 +240,9 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False) -> 
         raise UnsupportedOpsError(items=checked, decomposition=ir.decomposition)
     refused_nodes = {i.node for i in checked}
     items = list(checked)
-    program = Program(name=ir.name, size_dependent=_size_dependent(ir), size_bounds=_size_bounds(ir))
+    program = Program(
+        name=ir.name, size_dependent=_size_dependent(ir), size_bounds=_size_bounds(ir), dynamic_axes=_dynamic_axes(ir)
+    )
     builder = Builder(program)
     values: dict[str, Value] = {}
     for spec in ir.inputs:
