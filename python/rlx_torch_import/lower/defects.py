@@ -437,10 +437,6 @@ def _probe_sigmoid_range() -> str | None:
     return None if close.all() else f"got {got.tolist()}, expected {want.tolist()}"
 
 
-def _probe_exp_sigmoid_range() -> str | None:
-    return _first(_probe_exp_range, _probe_sigmoid_range)
-
-
 def _probe_tanh_nan() -> str | None:
     x = np.array([np.nan, 0.5, -np.inf, np.inf] * 4, np.float32)
     try:
@@ -450,12 +446,8 @@ def _probe_tanh_nan() -> str | None:
     return None if np.array_equal(np.isnan(got), np.isnan(x)) else f"tanh(NaN) gave {got[0]}"
 
 
-def _tanh(op: Any, ins: Sequence[str], out: str) -> bool:
-    return _kind(op) == "Activation" and op.get("Activation") == "Tanh" and "F32" in ins
-
-
 def _exp(op: Any, ins: Sequence[str], out: str) -> bool:
-    return _kind(op) == "Activation" and op.get("Activation") in ("Exp", "Sigmoid") and "F32" in ins
+    return _kind(op) == "Activation" and op.get("Activation") == "Exp" and "F32" in ins
 
 
 def _probe_erf_tail() -> str | None:
@@ -938,22 +930,32 @@ DEFECTS: tuple[Defect, ...] = (
     Defect(
         "exp-range",
         "Activation Exp clamps x to [-87.3, 88.7]: exp(-inf) and exp(-100) give 1.2e-38 (not 0 or a subnormal), "
-        "exp(88.72) 3.3e38 and exp(inf) a finite 3.4e38 (not inf); the AVX kernel maps NaN to 1.2e-38. Sigmoid "
-        "shares the clamp: sigmoid(-200) is 3e-39, not 0, so log(sigmoid(x)) stops at -88.7",
+        "exp(88.72) 3.3e38 and exp(inf) a finite 3.4e38 (not inf); the AVX kernel maps NaN to 1.2e-38",
         "0.2.19",
         "RLX's Exp where |x| <= 87, exp(x / 2) ** 2 outside (IEEE underflow to subnormals and 0, overflow to inf), "
-        "NaN passed through; Sigmoid is 0 below -88.72 (where float32 exp(-x) overflows)",
+        "NaN passed through",
         _exp,
-        _probe_exp_sigmoid_range,
+        _probe_exp_range,
+    ),
+    Defect(
+        "sigmoid-tail",
+        "Activation Sigmoid shares Exp's clamp: below -88.7 it gives 3e-39 where float32 1 / (1 + exp(-x)) is 0, "
+        "so log(sigmoid(x)) stops at -88.7 instead of -inf",
+        "0.2.19",
+        "accepted: an absolute error below 1e-38 inside every budget; a select on every sigmoid made LSTM/GRU "
+        "2.5x slower; log(sigmoid(x)) of such x fails verification (use logsigmoid, which is exact)",
+        _never,
+        _probe_sigmoid_range,
+        accepted=True,
     ),
     Defect(
         "tanh-nan",
         "Activation Tanh maps NaN to -1 (torch.tanh keeps NaN)",
         "0.2.19",
-        "NaN where x is NaN (a Where on x != x), unless x is known NaN-free",
-        _tanh,
+        "accepted: a NaN-keeping select on every tanh made LSTM/GRU 2.5x slower; the verdict reports NaN positions",
+        _never,
         _probe_tanh_nan,
-        nan_only=True,
+        accepted=True,
     ),
     Defect(
         "erf-tail",

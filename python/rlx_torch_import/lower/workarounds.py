@@ -151,13 +151,6 @@ def _activation(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...],
         return _round_half_even(b, x)
     if name == "Exp" and _rlx(x) == "F32":  # exp-range
         return _exp_full_range(b, op, x, dims, dtype)
-    if name == "Sigmoid" and _rlx(x) == "F32":  # exp-range: 1 / (1 + exp(-x)) is 1 / inf = 0 below -88.72
-        low = b.compare("Lt", x, b.const(_SIGMOID_ZERO, x.dtype))
-        raw = b.raw(op, [x], dims, dtype, compensated="exp-range")
-        return b.emit("Where", [low, b.expand(b.const(0.0, x.dtype), dims), raw], dims, dtype)
-    if name == "Tanh" and _rlx(x) == "F32" and not b.nan_free(x):  # tanh-nan: RLX's Tanh maps NaN to -1
-        nan = exact.is_nan(b, x)
-        return b.emit("Where", [nan, x, b.raw(op, [x], dims, dtype, compensated="tanh-nan")], dims, dtype)
     if name == "Elu":  # elu-expm1: RLX's Elu computes exp(x) - 1
         return b.emit("Where", [b.compare("Gt", x, b.const(0.0, x.dtype)), x, exact.expm1(b, x)], dims, dtype)
     return b.raw(op, inputs, dims, dtype)
@@ -165,9 +158,6 @@ def _activation(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...],
 
 # |x| up to which RLX's vector exp is right: it clamps x to [-87.3, 88.7] before its polynomial.
 _EXP_SAFE = 87.0
-# Below this, float32 exp(-x) overflows, so torch's sigmoid (1 / (1 + exp(-x))) is exactly 0; RLX's stays
-# at 1 / (1 + exp(88.7)) = 3e-39. Between it and RLX's clamp (-88.7) both are ~3e-39.
-_SIGMOID_ZERO = -88.72283935546875
 
 
 def _exp_full_range(b: Builder, op: Any, x: Value, dims: tuple[int, ...], dtype: str) -> Value:
