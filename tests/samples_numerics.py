@@ -100,7 +100,7 @@ def _spaces(dtype: torch.dtype) -> nn.Module:
         lambda x: (
             torch.linspace(lo, hi, 37, dtype=dtype) + x,
             torch.linspace(hi, lo, 9, dtype=dtype) + x[0],
-            torch.logspace(-1.3, 1.9 if dtype != torch.int8 else 1.5, 11, dtype=dtype) + x[0],
+            torch.logspace(lo, 1.9 if dtype != torch.int8 else 1.5, 11, dtype=dtype) + x[0],
             torch.logspace(0, 4, 5, base=2.0, dtype=dtype) + x[0],
         )
     )
