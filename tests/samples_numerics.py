@@ -174,6 +174,15 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
         for dt in (*FLOATS, *INTS, torch.bool)
     ],
     ("sigmoid_logsigmoid_tails", Fn(lambda x: (torch.sigmoid(x), F.logsigmoid(x))), (EXP_EDGES,)),
+    # index_select of a 0-d tensor (found by the coverage run: RLX's Gather wants rank >= 1)
+    *[
+        (
+            f"index_select_0d_{str(dt)[6:]}",
+            Fn(lambda x, i: (torch.index_select(x, 0, i), torch.index_select(x, -1, i[:1]))),
+            (torch.tensor(3.5).to(dt), torch.tensor([0])),
+        )
+        for dt in (torch.float32, torch.float64, torch.int64, torch.bool)
+    ],
     ("min_dim_all_nan_row", Fn(lambda x: torch.min(x, dim=0)), (torch.tensor([[NAN, NAN], [1.0, 2.0]]),)),
     # arange: integer dtypes truncate start and step; float dtypes as torch's vectorized loop rounds
     *[(f"arange_fractional_{str(dt)[6:]}", _arange_ints(dt), (torch.zeros(6, dtype=dt),)) for dt in INTS],

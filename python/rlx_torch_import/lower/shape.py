@@ -218,6 +218,9 @@ def flip(b: Builder, call: Call) -> Value:
 def index_select(b: Builder, call: Call) -> Value:
     """x.index_select(dim, index): a Gather along `dim` (negative indices are not allowed by torch)."""
     x = call.tensor("self")
+    if x.rank == 0:  # a 0-d tensor is one element along dim 0 or -1; the result is 0-d too (torch)
+        index = b.reshape(call.tensor("index"), (1,))
+        return b.reshape(b.emit({"Gather": {"axis": 0}}, [b.reshape(x, (1,)), index], (1,), x.dtype), call.out_dims)
     axis = norm_axis(call["dim"], x.rank)
     return b.emit({"Gather": {"axis": axis}}, [x, call.tensor("index")], call.out_dims, x.dtype)
 
