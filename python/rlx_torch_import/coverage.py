@@ -449,7 +449,7 @@ def run_sample(
         return results
     leaves = [t for t in torch.utils._pytree.tree_leaves(eager) if isinstance(t, torch.Tensor)]
     if leaves and all(t.is_floating_point() and t.numel() and bool(t.isnan().all()) for t in leaves):
-        # The verdict never passes an all-NaN output (it would prove nothing); nor can it fail one here.
+        # An all-NaN output passes the verdict only with a note (it proves nothing): no verdict here.
         add(SampleResult(name, index, dtype, SKIPPED, "eager PyTorch's result is entirely NaN: no verdict"))
         return results
     try:
