@@ -6,6 +6,8 @@ the constant range over the dim's maximum length (the slice's length follows the
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..errors import InputError
@@ -73,6 +75,11 @@ def _torch_arange(start: float, step: float, n: int, dtype: str, end: float | No
     values = torch.arange(start, end, step, dtype=getattr(torch, dtype))[:n]
     if values.numel() != n:  # the node's recorded length wins (a shape torch.export computed)
         values = torch.arange(start, start + step * (n - 0.5), step, dtype=getattr(torch, dtype))[:n]
+    return _as_numpy(values)
+
+
+def _as_numpy(values: Any) -> np.ndarray:
+    """A torch tensor's values for `Builder.const` (floats as float64, which holds every half/float32)."""
     return (values.double() if values.is_floating_point() else values).numpy()
 
 
@@ -96,7 +103,7 @@ def linspace_logspace(b: Builder, call: Call) -> Value:
         values = torch.linspace(call["start"], call["end"], call["steps"], dtype=dtype)
     else:
         values = torch.logspace(call["start"], call["end"], call["steps"], call.get("base", 10.0), dtype=dtype)
-    return b.const((values.double() if values.is_floating_point() else values).numpy(), call.out_dtype)
+    return b.const(_as_numpy(values), call.out_dtype)
 
 
 @lowers("aten.empty_like.default", "aten.empty_permuted.default")

@@ -390,7 +390,7 @@ def copysign(b: Builder, call: Call) -> Value:
     x, y = (b.cast(v, call.out_dtype) for v in _operands(b, call))
     zero = b.const(0.0, call.out_dtype)
     negative_zero = b.compare("Lt", b.binary("Div", b.const(1.0, call.out_dtype), y), zero)  # 1 / -0.0 = -inf
-    negative = b.binary("Max", b.cast(b.compare("Lt", y, zero), "float32"), b.cast(negative_zero, "float32"))
+    negative = b.binary("Max", exact.flag(b, b.compare("Lt", y, zero)), exact.flag(b, negative_zero))  # or
     magnitude = b.expand(b.unary("Abs", x), call.out_dims)
     flip = b.compare("Ne", b.expand(negative, call.out_dims), b.const(0.0, "float32"))
     return b.emit("Where", [flip, b.unary("Neg", magnitude), magnitude], call.out_dims, call.out_dtype)

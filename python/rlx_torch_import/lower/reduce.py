@@ -86,8 +86,10 @@ def _scan(kind: str):  # noqa: ANN202 - factory returning a lowering
         axis = norm_axis(call["dim"], source.rank)
         wide = scan_accumulate(call.out_dtype)
         if call.out_dtype == "float32" and axis in b.program.dynamic_axes.get(call.tensor_name("self"), ()):
-            wide = "float32"  # a float64 scan's step count follows the length: one graph for every size needs RLX's
-        x = b.cast(source, wide)  # float32 scan (README, Limits)
+            # The float64 scan's step count follows the length; one graph for every size needs RLX's float32
+            # scan (README, Limits).
+            wide = "float32"
+        x = b.cast(source, wide)
         y = b.emit({kind: {"axis": axis, "exclusive": False}}, [x], x.dims, x.dtype)
         return b.cast(y, call.out_dtype)
 
