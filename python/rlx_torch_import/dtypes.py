@@ -41,6 +41,17 @@ FLOAT_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64"})
 INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8"})
 
 
+# torch's CPU kernels that accumulate (cumsum, cumprod, logcumsumexp) run in `at::acc_type<T, /*is_cuda=*/
+# false>`: float64 for float32 and float64, float32 for float16/bfloat16, int64 for integers and bool; each
+# running value is rounded to the result dtype only when stored.
+_CPU_ACCUMULATE = {"float32": "float64", "float64": "float64", "float16": "float32", "bfloat16": "float32"}
+
+
+def cpu_accumulate(dtype: str) -> str:
+    """The dtype torch's CPU scan kernels accumulate a `dtype` result in (`at::acc_type<T, false>`)."""
+    return _CPU_ACCUMULATE.get(dtype, "int64")
+
+
 def is_supported(dtype: str) -> bool:
     """Whether a torch-ir dtype name has an RLX counterpart."""
     return dtype in _TABLE

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ..dtypes import FLOAT_DTYPES
+from ..dtypes import FLOAT_DTYPES, cpu_accumulate
 from . import exact
 from .context import Builder, Call, Value, norm_axis
 from .registry import lowers
@@ -69,22 +69,11 @@ def log_softmax(b: Builder, call: Call) -> Value:
     return b.binary("Sub", shifted, b.unary("Log", total))
 
 
-# torch's CPU scans (cumsum, cumprod, logcumsumexp) run in `at::acc_type<T, /*is_cuda=*/false>`: float64
-# for float32 and float64, float32 for float16/bfloat16, int64 for integers and bool; each running value is
-# rounded to the result dtype only when stored.
-_SCAN_ACCUMULATE = {"float32": "float64", "float64": "float64", "float16": "float32", "bfloat16": "float32"}
-
-
-def scan_accumulate(dtype: str) -> str:
-    """The dtype torch's CPU scan kernels accumulate a `dtype` result in."""
-    return _SCAN_ACCUMULATE.get(dtype, "int64")
-
-
 def _scan(kind: str):  # noqa: ANN202 - factory returning a lowering
     def lower_scan(b: Builder, call: Call) -> Value:
         source = call.tensor("self")
         axis = norm_axis(call["dim"], source.rank)
-        wide = scan_accumulate(call.out_dtype)
+        wide = cpu_accumulate(call.out_dtype)
         if call.out_dtype == "float32" and axis in b.program.dynamic_axes.get(call.tensor_name("self"), ()):
             # The float64 scan's step count follows the length; one graph for every size needs RLX's float32
             # scan (README, Limits).
@@ -127,7 +116,7 @@ def logcumsumexp(b: Builder, call: Call) -> Value:
     """log(cumsum(exp(x))) along `dim`, stably: a scan in log2(n) steps (Hillis-Steele) whose step is
     log-add-exp of running values (no exp of a large value, no log of an underflowed sum), in torch's
     accumulate dtype (float64 for float32)."""
-    x = b.cast(call.tensor("self"), scan_accumulate(call.out_dtype))
+    x = b.cast(call.tensor("self"), cpu_accumulate(call.out_dtype))
     if x.rank == 0:
         return b.cast(x, call.out_dtype)
     y, back = b.to_last_axis(x, norm_axis(call["dim"], x.rank))
