@@ -41,8 +41,9 @@ pub fn restore(csr: u32) {
 
 /// Set (or clear) FTZ+DAZ on every thread of the global Rayon pool (RLX's workers). The pool's
 /// mode is remembered, so only a change costs a broadcast (a few microseconds per pool thread).
+/// Callers go through [`enter_pool`], which never changes the mode under a run in flight.
 #[cfg(target_arch = "x86_64")]
-pub fn set_pool(on: bool) {
+fn set_pool(on: bool) {
     use std::sync::atomic::{AtomicU8, Ordering};
     // 0: never set, 1: off, 2: on.
     static POOL_MODE: AtomicU8 = AtomicU8::new(0);
@@ -56,6 +57,54 @@ pub fn set_pool(on: bool) {
     });
 }
 
+/// Which mode RLX's pool threads are in while runs are in flight, and how many runs are.
+struct PoolState {
+    on: bool,
+    running: usize,
+}
+
+static POOL_STATE: std::sync::Mutex<PoolState> = std::sync::Mutex::new(PoolState {
+    on: false,
+    running: 0,
+});
+static POOL_IDLE: std::sync::Condvar = std::sync::Condvar::new();
+
+/// A run in flight on RLX's pool with one denormal mode; dropping it ends the run.
+pub struct PoolRun;
+
+/// Put RLX's pool threads in mode `on` for a run and hold it there until the returned
+/// [`PoolRun`] drops. The pool is shared by every model in the process, so runs that want the
+/// same mode overlap freely, and a run that wants the other mode waits until the runs in
+/// flight end (models run from several threads keep their own mode, bit for bit).
+pub fn enter_pool(on: bool) -> PoolRun {
+    let mut state = POOL_STATE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    while state.running > 0 && state.on != on {
+        state = POOL_IDLE
+            .wait(state)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    }
+    if state.running == 0 {
+        set_pool(on);
+        state.on = on;
+    }
+    state.running += 1;
+    PoolRun
+}
+
+impl Drop for PoolRun {
+    fn drop(&mut self) {
+        let mut state = POOL_STATE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.running -= 1;
+        if state.running == 0 {
+            POOL_IDLE.notify_all();
+        }
+    }
+}
+
 #[cfg(not(target_arch = "x86_64"))]
 pub fn set_this_thread(_on: bool) -> u32 {
     0
@@ -65,7 +114,7 @@ pub fn set_this_thread(_on: bool) -> u32 {
 pub fn restore(_csr: u32) {}
 
 #[cfg(not(target_arch = "x86_64"))]
-pub fn set_pool(_on: bool) {}
+fn set_pool(_on: bool) {}
 
 #[cfg(test)]
 mod tests {

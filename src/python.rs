@@ -18,6 +18,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use std::os::raw::{c_int, c_void};
+use std::sync::Mutex;
 
 use pyo3::ffi;
 
@@ -158,8 +159,8 @@ fn generalize(
 }
 
 /// A symbolic RLX graph read from `.rlxmodel` text; `compile(binding)` gives the
-/// `CompiledModel` of one binding (symbol number → size).
-#[pyclass(name = "SymbolicModel", unsendable)]
+/// `CompiledModel` of one binding (symbol number → size). Read-only, so usable from any thread.
+#[pyclass(name = "SymbolicModel", frozen)]
 struct PySymbolicModel {
     graph: rlx_ir::Graph,
 }
@@ -191,7 +192,7 @@ impl PySymbolicModel {
                         .and_then(|g| Runner::from_graph(g, device))
                 })
                 .map_err(to_py)?;
-            Ok(PyCompiledModel { runner })
+            Ok(PyCompiledModel::of(runner))
         })
     }
 }
@@ -276,9 +277,49 @@ fn rlx_version() -> PyResult<&'static str> {
 }
 
 /// A compiled RLX graph; tensors cross as `(bytes, dtype_name)`.
-#[pyclass(name = "CompiledModel", unsendable)]
+///
+/// Usable from any thread: the compiled graph (RLX's arena is one per graph) sits behind a
+/// mutex, so calls on one model are serialised, each taken without the GIL; runs of different
+/// models overlap (`fpmode::enter_pool` keeps their denormal modes apart).
+#[pyclass(name = "CompiledModel", frozen)]
 struct PyCompiledModel {
-    runner: Runner,
+    runner: Mutex<Runner>,
+    device: rlx_runtime::Device,
+    output_dtypes: Vec<String>,
+}
+
+impl PyCompiledModel {
+    fn of(runner: Runner) -> Self {
+        Self {
+            device: runner.device(),
+            output_dtypes: runner
+                .output_dtypes()
+                .iter()
+                .map(|d| crate::dtype_name(*d))
+                .collect(),
+            runner: Mutex::new(runner),
+        }
+    }
+
+    /// Run `f` on the runner without the GIL, once no other call holds it. A poisoned mutex
+    /// (a panic while a call held it) refuses every later call, as a poisoned `Runner` does.
+    fn with_runner<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Runner) -> Result<T, CoreError> + Send,
+    ) -> PyResult<T> {
+        py.allow_threads(|| {
+            let mut runner = self.runner.lock().map_err(|_| {
+                CoreError::Rlx(
+                    "this compiled model is unusable: an earlier call panicked while holding it; \
+                     compile the model again"
+                        .to_string(),
+                )
+            })?;
+            f(&mut runner)
+        })
+        .map_err(to_py)
+    }
 }
 
 #[pymethods]
@@ -291,50 +332,57 @@ impl PyCompiledModel {
             let runner = py
                 .allow_threads(|| Runner::from_hir_json(hir_json, device))
                 .map_err(to_py)?;
-            Ok(Self { runner })
+            Ok(Self::of(runner))
         })
     }
 
     /// The device the graph was compiled for (`"cpu"`, `"cuda"`).
     #[getter]
     fn device(&self) -> &'static str {
-        crate::device::name(self.runner.device())
+        crate::device::name(self.device)
     }
 
     /// Run with flush-to-zero / denormals-are-zero on RLX's threads (restored after each run).
-    fn set_flush_denormals(&mut self, on: bool) -> PyResult<()> {
+    fn set_flush_denormals(&self, py: Python<'_>, on: bool) -> PyResult<()> {
         entry("setting the denormal mode", || {
-            self.runner.set_flush_denormals(on);
-            Ok(())
+            self.with_runner(py, |r| {
+                r.set_flush_denormals(on);
+                Ok(())
+            })
         })
     }
 
-    fn set_param(&mut self, name: &str, data: PyBuffer<u8>, dtype: &str) -> PyResult<()> {
+    fn set_param(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        data: PyBuffer<u8>,
+        dtype: &str,
+    ) -> PyResult<()> {
         entry("setting a parameter", || {
             let dtype = crate::parse_dtype(dtype).map_err(check_err)?;
-            self.runner
-                .set_param(name, bytes_of(&data)?, dtype)
-                .map_err(to_py)
+            let bytes = bytes_of(&data)?;
+            self.with_runner(py, |r| r.set_param(name, bytes, dtype))
         })
     }
 
     /// Write a slice of an f32 parameter at `byte_offset`; False when RLX cannot (bind it whole).
     fn set_param_range(
-        &mut self,
+        &self,
+        py: Python<'_>,
         name: &str,
         byte_offset: usize,
         data: PyBuffer<u8>,
     ) -> PyResult<bool> {
         entry("setting part of a parameter", || {
-            self.runner
-                .set_param_range(name, byte_offset, bytes_of(&data)?)
-                .map_err(to_py)
+            let bytes = bytes_of(&data)?;
+            self.with_runner(py, |r| r.set_param_range(name, byte_offset, bytes))
         })
     }
 
     /// Run with `[(name, bytes, dtype_name)]`; returns `[(bytes, dtype_name, dims)]`.
     fn run<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         inputs: Vec<(String, PyBuffer<u8>, String)>,
     ) -> PyResult<Vec<PyTensor<'py>>> {
@@ -345,7 +393,7 @@ impl PyCompiledModel {
                     .map_err(|e| check_err(format!("input {name:?}: {e}")))?;
                 typed.push((name.as_str(), bytes_of(data)?, dtype));
             }
-            let outputs = self.runner.run(&typed).map_err(to_py)?;
+            let outputs = self.with_runner(py, |r| r.run(&typed))?;
             outputs
                 .into_iter()
                 .map(|(data, dtype, dims)| {
@@ -361,12 +409,7 @@ impl PyCompiledModel {
 
     fn output_dtypes(&self) -> PyResult<Vec<String>> {
         entry("listing the output dtypes", || {
-            Ok(self
-                .runner
-                .output_dtypes()
-                .iter()
-                .map(|d| crate::dtype_name(*d))
-                .collect())
+            Ok(self.output_dtypes.clone())
         })
     }
 }

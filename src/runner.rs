@@ -33,6 +33,11 @@ pub struct Runner {
     /// Set when RLX panicked part-way through a call: its state may be half-written, so
     /// every later call is refused.
     poisoned: Option<String>,
+    /// The inputs the compiled graph still reads, when RLX says (a graph compiled from MIR):
+    /// RLX's pre-compile cleanup drops an input nothing reads (a model whose outputs are only
+    /// sizes, or that ignores an argument) and then panics when it is fed. `run` checks every
+    /// declared input and feeds RLX these. `None`: every declared input (compiled from HIR).
+    read: Option<HashSet<String>>,
 }
 
 /// An output's elements as RLX returned them: bytes in its dtype, or `f32` values
@@ -222,6 +227,7 @@ impl Runner {
             inputs,
             params,
             poisoned: None,
+            read: None,
         })
     }
 
@@ -256,6 +262,7 @@ impl Runner {
             let graph = rlx_runtime::precompile::precompile_cleanup(graph, &options);
             Session::new(device).compile_with(graph, &options)
         })?;
+        let read = Some(compiled.inputs().into_iter().map(|i| i.name).collect());
         Ok(Self {
             graph: compiled,
             device,
@@ -265,6 +272,7 @@ impl Runner {
             inputs,
             params,
             poisoned: None,
+            read,
         })
     }
 
@@ -438,9 +446,9 @@ impl Runner {
     pub fn run(&mut self, inputs: &[(&str, &[u8], DType)]) -> Result<Vec<TensorBytes>, CoreError> {
         self.check_inputs(inputs)?;
         device::check_inputs(self.device, inputs)?;
-        // RLX's pool threads run only RLX work, so they keep the mode of the last model run;
-        // the calling thread (Python's) gets its own mode back after the run.
-        crate::fpmode::set_pool(self.flush_denormals);
+        // RLX's pool threads run only RLX work, so they keep the mode of the last model run
+        // (held while this run is in flight); the calling thread gets its own mode back after.
+        let _pool = crate::fpmode::enter_pool(self.flush_denormals);
         let saved = self
             .flush_denormals
             .then(|| crate::fpmode::set_this_thread(true));
@@ -455,6 +463,18 @@ impl Runner {
         &mut self,
         inputs: &[(&str, &[u8], DType)],
     ) -> Result<Vec<TensorBytes>, CoreError> {
+        let kept: Vec<(&str, &[u8], DType)>;
+        let inputs = match &self.read {
+            Some(read) => {
+                kept = inputs
+                    .iter()
+                    .filter(|(name, _, _)| read.contains(*name))
+                    .copied()
+                    .collect();
+                &kept[..]
+            }
+            None => inputs,
+        };
         // RLX's f32 entry point writes each value into its slot's dtype (`as i64` for an I64
         // input), which is exact for integers of magnitude <= 2^24; checked on the actual values.
         let f32_inputs: Option<Vec<Vec<f32>>> =

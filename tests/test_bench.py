@@ -37,6 +37,7 @@ def test_bench_runs_the_tiny_mlp(tmp_path, capsys) -> None:
             "--no-kernels",
             "--no-dynamic",
             "--no-per-node",
+            "--no-threads",
             "--out",
             str(out),
         ]
@@ -148,6 +149,18 @@ def test_dynamic_bench_times_new_and_cached_bindings(monkeypatch: pytest.MonkeyP
     assert "batch=4 (example)" in example and example.split("|")[6].strip() != "-"  # static bundle timed
     assert "batch=32 |" in other and other.split("|")[6].strip() == "-"
     assert float(other.split("|")[5].strip().removesuffix("x")) > 0
+
+
+def test_thread_table_runs_one_bundle_from_4_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from models import make
+    from rlx_torch_import import thread_bench
+
+    monkeypatch.setattr(thread_bench, "_cases", lambda: [("mlp", lambda: make("mlp"))])
+    head, _rule, row = thread_bench.rows(runs=8)
+    cells = dict(zip([c.strip() for c in head.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")],
+                     strict=True))  # fmt: skip
+    assert float(cells["1 thread runs/s"]) > 0 and float(cells["4 threads runs/s"]) > 0
+    assert cells["results equal"] == "yes" and cells["4 / 1"].endswith("x")
 
 
 def test_per_node_cost_table() -> None:

@@ -250,3 +250,49 @@ def test_none_and_bool_arguments_are_baked_in(tmp_path) -> None:
     assert meta["constant_inputs"] == [{"path": "mask", "value": None}, {"path": "flag", "value": True}]
     got = rti.BundleModel(tmp_path / "bundle").call(np.ones(2, np.float32), None, flag=True)
     np.testing.assert_array_equal(got, np.full(2, 3.0, np.float32))
+
+
+class SizeOnly(nn.Module):
+    def forward(self, x: torch.Tensor) -> int:
+        return x.shape[0] * 2
+
+
+class ReadsOneOfTwo(nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, int]:
+        return x * 2, y.shape[0] + 1  # y is read for its size only: RLX's graph does not read it
+
+
+def test_outputs_that_are_only_sizes_follow_the_binding(tmp_path) -> None:
+    """No tensor output: the graph reads no input, and RLX drops inputs nothing reads (it then
+    panicked when fed one). The value is computed at each binding, like other size outputs."""
+    report = rti.from_torch(
+        SizeOnly(), (torch.randn(3, 4),), tmp_path / "s", dynamic_shapes={"x": {0: Dim("b", min=1, max=16)}}
+    )
+    assert report.ok and report.sweep, report.summary()
+    assert "forward returns no tensor" in report.summary() and "output = 6 (Python int" in report.summary()
+    bundle = rti.BundleModel(tmp_path / "s" / "bundle")
+    assert [bundle.call(np.zeros((n, 4), np.float32)) for n in (1, 5, 16)] == [2, 10, 32]
+    assert bundle.run([np.zeros((5, 4), np.float32)]) == {}
+    report = rti.from_torch(
+        ReadsOneOfTwo(), (torch.randn(3, 4), torch.randn(2, 4)), tmp_path / "r",
+        dynamic_shapes=({0: Dim("b", min=1, max=8)}, {0: Dim("c", min=1, max=8)}),
+    )  # fmt: skip
+    assert report.ok, report.summary()
+    x = np.ones((2, 4), np.float32)
+    got, size = rti.BundleModel(tmp_path / "r" / "bundle").call(x, np.ones((6, 4), np.float32))
+    assert size == 7 and np.array_equal(got, x * 2)
+
+
+class ReturnsNone(nn.Module):
+    def forward(self, x: torch.Tensor) -> None:
+        return None
+
+
+def test_a_forward_returning_none_is_reported_as_a_python_value(tmp_path) -> None:
+    report = rti.from_torch(ReturnsNone(), (torch.randn(3),), tmp_path)
+    assert report.ok
+    text = report.summary()
+    assert "output = None (Python None, as eager PyTorch)" in text and "NoneType" not in text
+    assert "| output | pass | Python None | - | - | - | - | None, equal to eager PyTorch's |" in report.markdown()
+    assert "NoneType" not in (tmp_path / "report.html").read_text()
+    assert rti.BundleModel(tmp_path / "bundle").call(np.zeros(3, np.float32)) is None

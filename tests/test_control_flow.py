@@ -213,3 +213,55 @@ def test_value_read_from_a_tensor_as_an_int_argument_is_refused() -> None:
     )  # fmt: skip
     (item,) = find_unsupported(ir)
     assert item.node == "cumsum" and "argument 'dim' (int) is a value read from a tensor (node item" in item.reason
+
+
+class TensorChecks(nn.Module):
+    """`torch._check` on tensor values (`aten._is_all_true`, as Hugging Face LLaVA's forward does)."""
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        torch._check_tensor_all(mask >= 0)
+        torch._check((x > -100).all().item())
+        return x * mask
+
+
+def test_checks_of_tensor_values_are_dropped_with_a_note(tmp_path) -> None:
+    report = rti.from_torch(TensorChecks(), (torch.randn(3, 4), torch.ones(3, 4)), tmp_path)
+    assert report.ok, report.summary()
+    ir = json.loads((tmp_path / "torch-ir.json").read_text())
+    assert not any(n["target"] in ("aten._is_all_true.default", "aten.all.default") for n in ir["nodes"])
+    checks = [d for d in ir["dropped"] if d["check"].startswith("a check of tensor values at test_control_flow.py:")]
+    assert len(checks) == 2 and all("cannot raise" in d["reason"] for d in checks)  # one record per check
+    assert sum("a check of tensor values" in n for n in report.notes) == 2
+
+
+class SizeCond(nn.Module):
+    """torch.cond on a predicate computed from two dynamic sizes."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        pred = (x.shape[0] > 4) & (y.shape[1] <= x.shape[0] * 2) | (x.shape[0] == 7)
+        return torch.cond(pred, lambda x, y: x * 2 + y.sum(), lambda x, y: x - 1, (x, y))
+
+
+def test_cond_on_sizes_takes_each_bindings_branch(tmp_path) -> None:
+    ds = ({0: Dim("b", min=1, max=12)}, {1: Dim("c", min=1, max=12)})
+    report = rti.from_torch(SizeCond(), (torch.randn(3, 4), torch.randn(2, 5)), tmp_path, dynamic_shapes=ds)
+    assert report.ok and report.sweep, report.summary()
+    assert any("predicate computed from sizes" in n for n in report.notes)
+    bundle = rti.BundleModel(tmp_path / "bundle", binding_cache=1)
+    taken = set()
+    for b, c in [(1, 1), (4, 8), (5, 10), (5, 11), (7, 12), (12, 3), (6, 12)]:
+        x, y = np.random.rand(b, 4).astype(np.float32), np.random.rand(2, c).astype(np.float32)
+        with torch.no_grad():
+            want = SizeCond()(torch.from_numpy(x), torch.from_numpy(y)).numpy()
+        taken.add(bool((b > 4) & (c <= b * 2) | (b == 7)))
+        np.testing.assert_allclose(bundle.call(x, y), want, rtol=1e-6, atol=1e-6)
+    assert taken == {True, False}
+
+
+def test_a_size_predicate_of_another_form_is_refused_clearly(tmp_path) -> None:
+    class FloatSize(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cond(x.shape[0] / 3 > 1.5, lambda x: x * 2, lambda x: x - 1, (x,))
+
+    with pytest.raises(rti.InputError, match=r"torch.cond \(node cond.*predicate"):
+        rti.from_torch(FloatSize(), (torch.randn(3, 4),), tmp_path / "o", dynamic_shapes=({0: Dim("b", min=1, max=8)},))

@@ -356,3 +356,24 @@ def test_dynamic_crate_runs_at_each_binding_and_matches_the_bundle(tmp_path: Pat
 def test_dynamic_models_get_graph_crates_only(tmp_path: Path) -> None:
     with pytest.raises(CrateStyleError, match="graph-style crate only"):
         _dynamic_block(tmp_path / "o", style="flow")
+
+
+@needs_cargo
+def test_dynamic_crate_of_a_graph_that_reads_an_input_only_for_its_size(tmp_path: Path) -> None:
+    """RLX drops an input nothing reads when it compiles, then panics if it is fed: the crate feeds
+    only what the compiled graph reads (as the bundle runner does), at every sweep point."""
+    from torch.export import Dim
+
+    class ReadsOneOfTwo(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, int]:
+            return x * 2, y.shape[0] + 1
+
+    report = rti.from_torch(
+        ReadsOneOfTwo(), (torch.randn(3, 4), torch.randn(2, 4)), tmp_path / "o",
+        dynamic_shapes=({0: Dim("b", min=1, max=8)}, {0: Dim("c", min=1, max=8)}),
+        emit=("bundle", "crate"), per_node=False, name="reads_one",
+    )  # fmt: skip
+    assert report.ok, report.summary()
+    (crate,) = (tmp_path / "o").glob("rlx-*")
+    printed = cargo(crate, "test", "--release", "--quiet", "--test", "parity", "--", "--nocapture")
+    assert printed.count("output shapes") == len(report.sweep) + 1, printed

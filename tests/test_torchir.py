@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -79,3 +81,24 @@ def test_not_json_is_a_clear_error(tmp_path) -> None:
     (tmp_path / "torch-ir.json").write_text("{nope")
     with pytest.raises(rti.TorchIRError, match="not valid JSON"):
         torchir.load(tmp_path)
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
+def test_a_bare_non_finite_token_is_refused_naming_where(token: str, tmp_path) -> None:
+    """Python's json reads NaN/Infinity; the documented format (docs/torch-ir.md) is strict JSON."""
+    torch.manual_seed(0)
+    rti.from_torch(nn.Linear(4, 3), (torch.randn(2, 4),), tmp_path / "o", verify=False)
+    path = tmp_path / "o" / "torch-ir.json"
+    doc = json.loads(path.read_text())
+    doc["nodes"][0]["args"].append({"float": 1.5})
+    text = json.dumps(doc, indent=1).replace("1.5", token)
+    path.write_text(text)
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if token in t)
+    with pytest.raises(
+        rti.TorchIRError, match=rf"torch-ir.json: not strict JSON: a bare {token} token at line {line},"
+    ):
+        torchir.load(tmp_path / "o")
+    r = subprocess.run(
+        [sys.executable, "-m", "rlx_torch_import.cli", "build", str(tmp_path / "o")], capture_output=True, text=True
+    )
+    assert r.returncode == 2 and f"a bare {token} token" in r.stderr and '{"float": "nan"}' in r.stderr

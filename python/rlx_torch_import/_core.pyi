@@ -56,7 +56,8 @@ class OutputBuffer(Buffer):
 class CompiledModel:
     """A HIR module compiled on an RLX device, "cpu" or "cuda" (after the core's checks: CheckError
     for a malformed graph, a size past this machine's memory, a known-crashing kernel; DeviceError
-    for a device this build or machine lacks, or a graph it cannot run within the budgets)."""
+    for a device this build or machine lacks, or a graph it cannot run within the budgets).
+    Usable from any thread: calls are serialised by a mutex, each taken without the GIL."""
 
     def __init__(self, hir_json: str, device: str = "cpu") -> None: ...
     @property

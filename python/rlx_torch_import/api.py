@@ -24,7 +24,7 @@ from .emit.crate import STYLES, check_style, crate_names, write_crate
 from .errors import BundleError, ExportError, InputError, RtiError, UnsupportedOpsError
 from .lower import find_unsupported, lower
 from .lower.symbolic import lower_symbolic
-from .outdir import staged
+from .outdir import staged, write_text
 from .progress import Progress
 from .runtime import BundleModel, tree_children
 from .symbolic import values_of
@@ -524,6 +524,11 @@ def _notes(ir: torchir.TorchIR) -> list[str]:
     ]
     notes += [f"{c['kind']} (node {c['node']}): {c['how']}" for c in ir.control_flow]
     notes += [f"dropped {d['target']} (node {d['node']}, {d['check']}): {d['reason']}" for d in ir.dropped]
+    if not ir.outputs:
+        notes.append(
+            "forward returns no tensor: RLX computes nothing; its outputs are Python values (constants, and sizes "
+            "computed at each binding), each checked equal to eager PyTorch's"
+        )
     return notes
 
 
@@ -622,7 +627,7 @@ def _compare_values(
         name = leaf["name"]
         expected = leaf.get("example", leaf.get("constant")) if eager is None else eager.get(name)
         ok = type(got[name]) is type(expected) and got[name] == expected
-        kind = type(expected).__name__
+        kind = "None" if expected is None else type(expected).__name__
         row = OutputParity(
             name=name, ok=ok, shape=[], expected_shape=[], dtype=type(got[name]).__name__, expected_dtype=kind,
             count=1, nonfinite_match=True, max_abs_error=0.0 if ok else math.inf, max_rel_error=0.0 if ok else math.inf,
@@ -630,6 +635,7 @@ def _compare_values(
             first_mismatch=None if ok else [], first_actual=None if ok else got[name],
             first_expected=None if ok else expected,
             reasons=[] if ok else [f"a Python {kind}: the bundle gives {got[name]!r}, eager PyTorch {expected!r}"],
+            python_value=repr(got[name]),
         )  # fmt: skip
         rows.append(row)
     return rows
@@ -663,7 +669,7 @@ def _choose_denormal_mode(model: BundleModel, feed: dict[str, Any], got: dict[st
     meta_path = bundle / META
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     meta["flush_denormals"] = same
-    meta_path.write_text(json.dumps(meta, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    write_text(meta_path, json.dumps(meta, indent=1, allow_nan=False) + "\n")
 
 
 def _result_dtype(result: np.ndarray, declared: str) -> str:
@@ -685,6 +691,4 @@ def _write_reports(report: ParityReport, directory: Path, stem: str = "report") 
         (f"{stem}.html", report_html(report)),
     )
     for fname, text in reports:
-        tmp = directory / f".{fname}.tmp"
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(directory / fname)
+        write_text(directory / fname, text)

@@ -11,7 +11,8 @@ Options: `--models a,b` (default: all), `--runs N` timed runs (default 20) after
 process may use), `--out PATH` (default bench/results.md), `--no-onnx` (skip
 ONNX Runtime), `--no-kernels` (skip the RLX-kernels-alone table), `--no-dynamic`
 (skip the dynamic-bundle table, `dynamic_bench.py`), `--no-per-node` (skip the per-node
-parity cost table, `verify_bench.py`), `--timeout S` per model,
+parity cost table, `verify_bench.py`), `--no-threads` (skip the 4-threads-vs-1 table,
+`thread_bench.py`), `--timeout S` per model,
 `--list` (the model names).
 
 Every model runs in a fresh child process (`--one NAME --json PATH`), so memory
@@ -1015,6 +1016,7 @@ def _parse(argv: Sequence[str] | None, names: Sequence[str]) -> argparse.Namespa
     parser.add_argument("--no-kernels", action="store_true", help="skip the RLX-kernels-alone table")
     parser.add_argument("--no-dynamic", action="store_true", help="skip the dynamic-bundle table")
     parser.add_argument("--no-per-node", action="store_true", help="skip the per-node parity cost table")
+    parser.add_argument("--no-threads", action="store_true", help="skip the threads table")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per model (default %(default)s)")
     parser.add_argument("--list", action="store_true", help="list the model names and exit")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # child mode: measure one model...
@@ -1065,6 +1067,14 @@ PER_NODE_NOTE = (
 )
 
 
+THREADS_NOTE = (
+    "One `BundleModel` run by 1 thread, then by 4 (`thread_bench.py`), each run on its own input; calls on one "
+    "compiled graph are serialised inside (RLX has one arena per graph and each run already uses its whole pool), "
+    "so 4 threads gain only what overlaps a run (input checks and output copies, done without the GIL). Every "
+    "threaded result is compared with the single-threaded one."
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark (or, with --one, measure one model as a child); returns the exit status."""
     models, notes = registry()
@@ -1095,11 +1105,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         None if args.no_dynamic else _child_table(args, "dynamic_bench", "dynamic", "new binding vs cached binding")
     )
     per_node = None if args.no_per_node else _child_table(args, "verify_bench", "per-node", "per-node parity cost")
+    shared = None if args.no_threads else _child_table(args, "thread_bench", "threads", "one bundle, 4 threads vs 1")
     printed, full = render(args, results, notes)
     for title, note, body in (
         ("RLX kernels alone vs PyTorch", KERNELS_NOTE, kernels),
         ("Dynamic shapes: a new binding vs a cached one", DYNAMIC_NOTE, dynamic),
         ("Per-node parity: what it adds to a conversion", PER_NODE_NOTE, per_node),
+        ("Threads: one bundle shared by 4 threads against 1", THREADS_NOTE, shared),
     ):
         if body:
             section = [f"## {title}", "", note, "", body, ""]

@@ -16,6 +16,7 @@ class ExitCode:
     INTERNAL = 5
     TIMED_OUT = 6
     DEVICE = 7
+    WRITE_FAILED = 8
 
 
 class RtiError(Exception):
@@ -87,6 +88,20 @@ class DeviceError(RtiError):
     float32 does not hold exactly); the message says which (`devices.py`, `src/device.rs`)."""
 
     exit_code = ExitCode.DEVICE
+
+
+class WriteError(RtiError):
+    """A file of the output could not be written: the file system is full, over quota, read-only
+    or failing (an I/O error). Names the file (as it would have been called in the output) and the
+    cause; nothing half-written is left: a conversion leaves no output folder (an earlier one stays
+    as it was), a rewritten file keeps its earlier content (`outdir.replacing`)."""
+
+    exit_code = ExitCode.WRITE_FAILED
+
+    def __init__(self, path: str, cause: str, *, hint: str | None = None) -> None:
+        super().__init__(f"cannot write {path}: {cause}", hint=hint)
+        self.path = path
+        self.cause = cause
 
 
 class TimeLimitError(RtiError):

@@ -44,6 +44,8 @@ EXIT_MEANINGS = {
     errors.ExitCode.DEVICE: "`--device cuda`: the Rust core was built without CUDA, the machine has no NVIDIA "
     "driver or GPU, or RLX's CUDA backend cannot run the model within its budgets (float64, or integers float32 "
     "does not hold); the message says which",
+    errors.ExitCode.WRITE_FAILED: "a file of the output could not be written (no space left, quota, read-only "
+    "file system, I/O error); the message names the file and the cause, and nothing half-written is left",
 }
 
 MLP = (Path(__file__).resolve().parents[2] / "examples" / "mlp.py").read_text(encoding="utf-8")
@@ -163,6 +165,36 @@ def _broken_lowering() -> Iterator[None]:
         REGISTRY[target] = real
 
 
+@contextlib.contextmanager
+def _full_disk() -> Iterator[None]:
+    """A file system that fills up while weights.safetensors is written (every write of it fails with
+    ENOSPC, as a full disk's does; `outdir.replacing` writes every output file)."""
+    import errno
+
+    from . import outdir
+
+    real = open
+
+    class Full(io.RawIOBase):
+        def writable(self) -> bool:
+            return True
+
+        def write(self, data: object) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def full_open(path: object, mode: str = "r", *args: object, **kwargs: object) -> object:
+        if "w" in mode and ".weights.safetensors." in str(path):
+            real(path, mode, *args, **kwargs).close()  # type: ignore[call-overload]
+            return Full()
+        return real(path, mode, *args, **kwargs)  # type: ignore[call-overload]
+
+    outdir.open = full_open  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        del outdir.open  # type: ignore[attr-defined]
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("ModelLoadError", "converted a model file that does not exist", ("nope.py", "-o", "out"), _nothing),
     Scenario(
@@ -270,6 +302,13 @@ SCENARIOS: tuple[Scenario, ...] = (
         ("mlp.py", "-o", "out"),
         _file("mlp.py", MLP),
         _broken_lowering,
+    ),
+    Scenario(
+        "WriteError",
+        "converted the example MLP into a folder whose file system filled up while the weights were written",
+        ("mlp.py", "-o", "out"),
+        _file("mlp.py", MLP),
+        _full_disk,
     ),
     Scenario(
         "TimeLimitError",

@@ -8,6 +8,7 @@ int). Every error is the caller's error type (TorchIRError, BundleError) naming 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +32,43 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
+class _NonStandard(ValueError):
+    def __init__(self, token: str) -> None:
+        super().__init__(token)
+        self.token = token
+
+
+def _refuse_constant(token: str) -> Any:
+    raise _NonStandard(token)
+
+
+# A bare NaN / Infinity / -Infinity outside a string: Python's json reads them, strict JSON has none.
+_BARE = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
+
+
+def _where(text: str, token: str) -> str:
+    """`line L, column C` of the first bare `token` in `text` (skipping strings)."""
+    for m in _BARE.finditer(text):
+        if m.group(1) == token:
+            line = text.count("\n", 0, m.start(1)) + 1
+            return f"line {line}, column {m.start(1) - text.rfind(chr(10), 0, m.start(1))}"
+    return "somewhere"
+
+
 def parse(text: str, what: str, error: type[RtiError]) -> Any:
-    """JSON `text` as Python values. Raises `error` naming `what` when the text is not JSON, nests
-    too deep, or repeats a key in one object."""
+    """JSON `text` as Python values, strictly: RFC 8259 JSON, so no bare `NaN`/`Infinity` tokens
+    (our files spell non-finite floats `{"float": "nan"}`, docs/torch-ir.md). Raises `error` naming
+    `what` when the text is not strict JSON, nests too deep, or repeats a key in one object."""
     try:
-        return json.loads(text, object_pairs_hook=_unique)
+        return json.loads(text, object_pairs_hook=_unique, parse_constant=_refuse_constant)
     except _RepeatedKey as e:
         raise error(f"{what}: {e}") from None
+    except _NonStandard as e:
+        raise error(
+            f"{what}: not strict JSON: a bare {e.token} token at {_where(text, e.token)}",
+            hint='strict JSON has no NaN or Infinity; torch-ir spells a non-finite float {"float": "nan"} '
+            '(or "inf", "-inf"), docs/torch-ir.md',
+        ) from None
     except (ValueError, RecursionError) as e:
         raise error(f"{what}: not valid JSON ({str(e)[:200]})") from None
 

@@ -6,6 +6,7 @@ import math
 import os
 import re
 import tempfile
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -42,6 +43,13 @@ class BundleModel:
     A dynamic bundle (one with `model.rlxmodel`) runs at any input sizes in its symbols'
     ranges: `run` infers the binding from the input shapes, compiles the graph for a new
     binding (`compile_binding`) and keeps the last `binding_cache` compiled bindings.
+
+    Threads: one model may be shared by any number of threads (created in one, run from a
+    pool). Runs of one compiled graph are serialised inside (RLX keeps one arena per compiled
+    graph; each run already uses all of RLX's pool threads), taken without the GIL so other
+    Python work goes on meanwhile; a dynamic bundle's runs at different bindings, and runs of
+    different models, overlap. Results are the same as single-threaded runs, bit for bit.
+    `profile` is the exception: it redirects the process's stderr, so profile from one thread.
     """
 
     def __init__(
@@ -79,6 +87,7 @@ class BundleModel:
             self.meta.get("flush_denormals", False) if flush_denormals is None else flush_denormals
         )
         self._compiled: OrderedDict[tuple[tuple[str, int], ...], Any] = OrderedDict()
+        self._compiling = threading.Lock()  # guards _compiled and compiles (threads share a model)
         self.compiles = 0  # bindings compiled so far (a dynamic bundle compiles each new one)
         if self.symbols and not (self.path / SYMBOLIC).is_file():
             raise BundleError(f"{self.path}: not a complete bundle ({SYMBOLIC} is missing)")
@@ -124,17 +133,18 @@ class BundleModel:
         loading weights on first use; the least recently used beyond `binding_cache` is dropped."""
         by = {s.label: s for s in self.symbols} | {s.name: s for s in self.symbols}
         key = tuple(sorted((by[k].name, int(v)) for k, v in binding.items()))
-        model = self._compiled.get(key)
-        if model is None:
-            try:
-                model = self._load(self._symbolic.compile([(by[k].id, int(v)) for k, v in key], self.device))
-            except (RuntimeError, _core.CheckError) as e:
-                raise _core_failure(e, f"{self.path}: RLX could not compile the bundle at {dict(key)}") from None
-            self._compiled[key] = model
-            while len(self._compiled) > self.binding_cache:
-                self._compiled.popitem(last=False)
-        self._compiled.move_to_end(key)
-        return model
+        with self._compiling:  # one thread compiles a new binding; the others wait for it
+            model = self._compiled.get(key)
+            if model is None:
+                try:
+                    model = self._load(self._symbolic.compile([(by[k].id, int(v)) for k, v in key], self.device))
+                except (RuntimeError, _core.CheckError) as e:
+                    raise _core_failure(e, f"{self.path}: RLX could not compile the bundle at {dict(key)}") from None
+                self._compiled[key] = model
+                while len(self._compiled) > self.binding_cache:
+                    self._compiled.popitem(last=False)
+            self._compiled.move_to_end(key)
+            return model
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in self.meta["inputs"])
@@ -359,8 +369,10 @@ class BundleModel:
 
     def set_flush_denormals(self, on: bool) -> None:
         """Turn flush-to-zero / denormals-are-zero on or off for later runs of this model."""
-        self.flush_denormals = bool(on)
-        for model in [*self._compiled.values(), *([self._model] if not self.symbols else [])]:
+        with self._compiling:
+            self.flush_denormals = bool(on)
+            models = [*self._compiled.values(), *([self._model] if not self.symbols else [])]
+        for model in models:
             model.set_flush_denormals(self.flush_denormals)
 
     def profile(self, inputs: Mapping[str, Any] | Sequence[Any], runs: int = 5) -> dict[str, tuple[float, int]]:

@@ -22,6 +22,7 @@ import numpy as np
 from . import jsondoc
 from .errors import BundleError
 from .limits import check_tensor_size, is_dim, regular_file, short
+from .outdir import replacing
 
 # safetensors dtype tag <-> torch-ir dtype name
 _ST_TO_IR = {
@@ -208,7 +209,7 @@ def write(path: Path, tensors: dict[str, TensorEntry], release: dict[str, Callab
         offset += size
     blob = json.dumps(header, separators=(",", ":")).encode()
     blob += b" " * (-len(blob) % 8)
-    with open(path, "wb") as f:
+    with replacing(path) as f:  # all or nothing; WriteError naming `path` when the disk refuses it
         f.write(struct.pack("<Q", len(blob)))
         f.write(blob)
         for name in names:
@@ -219,9 +220,7 @@ def write(path: Path, tensors: dict[str, TensorEntry], release: dict[str, Callab
                 data = data.tobytes()  # row-major copy of a strided view
             size = len(data) if isinstance(data, bytes) else data.nbytes
             start, end = header[name]["data_offsets"]  # type: ignore[index]
-            if size != end - start:
-                f.close()
-                path.unlink(missing_ok=True)
+            if size != end - start:  # `replacing` removes what was written
                 raise BundleError(
                     f"{path}: tensor {name!r} has {size} bytes, but {dtype}{list(shape)} takes {end - start}",
                     hint="this is a bug in rlx-torch-import; please report it",

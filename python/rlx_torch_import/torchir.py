@@ -18,6 +18,7 @@ from typing import Any
 from . import jsondoc
 from .errors import BundleError, InputError, RtiError, TorchIRError
 from .limits import check_dtype, check_tensor_size, is_dim, short
+from .outdir import write_text
 from .symbolic import Dim, Symbol, evaluate, evaluate_shape, free_symbols
 
 FORMAT = "rlx-torch-ir"
@@ -257,7 +258,7 @@ class TorchIR:
 
     def save(self, directory: Path) -> Path:
         path = directory / FILENAME
-        path.write_text(self.to_json(), encoding="utf-8")
+        write_text(path, self.to_json())
         return path
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from .. import __version__, _core, safetensors_io
 from ..dtypes import from_rlx
 from ..lower.optimize import derived_spec, materialize
+from ..outdir import write_text
 from ..program import Program
 from ..torchir import TorchIR
 
@@ -47,9 +48,9 @@ def write_bundle(
     meta.json's shapes are symbolic and `model.hir.json` is the graph at the example sizes."""
     directory.mkdir(parents=True, exist_ok=True)
     hir_json = _core.program_to_hir_json(program.to_core_json())
-    (directory / HIR).write_text(hir_json, encoding="utf-8")
+    write_text(directory / HIR, hir_json)
     if rlxmodel is not None:
-        (directory / SYMBOLIC).write_text(rlxmodel, encoding="utf-8")
+        write_text(directory / SYMBOLIC, rlxmodel)
     used = {p.name for p in program.params}
     tensors: dict[str, safetensors_io.TensorEntry] = {
         k: (t.dtype, t.shape, t.data) for k, t in weights.items() if k in used
@@ -139,5 +140,5 @@ def write_bundle(
             for n in program.nodes
         },
     }
-    (directory / META).write_text(json.dumps(meta, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    write_text(directory / META, json.dumps(meta, indent=1, allow_nan=False) + "\n")
     return directory

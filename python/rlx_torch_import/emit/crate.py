@@ -21,6 +21,7 @@ from pathlib import Path
 from .. import __version__, _core
 from ..dtypes import to_rlx
 from ..errors import ExitCode, RtiError
+from ..outdir import copy_file, refused_write_in, write_bytes, write_failure, write_text
 from ..program import Program
 from ..symbolic import evaluate, free_symbols, line_of, values_of
 from ..torchir import TorchIR
@@ -504,15 +505,15 @@ def write_crate(
     else:
         files["src/graph.rs"], constants = _graph_rs(program, ir, style)
         if constants:
-            (root / "src" / CONSTANTS_FILE).write_bytes(constants)
+            write_bytes(root / "src" / CONSTANTS_FILE, constants)
     if style == "flow":
         files["src/flow.rs"] = _template("flow.rs")
     for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_text(path, text)
     (root / "testdata").mkdir(exist_ok=True)
-    shutil.copyfile(reference, root / "testdata" / "reference.safetensors")
+    copy_file(reference, root / "testdata" / "reference.safetensors")
     if not rustfmt(root):
         warnings.warn("rustfmt is not installed: the generated crate is valid but not formatted", stacklevel=2)
     return root
@@ -526,5 +527,8 @@ def rustfmt(root: Path) -> bool:
     sources = sorted(str(p) for p in root.rglob("*.rs"))
     result = subprocess.run([exe, "--edition", "2024", *sources], capture_output=True, text=True, check=False)
     if result.returncode != 0:
+        refused = refused_write_in(result.stderr)  # rustfmt rewrites the files in place
+        if refused is not None:
+            raise write_failure(root, refused)
         raise RtiError(f"rustfmt rejected the generated crate in {root}: {result.stderr.strip()}")
     return True

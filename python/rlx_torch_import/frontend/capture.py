@@ -105,13 +105,50 @@ def _only_checked(node: torch.fx.Node) -> bool:
     return all(_op_name(u.target) in _SIZE_ASSERTS for u in node.users)
 
 
+def _check_cone(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """The runtime checks (`_SIZE_ASSERTS`) and every pure node whose values reach only them: what
+    `torch._check(...)`, `torch._check_tensor_all(...)` and `_assert_async` compute (`aten._is_all_true`,
+    `.item()`, `sym_ite`, comparisons). An RLX graph cannot raise, so none of it is computed; each check
+    is recorded as dropped (`_dropped_check`), as torch.export's own size checks are."""
+    cone: set[torch.fx.Node] = set()
+    for node in reversed(graph.nodes):
+        if node.op != "call_function":
+            continue
+        if _op_name(node.target) in _SIZE_ASSERTS:
+            cone.add(node)
+        elif node.users and all(u in cone for u in node.users) and _pure(node):
+            cone.add(node)
+    return cone
+
+
+def _pure(node: torch.fx.Node) -> bool:
+    """An ATen op that writes nothing, or a Python operator / function on sizes (`sym_ite`)."""
+    if isinstance(node.target, torch._ops.OpOverload):
+        return not node.target._schema.is_mutable
+    return _op_name(node.target).startswith(("operator.", "math.", "torch.sym_"))
+
+
+def _same_check(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two dropped-check records of one source check: equal, or both of tensor values at one line."""
+    line = re.compile(r"^a check of tensor values at \S+:\d+")
+    at_a, at_b = line.match(a["check"]), line.match(b["check"])
+    if at_a and at_b:
+        return at_a.group() == at_b.group()
+    return (a["check"], a["reason"]) == (b["check"], b["reason"])
+
+
 def _dropped_check(node: torch.fx.Node, target: str) -> dict[str, Any]:
-    """The record of a runtime check left out of the graph, and why."""
+    """The record of a runtime check left out of the graph, and why. A check of tensor values is
+    named by its source line: torch lowers one `torch._check(...)` on a tensor into several asserts,
+    which then share one record."""
     message = next((a for a in node.args if isinstance(a, str)), "")
     cond = node.args[0] if node.args else None
     val = cond.meta.get("val") if isinstance(cond, torch.fx.Node) else cond
-    if data_dependent(val):
+    if data_dependent(val) or re.search(r"\bu\d+\b", message):  # u0, u1: torch's unbacked (tensor-read) symbols
         reason = "checks a value read from a tensor; an RLX graph cannot raise, so the check is not made"
+        where = _source_line(node)
+        expression = message.removeprefix("Runtime assertion failed for ")
+        message = f"a check of tensor values at {where}: {expression}" if where else message
     else:
         reason = "a size check torch.export proved for the example, enforced by the symbols' ranges at each binding"
     return {"node": node.name, "target": target, "check": message.removeprefix("Runtime assertion failed for "),
@@ -505,6 +542,7 @@ def capture(
 
     nodes: list[Node] = []
     dropped: list[dict[str, Any]] = []
+    checks = _check_cone(graph)
     for node in graph.nodes:
         try:
             if node.op != "call_function" or node.target is operator.getitem:
@@ -512,7 +550,11 @@ def capture(
             target, args = _op_name(node.target), list(node.args)
             val = node.meta.get("val")
             if target in _SIZE_ASSERTS:
-                dropped.append(_dropped_check(node, target))
+                record = _dropped_check(node, target)
+                if not any(_same_check(d, record) for d in dropped):
+                    dropped.append(record)
+                continue
+            if node in checks:  # computed only for a runtime check
                 continue
             if data_dependent(val) and not (isinstance(val, torch.SymBool) and _only_checked(node)):
                 # A value read from a tensor (`.item()`) or computed from one: a 0-d tensor in RLX.

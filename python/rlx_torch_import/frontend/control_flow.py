@@ -4,7 +4,10 @@
   inlined and each output becomes `aten.where.self(pred, true_out, false_out)`. This is
   RLX's own meaning of `Op::If` (rlx-autodiff `control_flow::inline_if`: both branches
   inlined, one `Where` selects), written in ops the registry already lowers. A predicate
-  torch.export already knows (a Python bool) keeps only the taken branch.
+  torch.export already knows (a Python bool) keeps only the taken branch. A predicate computed
+  from dynamic sizes (`x.shape[0] > 4`, comparisons joined by `&`, `|`, `~`) becomes the same
+  comparisons on 0-d int64 tensors of the sizes (`_size_predicate`), so each binding's sizes
+  choose the branch when the bundle runs.
 - `torch.ops.higher_order.map_impl(body, xs, args)`: unrolled over the leading dim of
   `xs` (`select` each step, `stack` the results), which must be static.
 - `torch.ops.higher_order.scan(combine, init, xs, additional_inputs)`: unrolled the same
@@ -44,9 +47,9 @@ def _where(node: fx.Node) -> str:
     return (f", module {module}" if module else "") + (f", {lines[-1]}" if lines else "")
 
 
-def _new(graph: fx.Graph, target: Any, args: tuple[Any, ...], like: fx.Node | None = None) -> fx.Node:
+def _new(graph: fx.Graph, target: Any, args: tuple[Any, ...], like: fx.Node | None = None, **kwargs: Any) -> fx.Node:
     """A call_function node with its fake value computed from its arguments' fake values."""
-    node = graph.call_function(target, args)
+    node = graph.call_function(target, args, kwargs or None)
 
     def val(a: Any) -> Any:
         if isinstance(a, fx.Node):
@@ -55,12 +58,24 @@ def _new(graph: fx.Graph, target: Any, args: tuple[Any, ...], like: fx.Node | No
             return type(a)(val(x) for x in a)
         return a
 
-    node.meta["val"] = target(*val(args))
+    with _fake_mode(graph):
+        node.meta["val"] = target(*val(args), **kwargs)
     if like is not None:
         for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
             if key in like.meta:
                 node.meta[key] = like.meta[key]
     return node
+
+
+def _fake_mode(graph: fx.Graph) -> Any:
+    """The fake mode of `graph`'s values, so an op on sizes alone (`scalar_tensor(s0)`) gives a fake
+    tensor of that mode rather than a real one at the example size; a null context when none."""
+    from contextlib import nullcontext
+
+    from torch._guards import detect_fake_mode
+
+    mode = detect_fake_mode([v for n in graph.nodes if isinstance(v := n.meta.get("val"), torch.Tensor)])
+    return mode if mode is not None else nullcontext()
 
 
 def _inline(graph: fx.Graph, sub: fx.GraphModule, operands: list[Any]) -> list[Any]:
@@ -84,6 +99,53 @@ def _inline(graph: fx.Graph, sub: fx.GraphModule, operands: list[Any]) -> list[A
             raise InputError(f"a control-flow body reads attribute {n.target!r}; only tensors passed in are supported")
         env[n] = graph.node_copy(n, lambda a: env[a])
     return result
+
+
+# Python operators on sizes -> the ATen op computing them on 0-d tensors (`_size_predicate`).
+_SIZE_COMPARISONS = {
+    operator.gt: aten.gt,
+    operator.ge: aten.ge,
+    operator.lt: aten.lt,
+    operator.le: aten.le,
+    operator.eq: aten.eq,
+    operator.ne: aten.ne,
+}
+_SIZE_LOGIC = {operator.and_: aten.logical_and.default, operator.or_: aten.logical_or.default}
+
+
+def _size_predicate(graph: fx.Graph, pred: fx.Node, cond: fx.Node) -> fx.Node:
+    """A 0-d bool tensor computing the size predicate `pred` (a SymBool: comparisons of sizes and
+    integers, joined by `&`, `|` and `~`), from 0-d int64 tensors of the sizes
+    (`aten.scalar_tensor`), which the dynamic lowering evaluates at each binding. Raises InputError
+    naming the cond node for any other form (a float size, `sym_ite`, ...)."""
+
+    def size(a: Any) -> fx.Node:
+        if isinstance(a, fx.Node) and isinstance(a.meta.get("val"), torch.SymInt):
+            return _new(graph, aten.scalar_tensor.default, (a,), cond, dtype=torch.int64)
+        raise InputError(f"torch.cond (node {cond.name}{_where(cond)}): its predicate compares {a!r}, not a size")
+
+    def build(p: Any) -> fx.Node:
+        if isinstance(p, fx.Node) and p.op == "call_function":
+            if p.target in _SIZE_COMPARISONS:
+                a, b = p.args
+                if isinstance(b, int):
+                    return _new(graph, _SIZE_COMPARISONS[p.target].Scalar, (size(a), b), cond)
+                if isinstance(a, int):  # c < s is s > c
+                    flipped = {operator.gt: operator.lt, operator.lt: operator.gt, operator.ge: operator.le,
+                               operator.le: operator.ge}.get(p.target, p.target)  # fmt: skip
+                    return _new(graph, _SIZE_COMPARISONS[flipped].Scalar, (size(b), a), cond)
+                return _new(graph, _SIZE_COMPARISONS[p.target].Tensor, (size(a), size(b)), cond)
+            if p.target in _SIZE_LOGIC:
+                return _new(graph, _SIZE_LOGIC[p.target], (build(p.args[0]), build(p.args[1])), cond)
+            if p.target in (operator.not_, operator.invert, torch.sym_not):
+                return _new(graph, aten.logical_not.default, (build(p.args[0]),), cond)
+        raise InputError(
+            f"torch.cond (node {cond.name}{_where(cond)}) has a size predicate {p} of a form not converted "
+            "(comparisons of sizes and integers joined by &, | and ~ are)",
+            hint="compute the predicate as a tensor, or as comparisons of sizes",
+        )
+
+    return build(pred)
 
 
 def _replace_results(node: fx.Node, results: list[Any]) -> None:
@@ -137,18 +199,24 @@ def inline_control_flow(gm: fx.GraphModule) -> list[dict[str, Any]]:
                     results = _inline(graph, branches[0 if taken else 1], list(operands))
                     how = f"predicate known at conversion ({taken}): the {'true' if taken else 'false'} branch"
                 else:
+                    how = "both branches inlined; each output selected by aten.where on the predicate (RLX If)"
+                    if isinstance(pred, fx.Node) and isinstance(pred.meta.get("val"), torch.SymBool):
+                        pred = _size_predicate(graph, pred, node)
+                        how = (
+                            "predicate computed from sizes: both branches inlined, each output selected by aten.where "
+                            "on the predicate evaluated at each binding's sizes (RLX If)"
+                        )
                     if not isinstance(pred, fx.Node) or not isinstance(pred.meta.get("val"), torch.Tensor):
                         raise InputError(
-                            f"torch.cond (node {node.name}{_where(node)}) has a predicate computed from sizes "
-                            f"({pred}); only a tensor predicate or a constant is supported",
-                            hint="compute the predicate as a tensor, or branch in Python on the static size",
+                            f"torch.cond (node {node.name}{_where(node)}) has a predicate {pred} that is neither a "
+                            "tensor, a constant nor computed from sizes",
+                            hint="compute the predicate as a tensor",
                         )
                     outs_t = _inline(graph, branches[0], list(operands))
                     outs_f = _inline(graph, branches[1], list(operands))
                     results = [
                         _new(graph, aten.where.self, (pred, t, f), node) for t, f in zip(outs_t, outs_f, strict=True)
                     ]
-                    how = "both branches inlined; each output selected by aten.where on the predicate (RLX If)"
             _replace_results(node, results)
             records.append({"node": node.name, "kind": "cond", "how": how})
         elif node.target is _hop("map_impl"):

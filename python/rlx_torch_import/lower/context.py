@@ -120,8 +120,11 @@ class Builder:
     broadcasting, axis handling) on top of `emit`.
     """
 
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, *, share_scalars: bool = True) -> None:
         self.program = program
+        # Off for the lowerings a symbolic graph is generalized from: a size's one-element constant
+        # (`scalar_tensor(s0)`) must stay its own node even where it equals a literal at one binding.
+        self.share_scalars = share_scalars
         self.provenance = Provenance(aten="", node="")
         self._counter = 0
         self._consts: dict[tuple[bytes, str, tuple[int, ...]], Value] = {}
@@ -161,9 +164,12 @@ class Builder:
 
     # ── constants ────────────────────────────────────────────────────────
     def const(self, array: np.ndarray | float | int | bool, dtype: str) -> Value:
-        """A constant tensor of `dtype`; identical constants are shared."""
+        """A constant tensor of `dtype`; identical constants are shared (one-element ones only with
+        `share_scalars`)."""
         arr = np.asarray(array)
         key = (arr.astype(np.float64 if arr.dtype.kind == "f" else arr.dtype).tobytes(), dtype, tuple(arr.shape))
+        if not self.share_scalars and arr.size == 1:
+            self._consts.pop(key, None)
         if key not in self._consts:
             value = workarounds.constant(self, arr, dtype)
             self._consts[key] = value

@@ -223,7 +223,7 @@ def _size_bounds(ir: TorchIR) -> dict[str, list[int] | None]:
     return {name: evaluate_shape(shape, top) for name, shape in ir.symbolic_shapes.items() if not is_static(shape)}
 
 
-def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False) -> Program:
+def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, share_scalars: bool = True) -> Program:
     """TorchIR -> lowered program. Raises UnsupportedOpsError listing every gap first.
 
     With `probe_values` (a debug build for per-node parity, `verify/nodes.py`), every tensor a
@@ -232,7 +232,8 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False) -> 
 
     With `optimize`, the conversion-time passes of `lower/optimize.py` run last (weights
     stored in the layout RLX reads, constants folded, dead nodes dropped). A program with
-    dynamic dims is lowered at its example sizes (`lower.symbolic` makes its symbolic graph)."""
+    dynamic dims is lowered at its example sizes (`lower.symbolic` makes its symbolic graph, from
+    lowerings without `share_scalars`: each one-element constant its own node, `Builder`)."""
     if ir.is_dynamic:
         ir = ir.bind(values_of(ir.symbols))
     checked = _check_calls(ir)
@@ -243,7 +244,7 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False) -> 
     program = Program(
         name=ir.name, size_dependent=_size_dependent(ir), size_bounds=_size_bounds(ir), dynamic_axes=_dynamic_axes(ir)
     )
-    builder = Builder(program)
+    builder = Builder(program, share_scalars=share_scalars)
     values: dict[str, Value] = {}
     for spec in ir.inputs:
         carrier = boundary_dtype(spec.dtype)

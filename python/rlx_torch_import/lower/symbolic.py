@@ -140,7 +140,7 @@ def lower_symbolic(ir: TorchIR, *, optimize: bool = True) -> SymbolicProgram:
             lowered.append(point.binding)
     programs = []
     for binding in lowered:
-        program = lower(ir.bind(binding), optimize=optimize)
+        program = lower(ir.bind(binding), optimize=optimize, share_scalars=False)
         if sorted((p.name, p.dtype) for p in program.params) != sorted((p.name, p.dtype) for p in example.params):
             raise LoweringError(f"the lowering at sizes {binding} uses other weights than at the example sizes")
         programs.append(program)

@@ -18,7 +18,7 @@ from typing import Any
 from .. import _core, safetensors_io, torchir
 from ..emit.rust_names import code_span, comment
 from ..errors import InputError
-from ..outdir import path_component
+from ..outdir import path_component, write_text
 from ..torchir import Node, OutputSpec, TensorSpec
 from .nodes import NodeReport, node_parity
 from .parity import NodeParity
@@ -116,7 +116,7 @@ def write_repro(found: NodeReport, row: NodeParity, target: Path) -> Path:
     from ..lower import lower
 
     hir = _core.program_to_hir_json(lower(alone, optimize=False).to_core_json())
-    (target / "rlx.hir.json").write_text(hir, encoding="utf-8")
+    write_text(target / "rlx.hir.json", hir)
     doc = {
         "target": node.target,
         "args": args,
@@ -129,9 +129,9 @@ def write_repro(found: NodeReport, row: NodeParity, target: Path) -> Path:
         "local_error": None if row.local is None else {"max_abs": row.local.max_abs, "ulp": row.local.ulp},
         "producer": {**ir.producer, "rlx": _core.rlx_version()},
     }
-    (target / "node.json").write_text(json.dumps(doc, indent=1, allow_nan=False, default=str) + "\n", encoding="utf-8")
-    (target / "repro.py").write_text(REPRO_SCRIPT, encoding="utf-8")
-    (target / "README.md").write_text(_readme(node, row), encoding="utf-8")
+    write_text(target / "node.json", json.dumps(doc, indent=1, allow_nan=False, default=str) + "\n")
+    write_text(target / "repro.py", REPRO_SCRIPT)
+    write_text(target / "README.md", _readme(node, row))
     return target
 
 

@@ -140,6 +140,22 @@ class OutputParity:
     outliers: int = 0
     judged_by: str = ""
     notes: list[str] = field(default_factory=list)
+    # A Python value forward returns (None, a constant, a size computed at the binding): the bundle's
+    # value as Python prints it, compared with eager PyTorch's by equality; None for a tensor output.
+    python_value: str | None = None
+
+    def shown(self) -> tuple[str, list[str]]:
+        """What the output is, for the report: (`float32 [2, 3]` or `Python int`, error columns
+        `max abs`, `max rel`, `cosine`, `differing elements`); a Python value has no error columns."""
+        if self.python_value is not None:
+            verdict = "equal to" if self.ok else "differs from"
+            return f"Python {self.expected_dtype}", ["-", "-", "-", f"{self.python_value}, {verdict} eager PyTorch's"]
+        return f"{self.dtype} {self.shape}", [
+            f"{self.max_abs_error:.3g}",
+            f"{self.max_rel_error:.3g}",
+            f"{self.cosine:.8f}",
+            self.mismatch_text(),
+        ]
 
     @property
     def wants_judge(self) -> bool:
@@ -658,11 +674,14 @@ class ParityReport:
         lines += [f"  note: {n}" for n in self.notes]
         for o in self.outputs:
             mark = "ok " if o.ok else "BAD"
-            lines.append(
-                f"  {mark} {_short(o.name)} {o.dtype}{o.shape}: max_abs={o.max_abs_error:.3g} "
-                f"max_rel={o.max_rel_error:.3g} cosine={o.cosine:.8f} {o.mismatch_text()}"
-                + ("" if o.ok else "  <- " + "; ".join(o.reasons))
-            )
+            if o.python_value is not None:
+                text = f"= {o.python_value} (Python {o.expected_dtype}, {'as' if o.ok else 'not as'} eager PyTorch)"
+            else:
+                text = (
+                    f"{o.dtype}{o.shape}: max_abs={o.max_abs_error:.3g} max_rel={o.max_rel_error:.3g} "
+                    f"cosine={o.cosine:.8f} {o.mismatch_text()}"
+                )
+            lines.append(f"  {mark} {_short(o.name)} {text}" + ("" if o.ok else "  <- " + "; ".join(o.reasons)))
             lines += [f"      note: {n}" for n in o.notes]
         if self.sweep:
             bad = [r for r in self.sweep if not r.ok]
@@ -688,12 +707,15 @@ class ParityReport:
         return f", device {_md(self.device)}{settings}"
 
     def markdown(self) -> str:
-        rows = "\n".join(
-            f"| {_md(o.name)} | {'pass' if o.ok else 'FAIL'} | {o.dtype} {o.shape} | {o.max_abs_error:.3g} | "
-            f"{o.allowed_abs_error:.3g} | {o.max_rel_error:.3g} | {o.cosine:.8f} | {o.mismatch_text()} | "
-            f"{_md('; '.join(o.reasons))} |"
-            for o in self.outputs
-        )
+        def row(o: OutputParity) -> str:
+            what, (max_abs, max_rel, cosine, differ) = o.shown()
+            allowed = "-" if o.python_value is not None else f"{o.allowed_abs_error:.3g}"
+            return (
+                f"| {_md(o.name)} | {'pass' if o.ok else 'FAIL'} | {_md(what)} | {max_abs} | {allowed} | {max_rel} | "
+                f"{cosine} | {_md(differ)} | {_md('; '.join(o.reasons))} |"
+            )
+
+        rows = "\n".join(row(o) for o in self.outputs)
         return (
             f"# Parity report: {_md(self.name)}\n\n"
             f"Verdict: **{'not verified' if not self.verified else 'PASS' if self.ok else 'FAIL'}** "

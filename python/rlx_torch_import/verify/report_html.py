@@ -74,25 +74,27 @@ def _outputs_table(outputs: Sequence[OutputParity]) -> str:
         "differing",
         "reasons",
     ]
-    rows = [
-        _tr(
+
+    def row(o: OutputParity) -> str:
+        value = o.python_value is not None  # a Python value: compared by equality, no error columns
+        _, (_, _, _, differ) = o.shown()
+        return _tr(
             [
                 _td(o.name),
                 f"<td>{_verdict(o.ok)}</td>",
-                _td(o.dtype),
-                _td(o.shape),
-                _td(_g(o.max_abs_error), True),
-                _td(_g(o.allowed_abs_error), True),
-                _td(_g(o.max_rel_error), True),
-                _td(f"{o.cosine:.8f}", True),
-                _td(o.mismatch_text(), wrap=True),
+                _td(f"Python {o.expected_dtype}" if value else o.dtype),
+                _td("-" if value else o.shape),
+                _td("-" if value else _g(o.max_abs_error), True),
+                _td("-" if value else _g(o.allowed_abs_error), True),
+                _td("-" if value else _g(o.max_rel_error), True),
+                _td("-" if value else f"{o.cosine:.8f}", True),
+                _td(differ, wrap=True),
                 _td("; ".join(o.reasons + [f"note: {n}" for n in o.notes]), wrap=True),
             ],
             "" if o.ok else "bad",
         )
-        for o in outputs
-    ]
-    return _table(head, rows)
+
+    return _table(head, [row(o) for o in outputs])
 
 
 def _rows_summary(rows: Sequence[SweepRow | InputSetRow]) -> tuple[list[str], list[str]]:

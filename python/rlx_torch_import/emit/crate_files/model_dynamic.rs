@@ -161,6 +161,9 @@ impl Model {
             .zip(&carried)
             .map(|(spec, bytes)| (spec.name, bytes.as_slice(), spec.carrier))
             .collect();
+        // RLX drops an input nothing reads when it compiles (and panics if it is fed): feed the rest.
+        let read: Vec<String> = compiled.graph.inputs().into_iter().map(|i| i.name).collect();
+        let feed: Vec<(&str, &[u8], DType)> = feed.into_iter().filter(|(name, _, _)| read.iter().any(|r| r == name)).collect();
         let raw = compiled.graph.run_typed(&feed);
         Ok(OUTPUTS
             .iter()
