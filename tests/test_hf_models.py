@@ -119,7 +119,24 @@ def mixtral() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return T.MixtralForCausalLM(cfg), (ids(1, 8),)
 
 
+def llava() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """Vision-language: CLIP patches projected into Llama's embeddings at the image tokens, behind a
+    `torch._check` of tensor values (`aten._is_all_true`, dropped with a note: RLX cannot raise)."""
+    vision = T.CLIPVisionConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, image_size=32, patch_size=8
+    )
+    text = T.LlamaConfig(
+        vocab_size=320, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2,
+    )  # fmt: skip
+    cfg = T.LlavaConfig(vision_config=vision, text_config=text, image_token_index=300, vision_feature_layer=-1)
+    image_tokens = torch.full((1, (32 // 8) ** 2), 300)
+    tokens = torch.cat([torch.tensor([[1]]), image_tokens, torch.randint(2, 299, (1, 6))], dim=1)
+    return T.LlavaForConditionalGeneration(cfg), (tokens, torch.randn(1, 3, 32, 32))
+
+
 MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
+    "llava": llava,
     "mixtral": mixtral,
     "llama": llama,
     "bert": bert,
