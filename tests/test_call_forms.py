@@ -273,6 +273,20 @@ def test_outputs_that_are_only_sizes_follow_the_binding(tmp_path) -> None:
     bundle = rti.BundleModel(tmp_path / "s" / "bundle")
     assert [bundle.call(np.zeros((n, 4), np.float32)) for n in (1, 5, 16)] == [2, 10, 32]
     assert bundle.run([np.zeros((5, 4), np.float32)]) == {}
+    assert bundle.values({"b": 7}) == {"output": 14}
+    for binding, message in [
+        ({"b": 17}, "outside b"),
+        ({"batch": 3}, "no symbol of the bundle"),
+        ({"b": 2.5}, "integer"),
+    ]:
+        with pytest.raises(rti.InputError, match=message):
+            bundle.values(binding)
+    np.savez(tmp_path / "x.npz", x=np.zeros((7, 4), np.float32))
+    printed = subprocess.run(
+        [sys.executable, "-m", "rlx_torch_import.cli", "run", str(tmp_path / "s" / "bundle"), "--inputs",
+         str(tmp_path / "x.npz")], capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "binding: b=7" in printed and "output = 14 (Python int" in printed
     report = rti.from_torch(
         ReadsOneOfTwo(), (torch.randn(3, 4), torch.randn(2, 4)), tmp_path / "r",
         dynamic_shapes=({0: Dim("b", min=1, max=8)}, {0: Dim("c", min=1, max=8)}),

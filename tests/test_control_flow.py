@@ -157,7 +157,8 @@ def test_shape_asserts_are_dropped_and_recorded(tmp_path) -> None:
     assert report.ok, report.summary()
     ir = json.loads((tmp_path / "torch-ir.json").read_text())
     assert {d["target"] for d in ir["dropped"]} == {"aten._assert_scalar.default"}
-    assert any("u0 >= 0" in d["check"] for d in ir["dropped"])
+    # torch's own check of the value read (u0 >= 0, which implies the user's), named by the line reading it
+    assert [d["check"].split(":")[0] for d in ir["dropped"]] == ["n = image_mask.sum().item() at test_control_flow.py"]
     assert all(d["reason"] for d in ir["dropped"])
 
 
@@ -229,9 +230,10 @@ def test_checks_of_tensor_values_are_dropped_with_a_note(tmp_path) -> None:
     assert report.ok, report.summary()
     ir = json.loads((tmp_path / "torch-ir.json").read_text())
     assert not any(n["target"] in ("aten._is_all_true.default", "aten.all.default") for n in ir["nodes"])
-    checks = [d for d in ir["dropped"] if d["check"].startswith("a check of tensor values at test_control_flow.py:")]
-    assert len(checks) == 2 and all("cannot raise" in d["reason"] for d in checks)  # one record per check
-    assert sum("a check of tensor values" in n for n in report.notes) == 2
+    checks = sorted(d["check"].split(" at test_control_flow.py:")[0] for d in ir["dropped"])
+    assert checks == ["torch._check((x > -100).all().item())", "torch._check_tensor_all(mask >= 0)"], checks
+    assert all("cannot raise" in d["reason"] for d in ir["dropped"])  # one record per check, named by its code
+    assert sum("torch._check" in n and "cannot raise" in n for n in report.notes) == 2
 
 
 class SizeCond(nn.Module):
@@ -258,10 +260,37 @@ def test_cond_on_sizes_takes_each_bindings_branch(tmp_path) -> None:
     assert taken == {True, False}
 
 
+class SizeArithmeticCond(nn.Module):
+    """A size predicate through sym_max, %, // and sym_not, with a size minus a constant that goes negative."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        n, w = x.shape[0], y.shape[0]
+        pred = (torch.sym_max(n, 4) == 4) | ((n % 3 == 0) & torch.sym_not(n // 2 > w - 3))
+        return torch.cond(pred, lambda x, y: x * 2, lambda x, y: x - 1, (x, y))
+
+
+def test_cond_on_size_arithmetic_takes_each_bindings_branch(tmp_path) -> None:
+    ds = ({0: Dim("b", min=1, max=16)}, {0: Dim("w", min=1, max=16)})
+    report = rti.from_torch(SizeArithmeticCond(), (torch.randn(6, 3), torch.randn(5, 3)), tmp_path, dynamic_shapes=ds)
+    assert report.ok, report.summary()
+    bundle = rti.BundleModel(tmp_path / "bundle", binding_cache=1)
+    taken, wrong = set(), []
+    for b in range(1, 17):  # every batch size: sym_max is 4 below 4, a fit from the probes alone would not be
+        for w in (1, 2, 9, 16):
+            x, y = np.random.rand(b, 3).astype(np.float32), np.random.rand(w, 3).astype(np.float32)
+            want = SizeArithmeticCond()(torch.from_numpy(x), torch.from_numpy(y)).numpy()
+            taken.add(bool(np.array_equal(want, x * 2)))
+            if not np.array_equal(bundle.call(x, y), want):
+                wrong.append((b, w))
+    assert wrong == [] and taken == {True, False}
+
+
 def test_a_size_predicate_of_another_form_is_refused_clearly(tmp_path) -> None:
     class FloatSize(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.cond(x.shape[0] / 3 > 1.5, lambda x: x * 2, lambda x: x - 1, (x,))
 
-    with pytest.raises(rti.InputError, match=r"torch.cond \(node cond.*predicate"):
+    with pytest.raises(rti.DynamicShapeError, match=r"torch.cond \(node cond.*line \d+.*truediv") as caught:
         rti.from_torch(FloatSize(), (torch.randn(3, 4),), tmp_path / "o", dynamic_shapes=({0: Dim("b", min=1, max=8)},))
+    assert caught.value.exit_code == 3 and "torch.sym_not" in caught.value.message
+    assert not (tmp_path / "o").exists()

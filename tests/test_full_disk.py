@@ -104,7 +104,8 @@ def test_a_full_disk_keeps_the_earlier_output(tmp_path, monkeypatch) -> None:
     _disk_full_for(monkeypatch, "report.md")
     with pytest.raises(WriteError, match=rf"cannot write {out}/report.md: no space left"):
         rti.build(out, per_node=False)
-    assert (out / "report.md").read_bytes() == before[Path("report.md")]
+    for name in ("report.json", "report.md", "report.html"):  # the three replaced together or not at all
+        assert (out / name).read_bytes() == before[Path(name)]
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
 
 
@@ -133,6 +134,19 @@ def test_the_cli_exits_8_with_the_message_and_run_save_writes_all_or_nothing(tmp
     assert code == ExitCode.WRITE_FAILED and "cannot write y.safetensors: no space left" in err.getvalue()
     assert (tmp_path / "y.safetensors").read_bytes() == b"earlier"  # the earlier file, not half of a new one
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mlp.py", "out", "x.npz", "y.safetensors"]
+
+
+def test_no_room_for_the_output_folder_itself(tmp_path, monkeypatch) -> None:
+    """On a full ext4 disk the first write to fail is creating the staging folder."""
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(outdir.tempfile, "mkdtemp", full)
+    model, inputs = _model()
+    with pytest.raises(WriteError, match=rf"cannot write {tmp_path}/out: no space left on the device") as e:
+        rti.from_torch(model, inputs, tmp_path / "out", per_node=False)
+    assert e.value.exit_code == 8 and list(tmp_path.iterdir()) == []
 
 
 def test_the_cause_is_named_per_errno(tmp_path) -> None:

@@ -102,3 +102,19 @@ def test_a_bare_non_finite_token_is_refused_naming_where(token: str, tmp_path) -
         [sys.executable, "-m", "rlx_torch_import.cli", "build", str(tmp_path / "o")], capture_output=True, text=True
     )
     assert r.returncode == 2 and f"a bare {token} token" in r.stderr and '{"float": "nan"}' in r.stderr
+
+
+def test_numbers_past_float64_and_unknown_float_spellings_are_refused(tmp_path) -> None:
+    torch.manual_seed(0)
+    rti.from_torch(nn.Linear(4, 3), (torch.randn(2, 4),), tmp_path / "o", verify=False)
+    path = tmp_path / "o" / "torch-ir.json"
+    doc = json.loads(path.read_text())
+    for payload, message in [
+        ("1e999", r"the number 1e999 is past float64's range"),
+        ('"NaN"', r"\.float: 'NaN' is not"),
+    ]:
+        doc["nodes"][0]["args"].append({"float": 1.5})
+        path.write_text(json.dumps(doc, indent=1).replace("1.5", payload))
+        doc["nodes"][0]["args"].pop()
+        with pytest.raises(rti.TorchIRError, match=message):
+            torchir.load(tmp_path / "o")

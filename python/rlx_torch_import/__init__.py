@@ -22,6 +22,7 @@ from .errors import (
     TimeLimitError,
     TorchIRError,
     UnsupportedOpsError,
+    WriteError,
 )
 from .runtime import BundleModel, run_bundle
 from .verify.parity import ParityReport
@@ -41,6 +42,7 @@ __all__ = [
     "TimeLimitError",
     "TorchIRError",
     "UnsupportedOpsError",
+    "WriteError",
     "__version__",
     "build",
     "from_torch",

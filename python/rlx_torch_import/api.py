@@ -24,7 +24,7 @@ from .emit.crate import STYLES, check_style, crate_names, write_crate
 from .errors import BundleError, ExportError, InputError, RtiError, UnsupportedOpsError
 from .lower import find_unsupported, lower
 from .lower.symbolic import lower_symbolic
-from .outdir import staged, write_text
+from .outdir import staged, write_text, write_texts
 from .progress import Progress
 from .runtime import BundleModel, tree_children
 from .symbolic import values_of
@@ -105,7 +105,8 @@ def from_torch(
     a Rust crate in `emit_style` ("graph", "tensor" or "flow") that loads the
     bundle's weights. The bundle is always written (the crate reads its weights).
     Parity failure is reported (`report.ok`), not raised; unsupported ops, bad
-    input and export failures raise `RtiError`s.
+    input and export failures raise `RtiError`s; a file system that refuses a write (full,
+    over quota, read-only) raises WriteError naming the file, and `out_dir` is left as it was.
     PyTorch runs on copies of `example_inputs`, which are never modified; an input
     the model writes in place becomes one more output, `mutated_<input name>`.
     A forward that writes the module's own state (a call counter, a running total) is
@@ -682,7 +683,7 @@ def _result_dtype(result: np.ndarray, declared: str) -> str:
 
 def _write_reports(report: ParityReport, directory: Path, stem: str = "report") -> None:
     """<stem>.json (machine-readable), <stem>.md and <stem>.html (for people; the page is
-    self-contained), each replaced atomically."""
+    self-contained), replaced together (all three or none)."""
     from .verify.report_html import report_html
 
     reports = (
@@ -690,5 +691,4 @@ def _write_reports(report: ParityReport, directory: Path, stem: str = "report") 
         (f"{stem}.md", report.markdown()),
         (f"{stem}.html", report_html(report)),
     )
-    for fname, text in reports:
-        write_text(directory / fname, text)
+    write_texts({directory / fname: text for fname, text in reports})  # the set all or none

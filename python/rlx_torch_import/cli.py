@@ -342,6 +342,8 @@ def _run_bundle(argv: Sequence[str]) -> int:
         print("binding: " + ", ".join(f"{k}={v}" for k, v in binding.items()))
     for name, value in outputs.items():
         print(f"{name}: {value.dtype}{list(value.shape)}")
+    for name, python_value in model.values(binding).items():  # forward's Python values: constants, sizes
+        print(f"{name} = {python_value!r} (Python {type(python_value).__name__}; not in --save)")
     if save is not None:
         import torch
 

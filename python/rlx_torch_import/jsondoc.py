@@ -8,6 +8,7 @@ int). Every error is the caller's error type (TorchIRError, BundleError) naming 
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,15 @@ def _refuse_constant(token: str) -> Any:
     raise _NonStandard(token)
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number as a float; one past float64's range (`1e999`, which Python reads as inf) is
+    refused like a bare Infinity token."""
+    value = float(text)
+    if math.isinf(value):
+        raise _NonStandard(text)
+    return value
+
+
 # A bare NaN / Infinity / -Infinity outside a string: Python's json reads them, strict JSON has none.
 _BARE = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
 
@@ -60,15 +70,18 @@ def parse(text: str, what: str, error: type[RtiError]) -> Any:
     (our files spell non-finite floats `{"float": "nan"}`, docs/torch-ir.md). Raises `error` naming
     `what` when the text is not strict JSON, nests too deep, or repeats a key in one object."""
     try:
-        return json.loads(text, object_pairs_hook=_unique, parse_constant=_refuse_constant)
+        return json.loads(text, object_pairs_hook=_unique, parse_constant=_refuse_constant, parse_float=_finite_float)
     except _RepeatedKey as e:
         raise error(f"{what}: {e}") from None
     except _NonStandard as e:
-        raise error(
-            f"{what}: not strict JSON: a bare {e.token} token at {_where(text, e.token)}",
-            hint='strict JSON has no NaN or Infinity; torch-ir spells a non-finite float {"float": "nan"} '
-            '(or "inf", "-inf"), docs/torch-ir.md',
-        ) from None
+        if e.token in ("NaN", "Infinity", "-Infinity"):
+            found = f"a bare {e.token} token at {_where(text, e.token)}"
+        else:
+            found = f"the number {e.token[:40]} is past float64's range"
+        hint = "strict JSON has no NaN or Infinity"
+        if "torch-ir" in what:
+            hint += '; torch-ir spells a non-finite float {"float": "nan"} (or "inf", "-inf"), docs/torch-ir.md'
+        raise error(f"{what}: not strict JSON: {found}", hint=hint) from None
     except (ValueError, RecursionError) as e:
         raise error(f"{what}: not valid JSON ({str(e)[:200]})") from None
 

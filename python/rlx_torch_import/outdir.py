@@ -91,6 +91,32 @@ def write_bytes(path: Path, data: bytes) -> None:
         f.write(data)
 
 
+def write_texts(texts: dict[Path, str]) -> None:
+    """Write each `{path: text}` as UTF-8, all or none: every file is written beside its name first,
+    then all are renamed into place (a failure leaves every path as it was; WriteError naming the
+    file that could not be written)."""
+    written: list[tuple[Path, Path]] = []
+    try:
+        for path, text in texts.items():
+            tmp = path.with_name(f".{path.name[:100]}.{os.getpid()}-{threading.get_ident()}.tmp")
+            written.append((tmp, path))
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(text.encode("utf-8"))
+            except OSError as e:
+                if isinstance(e, FileNotFoundError | IsADirectoryError):
+                    raise
+                raise write_failure(path, e) from None
+        for tmp, path in written:
+            os.replace(tmp, path)
+    finally:
+        for tmp, _ in written:
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
+
+
 def copy_file(source: Path, path: Path) -> None:
     """Copy `source` to `path` (`replacing`: all or nothing; WriteError on failure)."""
     with open(source, "rb") as src, replacing(path) as f:
@@ -165,6 +191,8 @@ def staged(out_dir: Path) -> Iterator[Path]:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f".{short}.partial-", dir=out_dir.parent))
     except OSError as e:
+        if e.errno in _REFUSED_WRITES:
+            raise write_failure(given, e) from None
         raise InputError(
             f"cannot create the output directory {out_dir}: {e.strerror or e}",
             hint="choose an output path in a folder you can write to",

@@ -49,7 +49,7 @@ class BundleModel:
     graph; each run already uses all of RLX's pool threads), taken without the GIL so other
     Python work goes on meanwhile; a dynamic bundle's runs at different bindings, and runs of
     different models, overlap. Results are the same as single-threaded runs, bit for bit.
-    `profile` is the exception: it redirects the process's stderr, so profile from one thread.
+    `profile` is the exception: RLX's timer is process-wide, so profile while no other thread runs.
     """
 
     def __init__(
@@ -275,11 +275,21 @@ class BundleModel:
 
     def values(self, binding: Mapping[str, int] | None = None) -> dict[str, Any]:
         """The outputs that are Python values (`meta.json` output_tree): a constant as torch.export
-        baked it in, a size computed at `binding` (label or torch symbol name -> size; default: the
-        example sizes)."""
-        by = {s.label: s.name for s in self.symbols}
+        baked it in, a size computed at `binding` (label or torch symbol name -> size; symbols left
+        out take their example sizes). Raises InputError naming a symbol the bundle does not have,
+        or a size that is not an integer in its symbol's range."""
+        by = {s.label: s for s in self.symbols} | {s.name: s for s in self.symbols}
         sizes = {s.name: s.example for s in self.symbols}
-        sizes.update({by.get(k, k): int(v) for k, v in (binding or {}).items()})
+        for key, value in (binding or {}).items():
+            sym = by.get(key)
+            if sym is None:
+                known = ", ".join(s.describe() for s in self.symbols) or "none: the bundle is static"
+                raise InputError(f"binding names {short(key)}, which is no symbol of the bundle (its symbols: {known})")
+            if not isinstance(value, int | np.integer) or isinstance(value, bool):
+                raise InputError(f"binding {sym.label}={short(value)}: a size must be an integer")
+            if value < sym.min or (sym.max is not None and value > sym.max):
+                raise InputError(f"binding {sym.label}={value} is outside {sym.describe()}")
+            sizes[sym.name] = int(value)
         found: dict[str, Any] = {}
 
         def walk(node: dict[str, Any]) -> None:
@@ -380,7 +390,9 @@ class BundleModel:
 
         Uses RLX's own per-thunk timer (`RLX_PROFILE_THUNKS`), which reports compiled
         kernels (after RLX's fusion) to 0.1 ms per run; the values are means over `runs`
-        runs of `inputs` (so kernels shorter than ~0.1/`runs` ms read as 0.0).
+        runs of `inputs` (so kernels shorter than ~0.1/`runs` ms read as 0.0). The timer and the
+        stderr it is read from are the process's: profile while no other thread runs RLX, or their
+        kernels are counted too.
         """
         self.run(inputs)  # warm-up, unprofiled
         totals: dict[str, list[float]] = {}

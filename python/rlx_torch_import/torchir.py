@@ -385,6 +385,10 @@ def _check_arg(arg: Any, where: str, symbols: set[str]) -> None:
         _typed(payload, str, f"{where}.{tag}")
     if tag == "sym":
         _check_expr(payload, symbols, where)
+    if tag == "float" and not (
+        payload in ("nan", "inf", "-inf") or (isinstance(payload, int | float) and not isinstance(payload, bool))
+    ):
+        raise TorchIRError(f'{where}.float: {short(payload)} is not a number, "nan", "inf" or "-inf"')
     if tag == "list":
         for i, item in enumerate(_typed(payload, list, f"{where}.list")):
             _check_arg(item, f"{where}[{i}]", symbols)

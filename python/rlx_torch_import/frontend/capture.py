@@ -130,29 +130,37 @@ def _pure(node: torch.fx.Node) -> bool:
 
 def _same_check(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Two dropped-check records of one source check: equal, or both of tensor values at one line."""
-    line = re.compile(r"^a check of tensor values at \S+:\d+")
-    at_a, at_b = line.match(a["check"]), line.match(b["check"])
-    if at_a and at_b:
+    at_a, at_b = _CHECK_AT.search(a["check"]), _CHECK_AT.search(b["check"])
+    if at_a and at_b and a["reason"] == b["reason"] == _TENSOR_CHECK:
         return at_a.group() == at_b.group()
     return (a["check"], a["reason"]) == (b["check"], b["reason"])
 
 
+_TENSOR_CHECK = "checks a value read from a tensor; an RLX graph cannot raise, so the check is not made"
+_CHECK_AT = re.compile(r" at \S+:\d+$")
+
+
+def _source_code(node: torch.fx.Node) -> str:
+    """The user's line of code a node comes from (the line under the stack trace's last frame)."""
+    lines = (node.meta.get("stack_trace") or "").rstrip().splitlines()
+    return lines[-1].strip() if len(lines) >= 2 and lines[-2].strip().startswith("File") else ""
+
+
 def _dropped_check(node: torch.fx.Node, target: str) -> dict[str, Any]:
     """The record of a runtime check left out of the graph, and why. A check of tensor values is
-    named by its source line: torch lowers one `torch._check(...)` on a tensor into several asserts,
-    which then share one record."""
-    message = next((a for a in node.args if isinstance(a, str)), "")
+    named by the user's code and line (`torch._check_tensor_all(mask >= 0) at model.py:7`): torch
+    lowers one such check into several asserts, which then share one record."""
+    message = next((a for a in node.args if isinstance(a, str)), "").removeprefix("Runtime assertion failed for ")
     cond = node.args[0] if node.args else None
     val = cond.meta.get("val") if isinstance(cond, torch.fx.Node) else cond
     if data_dependent(val) or re.search(r"\bu\d+\b", message):  # u0, u1: torch's unbacked (tensor-read) symbols
-        reason = "checks a value read from a tensor; an RLX graph cannot raise, so the check is not made"
-        where = _source_line(node)
-        expression = message.removeprefix("Runtime assertion failed for ")
-        message = f"a check of tensor values at {where}: {expression}" if where else message
+        reason = _TENSOR_CHECK
+        where, code = _source_line(node), _source_code(node)
+        if where:
+            message = f"{code or 'a check of tensor values'} at {where}"
     else:
         reason = "a size check torch.export proved for the example, enforced by the symbols' ranges at each binding"
-    return {"node": node.name, "target": target, "check": message.removeprefix("Runtime assertion failed for "),
-            "reason": reason}  # fmt: skip
+    return {"node": node.name, "target": target, "check": message, "reason": reason}
 
 
 # torch.export's runtime checks on sizes (`torch._check`, range asserts): the binding checks

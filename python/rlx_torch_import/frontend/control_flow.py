@@ -5,9 +5,9 @@
   RLX's own meaning of `Op::If` (rlx-autodiff `control_flow::inline_if`: both branches
   inlined, one `Where` selects), written in ops the registry already lowers. A predicate
   torch.export already knows (a Python bool) keeps only the taken branch. A predicate computed
-  from dynamic sizes (`x.shape[0] > 4`, comparisons joined by `&`, `|`, `~`) becomes the same
-  comparisons on 0-d int64 tensors of the sizes (`_size_predicate`), so each binding's sizes
-  choose the branch when the bundle runs.
+  from dynamic sizes (`x.shape[0] > 4`, comparisons joined by `&`, `|`, `torch.sym_not`) becomes
+  the same computation on 0-d int64 tensors of the sizes (`_size_predicate`), so each binding's
+  sizes choose the branch when the bundle runs.
 - `torch.ops.higher_order.map_impl(body, xs, args)`: unrolled over the leading dim of
   `xs` (`select` each step, `stack` the results), which must be static.
 - `torch.ops.higher_order.scan(combine, init, xs, additional_inputs)`: unrolled the same
@@ -101,7 +101,7 @@ def _inline(graph: fx.Graph, sub: fx.GraphModule, operands: list[Any]) -> list[A
     return result
 
 
-# Python operators on sizes -> the ATen op computing them on 0-d tensors (`_size_predicate`).
+# Python operators on sizes -> the ATen op computing them on 0-d int64 tensors (`_size_predicate`).
 _SIZE_COMPARISONS = {
     operator.gt: aten.gt,
     operator.ge: aten.ge,
@@ -111,39 +111,72 @@ _SIZE_COMPARISONS = {
     operator.ne: aten.ne,
 }
 _SIZE_LOGIC = {operator.and_: aten.logical_and.default, operator.or_: aten.logical_or.default}
+_SIZE_NOT = (operator.not_, operator.invert, torch.sym_not)
+# Python's floor division and modulo are torch's floor_divide and remainder on integers.
+_SIZE_ARITHMETIC = {
+    operator.add: aten.add.Tensor,
+    operator.sub: aten.sub.Tensor,
+    operator.mul: aten.mul.Tensor,
+    operator.floordiv: aten.floor_divide.default,
+    operator.mod: aten.remainder.Tensor,
+    torch.sym_max: aten.maximum.default,
+    torch.sym_min: aten.minimum.default,
+}
+
+
+def _affine(value: Any) -> bool:
+    """Whether a SymInt is a*s + b of at most one symbol: the form the dynamic lowering computes
+    per binding from a size's one-element constant (`lower.symbolic._size_scalars`)."""
+    expr = value.node.expr
+    free = list(expr.free_symbols)
+    return len(free) <= 1 and (not free or (expr.is_polynomial(free[0]) and expr.as_poly(free[0]).degree() <= 1))
 
 
 def _size_predicate(graph: fx.Graph, pred: fx.Node, cond: fx.Node) -> fx.Node:
-    """A 0-d bool tensor computing the size predicate `pred` (a SymBool: comparisons of sizes and
-    integers, joined by `&`, `|` and `~`), from 0-d int64 tensors of the sizes
-    (`aten.scalar_tensor`), which the dynamic lowering evaluates at each binding. Raises InputError
-    naming the cond node for any other form (a float size, `sym_ite`, ...)."""
+    """A 0-d bool tensor computing the size predicate `pred`, a SymBool: comparisons of integers and
+    sizes joined by `&`, `|` and `torch.sym_not`, where a size is a*s + b of one symbol or `+`, `-`,
+    `*`, `//`, `%`, `torch.sym_max`/`sym_min` of such. Each a*s + b is a 0-d int64 tensor
+    (`aten.scalar_tensor`), which the dynamic lowering evaluates at each binding; the arithmetic and
+    the comparisons are tensor ops on them, so the branch is chosen when the bundle runs. Raises
+    DynamicShapeError (exit 3) naming the cond node and the part of the predicate it cannot compute."""
+    from ..errors import DynamicShapeError
 
-    def size(a: Any) -> fx.Node:
-        if isinstance(a, fx.Node) and isinstance(a.meta.get("val"), torch.SymInt):
+    def refuse(what: str) -> DynamicShapeError:
+        return DynamicShapeError(
+            f"torch.cond (node {cond.name}{_where(cond)}): its predicate {pred.meta['val']} is computed from sizes "
+            f"with {what}; a size predicate is chosen per binding when it compares integers and sizes a*s + b "
+            "(or +, -, *, //, %, sym_max, sym_min of them), joined by &, | and torch.sym_not",
+            hint="compute the predicate as a tensor, or make that dim static",
+        )
+
+    def size(a: Any) -> fx.Node | int:
+        if isinstance(a, int) and not isinstance(a, bool):
+            return a
+        val = a.meta.get("val") if isinstance(a, fx.Node) else None
+        if not isinstance(val, torch.SymInt):
+            raise refuse(f"{type(val if val is not None else a).__name__} {a}")
+        if a.op == "call_function" and a.target in _SIZE_ARITHMETIC:  # computed in tensors: a - 3 may be < 0
+            x, y = (size(v) for v in a.args)
+            return _new(graph, _SIZE_ARITHMETIC[a.target], (tensor(x), tensor(y)), cond)
+        if _affine(val):  # a size (sym_size): never negative, as the lowering's size tables need
             return _new(graph, aten.scalar_tensor.default, (a,), cond, dtype=torch.int64)
-        raise InputError(f"torch.cond (node {cond.name}{_where(cond)}): its predicate compares {a!r}, not a size")
+        raise refuse(f"{val.node.expr} ({a.target})")
+
+    def tensor(v: fx.Node | int) -> fx.Node:
+        if isinstance(v, int):
+            return _new(graph, aten.scalar_tensor.default, (v,), cond, dtype=torch.int64)
+        return v
 
     def build(p: Any) -> fx.Node:
         if isinstance(p, fx.Node) and p.op == "call_function":
             if p.target in _SIZE_COMPARISONS:
-                a, b = p.args
-                if isinstance(b, int):
-                    return _new(graph, _SIZE_COMPARISONS[p.target].Scalar, (size(a), b), cond)
-                if isinstance(a, int):  # c < s is s > c
-                    flipped = {operator.gt: operator.lt, operator.lt: operator.gt, operator.ge: operator.le,
-                               operator.le: operator.ge}.get(p.target, p.target)  # fmt: skip
-                    return _new(graph, _SIZE_COMPARISONS[flipped].Scalar, (size(b), a), cond)
-                return _new(graph, _SIZE_COMPARISONS[p.target].Tensor, (size(a), size(b)), cond)
+                a, b = (size(v) for v in p.args)
+                return _new(graph, _SIZE_COMPARISONS[p.target].Tensor, (tensor(a), tensor(b)), cond)
             if p.target in _SIZE_LOGIC:
                 return _new(graph, _SIZE_LOGIC[p.target], (build(p.args[0]), build(p.args[1])), cond)
-            if p.target in (operator.not_, operator.invert, torch.sym_not):
+            if p.target in _SIZE_NOT:
                 return _new(graph, aten.logical_not.default, (build(p.args[0]),), cond)
-        raise InputError(
-            f"torch.cond (node {cond.name}{_where(cond)}) has a size predicate {p} of a form not converted "
-            "(comparisons of sizes and integers joined by &, | and ~ are)",
-            hint="compute the predicate as a tensor, or as comparisons of sizes",
-        )
+        raise refuse(f"{getattr(p, 'target', p)}")
 
     return build(pred)
 
