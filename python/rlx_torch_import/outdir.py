@@ -57,6 +57,12 @@ def refused_write_in(text: str) -> OSError | None:
     return None
 
 
+def _beside(path: Path) -> Path:
+    """The temporary file `path` is written as before it is renamed into place: hidden, beside it,
+    unique to this process and thread."""
+    return path.with_name(f".{path.name[:100]}.{os.getpid()}-{threading.get_ident()}.tmp")
+
+
 @contextmanager
 def replacing(path: Path) -> Iterator[BinaryIO]:
     """A binary file to write `path` through: written beside it (`.NAME.PID-THREAD.tmp`) and renamed
@@ -64,7 +70,7 @@ def replacing(path: Path) -> Iterator[BinaryIO]:
     the temporary file is removed and `path` keeps what it had. Raises WriteError naming `path`
     (and the cause: no space, quota, read-only, I/O error, ...) for any OSError while writing."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name[:100]}.{os.getpid()}-{threading.get_ident()}.tmp")
+    tmp = _beside(path)
     try:
         with open(tmp, "wb") as f:
             yield f
@@ -98,7 +104,7 @@ def write_texts(texts: dict[Path, str]) -> None:
     written: list[tuple[Path, Path]] = []
     try:
         for path, text in texts.items():
-            tmp = path.with_name(f".{path.name[:100]}.{os.getpid()}-{threading.get_ident()}.tmp")
+            tmp = _beside(path)
             written.append((tmp, path))
             try:
                 with open(tmp, "wb") as f:
