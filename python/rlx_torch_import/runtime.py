@@ -287,7 +287,7 @@ class BundleModel:
                 raise InputError(f"binding names {short(key)}, which is no symbol of the bundle (its symbols: {known})")
             if not isinstance(value, int | np.integer) or isinstance(value, bool):
                 raise InputError(f"binding {sym.label}={short(value)}: a size must be an integer")
-            if value < sym.min or (sym.max is not None and value > sym.max):
+            if not sym.holds(value):
                 raise InputError(f"binding {sym.label}={value} is outside {sym.describe()}")
             sizes[sym.name] = int(value)
         found: dict[str, Any] = {}

@@ -42,6 +42,10 @@ class Symbol:
     max: int | None
     example: int
 
+    def holds(self, size: int) -> bool:
+        """Whether `size` is in this symbol's range."""
+        return self.min <= size and (self.max is None or size <= self.max)
+
     def describe(self) -> str:
         hi = "inf" if self.max is None else str(self.max)
         return f"{self.label} ({self.name}, {self.min}..{hi})"
@@ -209,7 +213,7 @@ def infer_binding(
         if s.name not in found:
             raise InputError(f"no input gives symbol {s.describe()} a size by itself")
         v, where = found[s.name]
-        if v < s.min or (s.max is not None and v > s.max):
+        if not s.holds(v):
             raise InputError(
                 f"{where} has size {v} for symbol {s.label} ({s.name}), outside its declared range "
                 f"{s.min}..{'inf' if s.max is None else s.max}",

@@ -128,18 +128,6 @@ def _pure(node: torch.fx.Node) -> bool:
     return _op_name(node.target).startswith(("operator.", "math.", "torch.sym_"))
 
 
-def _same_check(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Two dropped-check records of one source check: equal, or both of tensor values at one line."""
-    at_a, at_b = _CHECK_AT.search(a["check"]), _CHECK_AT.search(b["check"])
-    if at_a and at_b and a["reason"] == b["reason"] == _TENSOR_CHECK:
-        return at_a.group() == at_b.group()
-    return (a["check"], a["reason"]) == (b["check"], b["reason"])
-
-
-_TENSOR_CHECK = "checks a value read from a tensor; an RLX graph cannot raise, so the check is not made"
-_CHECK_AT = re.compile(r" at \S+:\d+$")
-
-
 def _source_code(node: torch.fx.Node) -> str:
     """The user's line of code a node comes from (the line under the stack trace's last frame)."""
     lines = (node.meta.get("stack_trace") or "").rstrip().splitlines()
@@ -149,12 +137,12 @@ def _source_code(node: torch.fx.Node) -> str:
 def _dropped_check(node: torch.fx.Node, target: str) -> dict[str, Any]:
     """The record of a runtime check left out of the graph, and why. A check of tensor values is
     named by the user's code and line (`torch._check_tensor_all(mask >= 0) at model.py:7`): torch
-    lowers one such check into several asserts, which then share one record."""
+    lowers one such check into several asserts, whose records are then equal (kept once)."""
     message = next((a for a in node.args if isinstance(a, str)), "").removeprefix("Runtime assertion failed for ")
     cond = node.args[0] if node.args else None
     val = cond.meta.get("val") if isinstance(cond, torch.fx.Node) else cond
     if data_dependent(val) or re.search(r"\bu\d+\b", message):  # u0, u1: torch's unbacked (tensor-read) symbols
-        reason = _TENSOR_CHECK
+        reason = "checks a value read from a tensor; an RLX graph cannot raise, so the check is not made"
         where, code = _source_line(node), _source_code(node)
         if where:
             message = f"{code or 'a check of tensor values'} at {where}"
@@ -559,7 +547,7 @@ def capture(
             val = node.meta.get("val")
             if target in _SIZE_ASSERTS:
                 record = _dropped_check(node, target)
-                if not any(_same_check(d, record) for d in dropped):
+                if not any((d["check"], d["reason"]) == (record["check"], record["reason"]) for d in dropped):
                     dropped.append(record)
                 continue
             if node in checks:  # computed only for a runtime check

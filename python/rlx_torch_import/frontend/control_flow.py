@@ -58,8 +58,9 @@ def _new(graph: fx.Graph, target: Any, args: tuple[Any, ...], like: fx.Node | No
             return type(a)(val(x) for x in a)
         return a
 
-    with _fake_mode(graph):
-        node.meta["val"] = target(*val(args), **kwargs)
+    values = val(args)
+    with _fake_mode(graph, values):
+        node.meta["val"] = target(*values, **kwargs)
     if like is not None:
         for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
             if key in like.meta:
@@ -67,14 +68,18 @@ def _new(graph: fx.Graph, target: Any, args: tuple[Any, ...], like: fx.Node | No
     return node
 
 
-def _fake_mode(graph: fx.Graph) -> Any:
-    """The fake mode of `graph`'s values, so an op on sizes alone (`scalar_tensor(s0)`) gives a fake
-    tensor of that mode rather than a real one at the example size; a null context when none."""
+def _fake_mode(graph: fx.Graph, args: tuple[Any, ...]) -> Any:
+    """For an op on sizes alone (`scalar_tensor(s0)`), the fake mode of `graph`'s inputs, so it gives a
+    fake tensor of that mode rather than a real one at the example size; a null context for an op
+    with a (fake) tensor argument, which computes in its argument's mode, or when there is none."""
     from contextlib import nullcontext
 
     from torch._guards import detect_fake_mode
 
-    mode = detect_fake_mode([v for n in graph.nodes if isinstance(v := n.meta.get("val"), torch.Tensor)])
+    if any(isinstance(a, torch.Tensor) for a in args):
+        return nullcontext()
+    inputs = [n.meta.get("val") for n in graph.find_nodes(op="placeholder")]
+    mode = detect_fake_mode([v for v in inputs if isinstance(v, torch.Tensor)])
     return mode if mode is not None else nullcontext()
 
 

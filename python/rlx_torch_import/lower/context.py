@@ -168,9 +168,7 @@ class Builder:
         `share_scalars`)."""
         arr = np.asarray(array)
         key = (arr.astype(np.float64 if arr.dtype.kind == "f" else arr.dtype).tobytes(), dtype, tuple(arr.shape))
-        if not self.share_scalars and arr.size == 1:
-            self._consts.pop(key, None)
-        if key not in self._consts:
+        if key not in self._consts or (not self.share_scalars and arr.size == 1):
             value = workarounds.constant(self, arr, dtype)
             self._consts[key] = value
             self._const_values[value.id] = arr
