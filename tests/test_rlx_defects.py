@@ -80,3 +80,21 @@ def test_emit_routes_around_the_defect(op, dtype: str, dims: tuple[int, ...]) ->
     b.emit(op, inputs[:n_in], dims, out_dtype)
     workarounds.audit(b.program, b.nan_free_ids, b.compensated)
     assert len(b.program.nodes) > 1
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 3), (16, 8)])
+def test_a_transpose_that_is_an_output_and_a_matmul_operand_verifies(shape: tuple[int, int], tmp_path: Path) -> None:
+    """transpose-output, found by the program fuzzer: (x @ x.T, x.T) gave garbage for x.T before
+    `workarounds.protect_outputs` gave the output a second reader."""
+    import torch
+
+    import rlx_torch_import as rti
+
+    class Gram(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            t = x.permute(1, 0)
+            return x @ t, t
+
+    report = rti.from_torch(Gram(), (torch.randn(*shape),), tmp_path / "o", per_node=False)
+    assert report.ok, report.summary()
+    assert all(o.max_abs_error == 0 for o in report.outputs[1:]), report.summary()  # the transpose is exact

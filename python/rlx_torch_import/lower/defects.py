@@ -485,6 +485,22 @@ def _probe_boundary_narrow() -> str | None:
     return f"a Bool output comes back as {dtype}, bytes {list(data)[:16]} (expected Bool 1, 0, 0, 1)"
 
 
+def _probe_transpose_output() -> str | None:
+    from ..program import Program, Provenance, RlxNode, ValueDecl
+
+    where = Provenance("p", "p")
+    program = Program("probe", inputs=[ValueDecl("x", (2, 3), "F32")], outputs=["mm", "t"])
+    program.nodes.append(RlxNode("t", {"Transpose": {"perm": [1, 0]}}, ("x",), (3, 2), "F32", where))
+    program.nodes.append(RlxNode("mm", "MatMul", ("x", "t"), (2, 2), "F32", where))
+    x = np.arange(1.0, 7.0, dtype=np.float32).reshape(2, 3)
+    try:
+        model = _core.CompiledModel(_core.program_to_hir_json(program.to_core_json()))
+        _, (data, _, dims) = model.run([("x", x.reshape(-1).view(np.uint8), "F32")])
+    except (RuntimeError, _core.CheckError) as e:
+        return f"RLX failed: {str(e).splitlines()[0][:160]}"
+    return _differs(np.frombuffer(data, np.float32).reshape(dims), x.T)
+
+
 def _probe_round_fold() -> str | None:
     ties = np.array([0.5, 1.5, 2.5, -0.5, -2.5], np.float32)
     return _same({"Activation": "Round"}, [(ties, "F32")], np.round(ties), "F32", consts=True)
@@ -1002,6 +1018,16 @@ DEFECTS: tuple[Defect, ...] = (
         "integer multiples of 2**-133 (x * 2**133 rounded half to even, scaled back; both scalings exact)",
         _round_to_format,
         _probe_round_to_format,
+    ),
+    Defect(
+        "transpose-output",
+        "a 2-D F32 Transpose whose only reader is a MatMul is folded into the GEMM and never computed, even when "
+        "it is also a graph output: that output reads a buffer nothing wrote",
+        "0.2.19",
+        "a graph output made by a Transpose is read through a same-shape Reshape, a second reader that keeps it "
+        "computed (`workarounds.protect_outputs`)",
+        _never,  # a property of the graph's outputs, not of one node: checked by registry.lower
+        _probe_transpose_output,
     ),
     Defect(
         "round-fold",

@@ -22,7 +22,7 @@ from ..program import Program, Provenance, ValueDecl
 from ..symbolic import evaluate_shape, is_static, values_of
 from ..torchir import TorchIR
 from .context import Builder, Call, Value
-from .workarounds import RlxLimit, audit, boundary_dtype
+from .workarounds import RlxLimit, audit, boundary_dtype, protect_outputs
 
 # Weight dtypes RLX 0.2.x's CPU backend refuses to bind (`set_param_typed` panics on I16).
 UNBINDABLE_WEIGHT_DTYPES = frozenset({"int16"})
@@ -332,6 +332,7 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, sha
         from .optimize import optimize as run_passes
 
         program.rewrites = run_passes(program)
+    protect_outputs(program)  # after the passes, which may make an output a Transpose
     return program
 
 

@@ -630,6 +630,22 @@ _RULES: dict[str, Callable[[Builder, Any, list[Value], tuple[int, ...], str], Va
 }
 
 
+def protect_outputs(program: Program) -> None:
+    """transpose-output: each graph output made by a Transpose node is read through a same-shape
+    Reshape (RLX elides a Transpose whose only reader is a MatMul, output or not)."""
+    from ..program import RlxNode
+
+    by_id = {n.id: n for n in program.nodes}
+    for i, out in enumerate(program.outputs):
+        node = by_id.get(out)
+        if node is None or _kind(node.op) != "Transpose":
+            continue
+        kept = RlxNode(f"{out}#out{i}", {"Reshape": {"new_shape": list(node.dims)}}, (out,), node.dims, node.dtype,
+                       node.provenance)  # fmt: skip
+        program.nodes.append(kept)
+        program.outputs[i] = kept.id
+
+
 def audit(program: Program, nan_free: Collection[str] = (), compensated: Mapping[str, str] | None = None) -> None:
     """Raise LoweringError if any node of `program` is a raw op on a known-defect path.
 
