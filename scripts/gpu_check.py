@@ -45,7 +45,8 @@ def _feed(directory: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def median_ms(run: Any, runs: int, warmup: int = 3) -> float:
-    from rlx_torch_import.bench import timed_ms
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tools/
+    from tools.bench.measure import timed_ms
 
     return statistics.median(timed_ms(run, runs, warmup))
 

@@ -14,19 +14,19 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tools/, tests/
+
 import rlx_torch_import as rti
-from rlx_torch_import import bench
-from rlx_torch_import.verify_bench import hf_llama_small
+from tests import models as test_models
+from tools.bench import models as bench
+from tools.verify_bench import hf_llama_small
 
 
 def models() -> dict[str, bench.ModelFactory]:
-    tests = bench._tests_models()
-    if tests is None:
-        raise SystemExit("tests/models.py not found: run from a checkout")
     return {
-        "mlp": bench._test_model(tests, "mlp"),
-        "transformer_block": bench._test_model(tests, "transformer_block"),
-        "cnn": bench._test_model(tests, "cnn"),
+        "mlp": bench._test_model(test_models, "mlp"),
+        "transformer_block": bench._test_model(test_models, "transformer_block"),
+        "cnn": bench._test_model(test_models, "cnn"),
         "mobilenet_v3_small": bench._torchvision("mobilenet_v3_small", (1, 3, 224, 224)),
         "llama": hf_llama_small,
     }

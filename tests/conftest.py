@@ -1,4 +1,5 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent))  # the tests' own modules: `from models import make`
+sys.path.insert(1, str(Path(__file__).parent.parent))  # the repository root: `from tools import opsdoc`

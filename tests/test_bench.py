@@ -1,4 +1,4 @@
-"""The benchmark's machinery (python -m rlx_torch_import.bench): one tiny model end to end, and the fused-op count.
+"""The benchmark's machinery (python -m tools.bench): one tiny model end to end, and the fused-op count.
 
 No timing assertions: speed targets live in the benchmark's table, not in tests.
 """
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rlx_torch_import import bench
+from tools.bench import cli, measure, tables
 
 
 def _row(text: str, name: str) -> dict[str, str]:
@@ -25,7 +25,7 @@ def _row(text: str, name: str) -> dict[str, str]:
 
 def test_bench_runs_the_tiny_mlp(tmp_path, capsys) -> None:
     out = tmp_path / "results.md"
-    status = bench.main(
+    status = cli.main(
         [
             "--models",
             "tests.mlp",
@@ -53,7 +53,7 @@ def test_bench_runs_the_tiny_mlp(tmp_path, capsys) -> None:
     assert ratio and float(ratio[1]) > 0, row
     assert int(row["RLX nodes"]) > 0 and int(row["ATen nodes"]) > 0, row
     assert row["top RLX kernels"] != "—", row
-    assert bench.TARGETS_LINE in printed
+    assert tables.TARGETS_LINE in printed
     written = out.read_text()
     assert _row(written, "tests.mlp")["parity"].split()[0] == "ok"
     assert "### tests.mlp" in written and "| kernel | ms/run |" in written
@@ -98,33 +98,33 @@ def test_fused_source_nodes_are_counted_once() -> None:
             {"id": 0, "op": {"Input": {"name": "x"}}, "name": None},
             {"id": 1, "op": {"Param": {"name": "fc.weight"}}, "name": None},
             *(
-                {"id": i + 2, "op": {"Mir": op}, "name": bench._label(p)}
+                {"id": i + 2, "op": {"Mir": op}, "name": measure._label(p)}
                 for i, (op, p) in enumerate(zip(ops, meta["provenance"].values(), strict=True))
             ),
         ]
     }
-    counts = bench.node_counts(meta, hir)
+    counts = measure.node_counts(meta, hir)
     assert (counts.rlx, counts.aten, counts.aten_on_fused) == (7, 4, 2)  # layer_norm and sdpa; not gelu
     assert counts.fused_ops == {"Attention": 1, "LayerNorm": 1}
     assert counts.join == "provenance order"
 
     # without the provenance order (say, a node RLX added), the HIR names still give the source nodes
     hir["nodes"].insert(2, {"id": 99, "op": {"Mir": {"Softmax": {"axis": -1}}}, "name": "softmax <- aten.softmax"})
-    counts = bench.node_counts(meta, hir)
+    counts = measure.node_counts(meta, hir)
     assert counts.join == "HIR node names"
     assert counts.aten_on_fused == 3
     assert counts.fused_ops == {"Attention": 1, "LayerNorm": 1, "Softmax": 1}
 
 
 def test_fused_kinds() -> None:
-    assert bench.is_fused("LayerNorm") and bench.is_fused("FusedSwiGLU") and bench.is_fused("Conv")
-    assert not bench.is_fused("Activation.Gelu") and not bench.is_fused("Activation.Silu")
-    assert not bench.is_fused("MatMul")
+    assert measure.is_fused("LayerNorm") and measure.is_fused("FusedSwiGLU") and measure.is_fused("Conv")
+    assert not measure.is_fused("Activation.Gelu") and not measure.is_fused("Activation.Silu")
+    assert not measure.is_fused("MatMul")
 
 
 def test_kernel_rows_time_rlx_and_torch_on_the_same_op() -> None:
     """A kernel row runs the RLX op alone and PyTorch's op on the same data (no timing assertions)."""
-    from rlx_torch_import import kernel_bench
+    from tools import kernel_bench
 
     (case,) = [c for c in kernel_bench._cases() if c.key == "bias-add-channels"]
     row = kernel_bench.time_case(case, runs=2, warmup=1)
@@ -137,7 +137,7 @@ def test_dynamic_bench_times_new_and_cached_bindings(monkeypatch: pytest.MonkeyP
     from torch.export import Dim
 
     from models import make
-    from rlx_torch_import import dynamic_bench
+    from tools import dynamic_bench
 
     model, inputs = make("mlp")
     case = ("mlp", model, inputs, {"x": {0: Dim("batch", min=1, max=64)}}, [(32, 32)])
@@ -153,7 +153,7 @@ def test_dynamic_bench_times_new_and_cached_bindings(monkeypatch: pytest.MonkeyP
 
 def test_thread_table_runs_one_bundle_from_4_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     from models import make
-    from rlx_torch_import import thread_bench
+    from tools import thread_bench
 
     monkeypatch.setattr(thread_bench, "_cases", lambda: [("mlp", lambda: make("mlp"))])
     head, _rule, row = thread_bench.rows(runs=8)
@@ -164,7 +164,7 @@ def test_thread_table_runs_one_bundle_from_4_threads(monkeypatch: pytest.MonkeyP
 
 
 def test_per_node_cost_table() -> None:
-    from rlx_torch_import import verify_bench
+    from tools import verify_bench
 
     head, _rule, row = verify_bench.rows(["tests.transformer_block"], 1)
     cells = dict(zip([c.strip() for c in head.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")],

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlx_torch_import import errors, errors_doc
+from rlx_torch_import import errors
+from tools import errors_doc
 
 
 @pytest.fixture(scope="module")
@@ -32,4 +33,4 @@ def test_each_example_exits_with_its_types_code(outcomes: list[errors_doc.Outcom
 
 def test_docs_errors_md_is_current(outcomes: list[errors_doc.Outcome]) -> None:
     text = errors_doc.render(outcomes)
-    assert errors_doc.DOC.read_text() == text, "docs/errors.md is stale: python -m rlx_torch_import.errors_doc --write"
+    assert errors_doc.DOC.read_text() == text, "docs/errors.md is stale: python -m tools.errors_doc --write"

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlx_torch_import import opsdoc
 from rlx_torch_import.lower import REGISTRY
 from rlx_torch_import.lower.registry import lowers
+from tools import opsdoc
 
 
 def test_every_key_is_a_real_op_overload() -> None:

@@ -121,7 +121,7 @@ def test_llama_report_opens_in_headless_chromium(tmp_path) -> None:
     pytest.importorskip("transformers")
     from PIL import Image
 
-    from rlx_torch_import.verify_bench import hf_llama_small  # the test suite's HF Llama, logits only
+    from tools.verify_bench import hf_llama_small  # the test suite's HF Llama, logits only
 
     model, (ids,) = hf_llama_small()
     report = rti.from_torch(model, (ids,), tmp_path / "llama")

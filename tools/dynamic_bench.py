@@ -1,6 +1,6 @@
 """Dynamic bundles: the cost of a run at a new binding against a run at a cached one.
 
-    python -m rlx_torch_import.dynamic_bench [--threads N] [--runs N]
+    python -m tools.dynamic_bench [--threads N] [--runs N]
 
 One conversion per model with a dynamic sequence length (and batch); then, per
 binding, in one process: the first run at that binding (specialize the symbolic
@@ -28,9 +28,10 @@ import numpy as np
 import torch
 from torch.export import Dim
 
-from . import rlx_config
-from .api import from_torch
-from .runtime import BundleModel
+from rlx_torch_import import rlx_config
+from rlx_torch_import.api import from_torch
+from rlx_torch_import.runtime import BundleModel
+from tools import child_env
 
 
 def _median_ms(fn: Callable[[], Any], runs: int) -> float:
@@ -44,20 +45,18 @@ def _median_ms(fn: Callable[[], Any], runs: int) -> float:
 
 def _cases() -> list[tuple[str, torch.nn.Module, tuple[torch.Tensor, ...], Any, list[tuple[int, ...]]]]:
     """(name, model, example inputs, dynamic_shapes, input shapes to time)."""
-    from .bench import _llama
+    from tools.bench.models import _llama
 
     llama, (ids,) = _llama()
     cases = [
         ("llama (6 layers, d=512)", llama, (ids,), ({1: Dim("seq", min=2, max=512)},), [(1, 64), (1, 256), (1, 512)])
     ]
-    from .bench import _tests_models
+    from tests import models as test_models
 
-    tests = _tests_models()
-    if tests is not None:
-        torch.manual_seed(0)
-        block = tests.MaskedBlock(causal=True).eval()
-        ds = {"x": {0: Dim("batch", min=1, max=16), 1: Dim("seq", min=2, max=512)}}
-        cases.append(("causal transformer block", block, (torch.randn(2, 64, 64),), ds, [(1, 32, 64), (8, 256, 64)]))
+    torch.manual_seed(0)
+    block = test_models.MaskedBlock(causal=True).eval()
+    ds = {"x": {0: Dim("batch", min=1, max=16), 1: Dim("seq", min=2, max=512)}}
+    cases.append(("causal transformer block", block, (torch.randn(2, 64, 64),), ds, [(1, 32, 64), (8, 256, 64)]))
     return cases
 
 
@@ -79,8 +78,8 @@ def rows(runs: int) -> list[str]:
         for index, (name, model, inputs, _, shapes) in enumerate(_cases()):
             # Converted in a child process: the conversion leaves this one's memory in a state where
             # fresh pages (a new binding's weights and arena) cost several times more to fault in.
-            cmd = [sys.executable, "-m", "rlx_torch_import.dynamic_bench", "--convert", str(index), tmp]
-            subprocess.run(cmd, check=True, capture_output=True)
+            cmd = [sys.executable, "-m", "tools.dynamic_bench", "--convert", str(index), tmp]
+            subprocess.run(cmd, check=True, capture_output=True, env=child_env())
             dynamic = BundleModel(Path(tmp) / "dyn" / "bundle", flush_denormals=True)
             static = BundleModel(Path(tmp) / "static" / "bundle", flush_denormals=True)
             example = tuple(inputs[0].shape)
@@ -118,7 +117,7 @@ def convert(index: int, directory: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlx_torch_import.dynamic_bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tools.dynamic_bench", description=__doc__)
     parser.add_argument("--convert", nargs=2, metavar=("CASE", "DIR"), help=argparse.SUPPRESS)  # child mode
     parser.add_argument("--threads", type=int, default=None, help="RLX and torch threads (default: every core)")
     parser.add_argument("--runs", type=int, default=5, help="timed runs per binding (median; default 5)")

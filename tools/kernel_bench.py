@@ -4,7 +4,7 @@ Where a converted model is still slower than eager PyTorch after every conversio
 rewrite (`lower/optimize.py`) and runtime setting (`rlx_config`), the time is in RLX's
 own kernels. Each row here builds one RLX op at a shape taken from a benchmark model,
 runs it through the same core and settings as a bundle, and times PyTorch's op on the
-same data with the same thread count. `python -m rlx_torch_import.bench` prints the
+same data with the same thread count. `python -m tools.bench` prints the
 table into bench/results.md; docs/rlx-defects.md lists the rows.
 
 Times are medians in milliseconds; the ratio is RLX / PyTorch (above 1: RLX is slower). "of which in
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _core, rlx_config
-from .program import Program, Provenance, RlxNode, ValueDecl
+from rlx_torch_import import _core, rlx_config
+from rlx_torch_import.program import Program, Provenance, RlxNode, ValueDecl
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def time_case(case: KernelCase, runs: int = 20, warmup: int = 3, seed: int = 0) 
         model.set_param(name, data, dtype)
     feed = feed[:n_in]
     rlx_ms = _median_ms(lambda: model.run(feed), runs, warmup)
-    from .runtime import _thunk_profile
+    from rlx_torch_import.runtime import _thunk_profile
 
     kernel_ms = statistics.median(
         sum(ms for ms, _ in _thunk_profile(lambda: model.run(feed)).values()) for _ in range(3)
@@ -148,9 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     """Print the table (`--threads N` sizes RLX's pool and torch's threads alike)."""
     import argparse
 
-    parser = argparse.ArgumentParser(
-        prog="python -m rlx_torch_import.kernel_bench", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m tools.kernel_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, help="threads for RLX and PyTorch (default: every available core)")
     parser.add_argument("--runs", type=int, default=20, help="timed runs per kernel, median reported (default 20)")
     args = parser.parse_args(argv)

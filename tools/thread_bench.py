@@ -1,6 +1,6 @@
 """One bundle shared by threads: throughput of 4 threads against 1.
 
-    python -m rlx_torch_import.thread_bench [--threads N] [--runs N]
+    python -m tools.thread_bench [--threads N] [--runs N]
 
 Per model, in one process: one `BundleModel`, then `--runs` runs on 1 thread and the same number
 spread over 4 threads (a `ThreadPoolExecutor`, as a web server would), each run on its own input.
@@ -25,15 +25,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import rlx_config
-from .api import from_torch
-from .runtime import BundleModel
+from rlx_torch_import import rlx_config
+from rlx_torch_import.api import from_torch
+from rlx_torch_import.runtime import BundleModel
 
 WORKERS = 4
 
 
 def _cases() -> list[tuple[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]]]:
-    from .bench import _llama, _mlp, _torchvision
+    from tools.bench.models import _llama, _mlp, _torchvision
 
     return [
         ("mlp (1024-4096-1024, batch 64)", _mlp),
@@ -88,7 +88,7 @@ def rows(runs: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlx_torch_import.thread_bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tools.thread_bench", description=__doc__)
     parser.add_argument("--threads", type=int, default=None, help="RLX's pool size (default: every core)")
     parser.add_argument("--runs", type=int, default=40, help="runs per measurement (default 40)")
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """What per-node parity costs: `from_torch` with and without it, side by side.
 
-    python -m rlx_torch_import.verify_bench [--threads N] [--runs N] [--models a,b]
+    python -m tools.verify_bench [--threads N] [--runs N] [--models a,b]
 
 Per model, `--runs` conversions each way in one process (after one warm-up conversion), medians:
 the whole `from_torch` without per-node parity (export, capture, lower, bundle, verify), its
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import torch
 
-from . import rlx_config
-from .api import from_torch
+from rlx_torch_import import rlx_config
+from rlx_torch_import.api import from_torch
 
 DEFAULT_MODELS = ("tests.transformer_block", "hf_llama_small", "llama")
 
@@ -51,7 +51,7 @@ def hf_llama_small() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
 
 
 def rows(names: list[str], runs: int) -> list[str]:
-    from .bench import BenchModel, registry
+    from tools.bench.models import BenchModel, registry
 
     models, _ = registry()
     models["hf_llama_small"] = BenchModel("hf_llama_small", hf_llama_small.__doc__ or "", hf_llama_small)
@@ -84,7 +84,7 @@ def rows(names: list[str], runs: int) -> list[str]:
 
 
 def _write_time(report: object, directory: Path) -> float:
-    from .api import _write_reports
+    from rlx_torch_import.api import _write_reports
 
     target = directory / "reports"
     target.mkdir(exist_ok=True)
@@ -94,7 +94,7 @@ def _write_time(report: object, directory: Path) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlx_torch_import.verify_bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tools.verify_bench", description=__doc__)
     parser.add_argument("--threads", type=int, default=None, help="RLX and torch threads (default: every core)")
     parser.add_argument("--runs", type=int, default=5, help="conversions each way (median; default 5)")
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS), help="bench model names, comma-separated")

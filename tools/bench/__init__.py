@@ -1,0 +1,65 @@
+"""Benchmark: RLX against PyTorch eager and ONNX Runtime, conversion cost, and peak memory.
+
+Usage::
+
+    make bench                                  (= python -m tools.bench)
+    python -m tools.bench --models resnet18,llama --runs 50
+    python -m tools.bench --list     (the model names)
+
+Options: `--models a,b` (default: all), `--runs N` timed runs (default 20) after
+`--warmup N` untimed ones (default 3), `--threads N` (default: every core this
+process may use), `--out PATH` (default bench/results.md), `--no-onnx` (skip
+ONNX Runtime), `--no-kernels` (skip the RLX-kernels-alone table), `--no-dynamic`
+(skip the dynamic-bundle table, `dynamic_bench.py`), `--no-per-node` (skip the per-node
+parity cost table, `verify_bench.py`), `--no-threads` (skip the 4-threads-vs-1 table,
+`thread_bench.py`), `--timeout S` per model,
+`--list` (the model names).
+
+Every model runs in a fresh child process (`--one NAME --json PATH`), so memory
+peaks and thread pools never leak from one model into the next; this process
+only collects the children's JSON, prints the table, and writes `--out` (the
+same table plus the configuration, each model's conversion phases and RLX
+kernel profile, and the footnotes). In a child, RLX, PyTorch and ONNX Runtime
+get the same inputs and the same thread count.
+
+Columns (latencies in milliseconds, medians of `--runs` runs after warm-up;
+ratios are plain factors: 2.00 = twice the time, below 1 = faster):
+
+- **weights MiB**: bytes of the model's state_dict tensors (parameters and buffers).
+- **parity**: `ok` when the RLX bundle verified against PyTorch (`report.ok`), `FAIL`
+  otherwise, `error` when conversion raised (footnote).
+- **RLX ms**: `BundleModel(bundle, threads=T).run(inputs)`, inputs as numpy arrays.
+- **eager ms**: the PyTorch module under `torch.no_grad()` with `torch.set_num_threads(T)`.
+- **ORT ms**: ONNX Runtime (CPUExecutionProvider, `intra_op_num_threads=T`,
+  `inter_op_num_threads=1`) on `torch.onnx.export(..., dynamo=True)`; `n/a` with a
+  footnote when the export or the session fails.
+- **RLX/eager**, **ORT/eager**, **RLX/ORT**: latency ratios (below 1 = faster).
+- **export s**: `torch.export` time inside `rti.from_torch` (seconds).
+- **ours s** / **ours/export**: our own conversion stages (every phase of
+  `report.timings_s` except "export", "reference" and "verify": capture, write
+  torch-ir, lower, bundle, auto-decompose rounds) in seconds, and as a percentage
+  of the export time.
+- **verify s**: running the bundle once and comparing it with PyTorch.
+- **peak RSS/weights**: (peak resident memory during conversion - resident memory
+  just before it) / weight bytes.
+- **RLX nodes**, **ATen nodes**: nodes we emitted (bundle meta.json `op_histogram`)
+  and source ATen calls lowered (`aten_histogram`).
+- **ATen on fused**: distinct source ATen nodes that produced at least one RLX node
+  of a fused kind (`FUSED_OP_KINDS`).
+- **top RLX kernels**: the three kernel kinds that take the most time in RLX's
+  own per-thunk profiler (`BundleModel.profile`), as a share of the profiled time;
+  for models too fast for its 0.1 ms resolution, their call counts (`xN`).
+- **peak RSS/weights** includes `torch.export`'s own ~190 MiB, so models of a few
+  MiB of weights cannot meet the 1.5x target whatever the converter does.
+
+After the table: the RLX kernels alone against PyTorch (`kernel_bench.py`), the
+gaps that remain RLX's own.
+
+A cell that misses its target (`TARGETS`) is marked ✗.
+
+Latencies need a quiet machine. A child measures how many cores other processes
+kept busy while each runtime was timed (machine-wide busy time from /proc/stat
+minus its own), and a row gets a footnote when that exceeds `BUSY_OTHERS`, or
+when a median is more than `NOISY` times the fastest run. PyTorch's OpenMP
+kernels suffer most when another process takes a core (10x and more on two cores).
+"""
