@@ -1,6 +1,7 @@
 """Command line: `rlx-torch-import MODEL.py -o OUT ...`, `rlx-torch-import build DIR`,
-`rlx-torch-import verify OUT`, `rlx-torch-import run BUNDLE --inputs FILE`,
-`rlx-torch-import coverage ...` and `rlx-torch-import defects`.
+`rlx-torch-import verify OUT`, `rlx-torch-import run BUNDLE --inputs FILE` and
+`rlx-torch-import defects`. (The Core ATen coverage run is a developer tool of the repository:
+`python -m tools.coverage`.)
 
 Exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 4 torch.export
 failed, 5 internal error, 6 timed out (--timeout), 7 device missing or unable to run the
@@ -60,7 +61,6 @@ def _convert_parser() -> argparse.ArgumentParser:
         "`rlx-torch-import verify OUT [--device cuda]` verifies a conversion's bundle again; "
         "`rlx-torch-import diagnose OUT` finds the first node that diverges; "
         "`rlx-torch-import run BUNDLE --inputs FILE` runs a bundle; "
-        "`rlx-torch-import coverage` verifies Core ATen ops on PyTorch's OpInfo samples; "
         "`rlx-torch-import defects` probes the installed RLX for the defects the lowering works around.",
         epilog=EXIT_CODES,
     )
@@ -432,9 +432,12 @@ def _run(argv: Sequence[str]) -> int:
     if argv and argv[0] == "diagnose":
         return _diagnose(argv[1:])
     if argv and argv[0] == "coverage":
-        from .coverage import main as coverage_main
-
-        return coverage_main(list(argv[1:]))
+        print(
+            "error: the coverage run is a developer tool of the repository now: from a checkout, run "
+            '`python -m tools.coverage ...` (README "Core ATen coverage")',
+            file=sys.stderr,
+        )
+        return ExitCode.BAD_INPUT
     if argv and argv[0] == "defects":
         args = _defects_parser().parse_args(argv[1:])
         if args.device == "cuda":
