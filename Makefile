@@ -20,22 +20,24 @@ test: setup lint
 	$(PY) -m pytest -q
 
 lint:
-	$(VENV)/bin/ruff check python tests examples scripts
-	$(VENV)/bin/ruff format --check python tests examples scripts
+	$(VENV)/bin/ruff check python tests examples scripts tools
+	$(VENV)/bin/ruff format --check python tests examples scripts tools
 	cargo fmt --check
 	cargo clippy --release --quiet --features python -- -D warnings
 	cargo clippy --release --quiet --no-default-features --features python -- -D warnings  # RTI_CUDA=0's build
-	$(PY) -m rlx_torch_import.opsdoc --check
+	$(PY) -m tools.opsdoc --check
+	$(PY) -m tools.errors_doc --check
 
 fmt:
-	$(VENV)/bin/ruff format python tests examples scripts
-	$(VENV)/bin/ruff check --fix python tests examples scripts
+	$(VENV)/bin/ruff format python tests examples scripts tools
+	$(VENV)/bin/ruff check --fix python tests examples scripts tools
 	cargo fmt
 
-## regenerate the supported-op table in README.md and docs/supported-ops.md
+## regenerate docs/supported-ops.md (and README.md's op count), docs/rlx-defects.md and docs/errors.md
 docs: setup
-	$(PY) -m rlx_torch_import.opsdoc --write
+	$(PY) -m tools.opsdoc --write
+	$(PY) -m tools.errors_doc --write
 
 ## RLX vs PyTorch eager vs ONNX Runtime, conversion cost, peak memory -> bench/results.md
 bench: setup
-	$(PY) -m rlx_torch_import.bench
+	$(PY) -m tools.bench
