@@ -143,7 +143,7 @@ def test_worker_processes_give_the_same_verdicts(tmp_path, capfd) -> None:
 
 
 # A module that runs once eagerly (the coverage's own check), then does `action` on its next real
-# (not traced) call: the reference run inside the conversion, after the sample's ops are journaled.
+# (not traced) call: the reference run inside the conversion, after the sample's ops are published to the parent.
 _SECOND_CALL = (
     "import os, time\n"
     "from torch._subclasses.fake_tensor import is_fake\n"
