@@ -44,8 +44,9 @@ example_inputs = (torch.randn(2, 3, 16, 16),)
 if __name__ == "__main__":
     import json
 
-    import rlx_torch_import as rti
     from _common import finish, parse_args, show
+
+    import rlx_torch_import as rti
 
     args = parse_args(__doc__)
     out = args.out / "cnn"

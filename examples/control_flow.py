@@ -47,9 +47,9 @@ example_inputs = (torch.rand(3, 4),)  # takes the true branch; the bundle still 
 
 if __name__ == "__main__":
     import numpy as np
+    from _common import finish, parse_args, show
 
     import rlx_torch_import as rti
-    from _common import finish, parse_args, show
 
     args = parse_args(__doc__)
     out = args.out / "control_flow"

@@ -37,9 +37,9 @@ dynamic_shapes = {"x": {0: Dim("batch", min=1, max=8), 1: Dim("seq", min=2, max=
 
 if __name__ == "__main__":
     import numpy as np
+    from _common import finish, parse_args, show
 
     import rlx_torch_import as rti
-    from _common import finish, parse_args, show
 
     args = parse_args(__doc__)
     out = args.out / "dynamic_shapes"

@@ -34,9 +34,9 @@ example_kwargs = {
 
 if __name__ == "__main__":
     import numpy as np
+    from _common import finish, parse_args, show
 
     import rlx_torch_import as rti
-    from _common import finish, parse_args, show
 
     args = parse_args(__doc__)
     out = args.out / "hf_llm"

@@ -31,9 +31,9 @@ example_inputs = (torch.randn(4, 64),)
 
 if __name__ == "__main__":  # the CLI loads this file under another name: this part is the script's
     import numpy as np
+    from _common import finish, parse_args, show
 
     import rlx_torch_import as rti
-    from _common import finish, parse_args, show
 
     args = parse_args(__doc__)
     out = args.out / "mlp"

@@ -31,8 +31,9 @@ example_inputs = (torch.randn(2, 5, 6),)  # batch 2, 5 steps, 6 features
 
 
 if __name__ == "__main__":
-    import rlx_torch_import as rti
     from _common import finish, parse_args, show
+
+    import rlx_torch_import as rti
 
     args = parse_args(__doc__)
     ok = True

@@ -32,9 +32,9 @@ example_kwargs = {"src_key_padding_mask": torch.arange(10).expand(2, 10) >= torc
 
 if __name__ == "__main__":
     import numpy as np
+    from _common import finish, parse_args, show
 
     import rlx_torch_import as rti
-    from _common import finish, parse_args, show
 
     args = parse_args(__doc__)
     out = args.out / "transformer_encoder"

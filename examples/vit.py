@@ -24,8 +24,9 @@ example_inputs = (torch.randn(2, 3, 32, 32),)
 if __name__ == "__main__":
     import json
 
-    import rlx_torch_import as rti
     from _common import finish, parse_args, show
+
+    import rlx_torch_import as rti
 
     args = parse_args(__doc__)
     out = args.out / "vit"
