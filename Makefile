@@ -5,7 +5,7 @@ export CARGO_TARGET_DIR ?= $(CACHE)/target
 VENV := $(or $(RTI_VENV),$(CACHE)/venv)
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test lint fmt docs bench
+.PHONY: setup demo examples test lint fmt docs bench
 
 setup:
 	@scripts/setup.sh >/dev/null
@@ -13,6 +13,10 @@ setup:
 ## convert + verify the bundled example model
 demo: setup
 	$(VENV)/bin/rlx-torch-import examples/mlp.py -o out/mlp
+
+## run every example in examples/ (one line each; not part of `make test`: tests/test_examples.py runs them)
+examples: setup
+	$(PY) examples/run_all.py
 
 ## the whole test suite (lint, Rust core tests, pytest)
 test: setup lint
