@@ -112,7 +112,7 @@ def from_torch(
     A forward that writes the module's own state (a call counter, a running total) is
     converted as one call from the state the module was passed in with: every eager run
     starts from it, weights.safetensors holds it, and the module gets it back in place
-    (`frontend.capture.ModelState`: every buffer, and the parameters the program writes);
+    (`frontend.state.ModelState`: every buffer, and the parameters the program writes);
     buffer writes are not outputs.
     With `auto_decompose`, ops the registry cannot lower are decomposed through
     torch's decomposition table (up to `max_decompose_rounds` rounds) first.
@@ -140,12 +140,14 @@ def from_torch(
     the model (reference, sweep points, input sets) may take that long, else TimeLimitError; a
     forward that calls `sys.exit()` raises ModelLoadError (`timeout.user_code`).
     """
-    from .frontend.capture import capture, eager_outputs, kept_state, sweep_references
     from .frontend.dynamic import by_input_name, check_axes, requested_axes
     from .frontend.export import export_program
     from .frontend.fallback import decompose_targets
     from .frontend.input_sets import normalize, record_input_sets
     from .frontend.inputs import model_inputs
+    from .frontend.reference import eager_outputs, sweep_references
+    from .frontend.state import kept_state
+    from .frontend.to_torchir import capture
     from .timeout import check_timeout, user_code
 
     set_specs = normalize(verify_inputs)  # checked before anything runs
