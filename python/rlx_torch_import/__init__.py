@@ -1,8 +1,7 @@
 """rlx-torch-import: PyTorch nn.Module -> RLX model, verified against PyTorch."""
 
-__version__ = "0.1.0"
-
 from . import rlx_config
+from .version import __version__
 
 rlx_config.prepare_process()  # before the Rust core (and OpenBLAS with it) loads
 

@@ -112,7 +112,7 @@ def from_torch(
     A forward that writes the module's own state (a call counter, a running total) is
     converted as one call from the state the module was passed in with: every eager run
     starts from it, weights.safetensors holds it, and the module gets it back in place
-    (`frontend.capture.ModelState`: every buffer, and the parameters the program writes);
+    (`frontend.state.ModelState`: every buffer, and the parameters the program writes);
     buffer writes are not outputs.
     With `auto_decompose`, ops the registry cannot lower are decomposed through
     torch's decomposition table (up to `max_decompose_rounds` rounds) first.
@@ -140,12 +140,14 @@ def from_torch(
     the model (reference, sweep points, input sets) may take that long, else TimeLimitError; a
     forward that calls `sys.exit()` raises ModelLoadError (`timeout.user_code`).
     """
-    from .frontend.capture import capture, eager_outputs, kept_state, sweep_references
-    from .frontend.dynamic import by_input_name, check_axes, requested_axes
+    from .frontend.dynamic import parse_dynamic_shapes
     from .frontend.export import export_program
     from .frontend.fallback import decompose_targets
     from .frontend.input_sets import normalize, record_input_sets
     from .frontend.inputs import model_inputs
+    from .frontend.reference import eager_outputs, sweep_references
+    from .frontend.state import kept_state
+    from .frontend.to_torchir import capture
     from .timeout import check_timeout, user_code
 
     set_specs = normalize(verify_inputs)  # checked before anything runs
@@ -159,9 +161,9 @@ def from_torch(
     pristine = given.cloned()  # the reference inputs: as given, before any run could write them
     name = _check_name(name) if name is not None else _default_name(model)
     prog = Progress(progress)
-    dynamic_shapes = by_input_name(model, dynamic_shapes, len(given.args), list(given.kwargs))
+    # unknown names, missing axes, 0/1 examples: before export
+    dynamic = parse_dynamic_shapes(model, dynamic_shapes, pristine)
     shape_log: list[str] = []  # torch's symbolic-shape log: why a dynamic dim was specialized
-    check_axes(model, dynamic_shapes, pristine)  # unknown names, missing axes, 0/1 examples: before export
     # every eager run starts from the module's state as given (buffers, written parameters), which the
     # weights hold too; the module gets it back at the end
     with _eval_mode(model) as was_training, kept_state(model) as state, staged(Path(out_dir)) as stage:
@@ -169,7 +171,7 @@ def from_torch(
             try:
                 ep = export_program(  # traces with fake tensors: the inputs' values are neither read nor written
                     model, pristine.args, kwargs=pristine.kwargs, decomposition=decomposition,
-                    dynamic_shapes=dynamic_shapes, strict=strict, shape_log=shape_log,
+                    dynamic_shapes=dynamic.spec, strict=strict, shape_log=shape_log,
                 )  # fmt: skip
             except ExportError:
                 eager_outputs(model, pristine, state=state)  # a model that fails in eager PyTorch too is bad input
@@ -178,7 +180,7 @@ def from_torch(
         with prog.phase("reference"), user_code("the eager PyTorch run (reference outputs)", timeout):
             eager = eager_outputs(model, pristine, state=state)  # runs on its own copies
         user_inputs = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
-        requested = requested_axes(model, dynamic_shapes, user_inputs)
+        requested = dynamic.requested(user_inputs)
         with prog.phase("capture"):
             cap = capture(
                 ep, pristine, eager, name=name, decomposition=decomposition, requested=requested, shape_log=shape_log

@@ -124,7 +124,7 @@ class TorchIR:
     # The example call's positional arguments, by forward's parameter names; the first part of
     # an input's `path` names one of them or a keyword argument.
     call_args: list[str] = field(default_factory=list)
-    # The structure `forward` returns (`frontend.capture.output_tree`): leaves are
+    # The structure `forward` returns (`frontend.outputs.output_tree`): leaves are
     # {"output": name} (an entry of `outputs`), {"constant": value} (a Python value torch.export
     # baked in) or {"size": expr} (an int computed from the input sizes). Empty: a flat list.
     output_tree: dict[str, Any] = field(default_factory=dict)
@@ -407,7 +407,7 @@ def _records(doc: dict[str, Any], key: str, source: str, fields: dict[str, type 
 
 
 def check_output_tree(node: Any, where: str, outputs: set[str], error: type[RtiError]) -> None:
-    """An `output_tree` node (`frontend.capture.output_tree`): containers of leaves, each leaf an
+    """An `output_tree` node (`frontend.outputs.output_tree`): containers of leaves, each leaf an
     `{"output": name}` of `outputs`, a `{"constant", "name"}` or a `{"size": expression, "name"}`.
     Raises `error` naming the field path and the value."""
     if not isinstance(node, dict):

@@ -27,6 +27,7 @@ import torch
 from torch import fx
 
 from ..errors import InputError
+from .provenance import module_info
 
 aten = torch.ops.aten
 
@@ -37,9 +38,7 @@ def _hop(name: str) -> Any:
 
 def _where(node: fx.Node) -> str:
     """`, module <path>, File "<user file>", line N, in forward` for a control-flow node, as far as known."""
-    from .capture import _module_info  # capture imports this module: resolved at call time
-
-    module, _ = _module_info(node)
+    module, _ = module_info(node)
     stack = node.meta.get("stack_trace") or ""
     lines = [
         line.strip() for line in stack.splitlines() if line.strip().startswith("File") and "<eval_with_key>" not in line

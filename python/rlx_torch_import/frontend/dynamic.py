@@ -1,4 +1,5 @@
-"""The `dynamic_shapes` a user passes: the CLI's `--dynamic` form, and which input axes were asked for.
+"""The `dynamic_shapes` a user passes: the CLI's `--dynamic` form, and one parse of it (`parse_dynamic_shapes`):
+the spec torch.export takes and which input axes were asked for.
 
 torch.export takes `dynamic_shapes` as a dict keyed by `forward`'s argument names, or a
 tuple in argument order; each entry maps an axis to a `torch.export.Dim` (named, with an
@@ -11,6 +12,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -76,7 +78,46 @@ def parse_cli(items: Sequence[str]) -> dict[str, dict[int, Any]] | None:
     return spec
 
 
-def by_input_name(model: torch.nn.Module, spec: Any, count: int, keywords: Sequence[str] = ()) -> Any:
+@dataclass
+class DynamicShapes:
+    """The user's `dynamic_shapes`, parsed once (`parse_dynamic_shapes`): what torch.export takes
+    (`spec`) and the axes asked to be dynamic, by input name (`axes`)."""
+
+    # torch.export's `dynamic_shapes`: keyed by the inputs passed, or a tuple in argument order; None: static
+    spec: Any = None
+    # forward's inputs by name (`args_<i>` for `*args`): axis -> the user's label, in the entry's order
+    axes: dict[str, dict[int, str]] = field(default_factory=dict)
+    # inputs whose entry maps no axes to Dims: the error, raised when the input is looked up
+    malformed: dict[str, Exception] = field(default_factory=dict)
+
+    def requested(self, input_names: Sequence[str]) -> dict[tuple[str, int], str]:
+        """(input name, axis) -> label for every axis asked to be dynamic among `input_names` (the
+        graph's user inputs in order: torch.export names them after `forward`'s parameters; a tensor
+        nested in an argument, `d_a`, is not looked up). Raises InputError for a malformed entry."""
+        found: dict[tuple[str, int], str] = {}
+        for name in input_names:
+            if name in self.malformed:
+                raise self.malformed[name]
+            found.update({(name, axis): label for axis, label in self.axes.get(name, {}).items()})
+        return found
+
+
+def parse_dynamic_shapes(model: Any, dynamic_shapes: Any, inputs: ModelInputs) -> DynamicShapes:
+    """`dynamic_shapes` as torch.export takes it (keyed by graph input names: `x`, or `args_0` for
+    `forward(*args)`), and the axes it asks to be dynamic. Refuses, before torch.export, a name that
+    is no input of forward, a spec that is neither dict nor tuple, a dynamic axis an example tensor
+    argument does not have, and a named Dim whose example size is 0 or 1 (torch always specializes
+    those sizes); tensors nested inside an argument are left to torch.export's own checks. A
+    non-module is left to the export, which refuses it."""
+    spec = _by_input_name(model, dynamic_shapes, len(inputs.args), list(inputs.kwargs))
+    if spec is None or not isinstance(model, torch.nn.Module):
+        return DynamicShapes(spec)  # nothing dynamic; a non-module is refused by the export
+    parsed = DynamicShapes(spec, *_axes(model, spec))
+    _check_examples(model, parsed, inputs)
+    return parsed
+
+
+def _by_input_name(model: torch.nn.Module, spec: Any, count: int, keywords: Sequence[str] = ()) -> Any:
     """`spec` keyed by graph input names (`x`, or `args_0` for `forward(*args)`, as torch.export
     names them) in the form torch.export takes; any other spec is returned as it is. `count`
     positional arguments and the `keywords` arguments are passed."""
@@ -115,16 +156,13 @@ def by_input_name(model: torch.nn.Module, spec: Any, count: int, keywords: Seque
     return tuple(entries)
 
 
-def check_axes(model: torch.nn.Module, spec: Any, inputs: ModelInputs) -> None:
-    """Refuse, before torch.export, a dynamic axis an example tensor argument does not have, and a
-    named Dim whose example size is 0 or 1 (torch always specializes those sizes). Tensors nested
-    inside an argument are left to torch.export's own checks."""
-    if spec is None or not isinstance(model, torch.nn.Module):
-        return  # nothing dynamic; a non-module is refused by the export
+def _check_examples(model: torch.nn.Module, parsed: DynamicShapes, inputs: ModelInputs) -> None:
+    """Refuse a dynamic axis an example tensor argument does not have, and a named Dim whose
+    example size is 0 or 1."""
     names = forward_names(model, len(inputs.args))[0]
     shapes = {n: tuple(a.shape) for n, a in zip(names, inputs.args, strict=False) if isinstance(a, torch.Tensor)}
     shapes.update({k: tuple(v.shape) for k, v in inputs.kwargs.items() if isinstance(v, torch.Tensor)})
-    for (name, axis), label in requested_axes(model, spec, list(shapes)).items():
+    for (name, axis), label in parsed.requested(list(shapes)).items():
         shape = shapes.get(name)
         if shape is None:
             continue
@@ -156,15 +194,10 @@ def _label(dim: Any, input_name: str, axis: int) -> str | None:
     return f"{input_name}.{axis}"
 
 
-def requested_axes(
-    model: torch.nn.Module, dynamic_shapes: Any, input_names: Sequence[str]
-) -> dict[tuple[str, int], str]:
-    """(input name, axis) -> label for every axis `dynamic_shapes` asks to be dynamic.
-
-    `input_names` are the graph's user inputs in order (torch.export names them after
-    `forward`'s parameters). Raises InputError for a key that names no input."""
-    if dynamic_shapes is None:
-        return {}
+def _axes(model: torch.nn.Module, dynamic_shapes: Any) -> tuple[dict[str, dict[int, str]], dict[str, Exception]]:
+    """Per input name of forward (`args_<i>` for `*args`), the axes `dynamic_shapes` asks to be
+    dynamic (axis -> label), and the error of each entry that maps no axes to Dims. Raises
+    InputError for a key that names no parameter of forward and for a spec of another type."""
     params = inspect.signature(model.forward).parameters
     if isinstance(dynamic_shapes, dict):
         unknown = [k for k in dynamic_shapes if k not in params]
@@ -184,18 +217,24 @@ def requested_axes(
             entries.update({f"{name}_{i}": e for i, e in enumerate(entry or [])})
         else:
             entries[name] = entry
-    found: dict[tuple[str, int], str] = {}
-    for name in input_names:  # a tensor nested in an argument (`d_a`) is not looked up here
-        entry = entries.get(name)
+    axes: dict[str, dict[int, str]] = {}
+    malformed: dict[str, Exception] = {}
+    for name, entry in entries.items():
         if entry is None:
             continue
         items = (
             entry.items() if isinstance(entry, dict) else enumerate(entry) if isinstance(entry, (list, tuple)) else None
         )
-        if items is None:
-            raise InputError(f"dynamic_shapes entry for {name!r} must map axes to Dims, got {type(entry).__name__}")
-        for axis, dim in items:
-            label = _label(dim, name, int(axis))
-            if label is not None:
-                found[(name, int(axis))] = label
-    return found
+        try:
+            if items is None:
+                raise InputError(f"dynamic_shapes entry for {name!r} must map axes to Dims, got {type(entry).__name__}")
+            labels: dict[int, str] = {}
+            for axis, dim in items:
+                label = _label(dim, name, int(axis))
+                if label is not None:
+                    labels[int(axis)] = label
+        except Exception as e:  # raised when the input is looked up (`DynamicShapes.requested`)
+            malformed[name] = e
+            continue
+        axes[name] = labels
+    return axes, malformed

@@ -25,7 +25,7 @@ from ..torchir import TensorSpec, TorchIR
 from .inputs import ModelInputs
 
 if TYPE_CHECKING:
-    from .capture import ModelState
+    from .state import ModelState
 
 AUTO = "auto"
 # Seed of the random parts of the "auto" sets (sign patterns, tie rows): the same sets every run.
@@ -197,8 +197,8 @@ def record_input_sets(
     {"label", "description", "error"?} per set, `reference` its inputs and eager outputs
     (`set.<k>.input.<name>`, `set.<k>.output.<name>`). A set eager PyTorch raises on is recorded
     with the error (it then fails verification). Each set's run starts from `state` (the module's
-    state as the conversion found it, `capture.ModelState`)."""
-    from .capture import eager_point
+    state as the conversion found it, `state.ModelState`)."""
+    from .reference import eager_point
 
     ir.input_sets = []
     for k, s in enumerate(resolve(specs, ir, example)):
