@@ -29,8 +29,17 @@ from torch import nn
 
 import rlx_torch_import as rti
 from rlx_torch_import.cli import main as cli_main
-from rlx_torch_import.emit.crate import MAX_SLUG, crate_names
-from rlx_torch_import.emit.rust_names import MAX_COMMENT, MAX_IDENT, RustNames, code_span, comment, fill, rust_str
+from rlx_torch_import.crate.rust_names import (
+    MAX_COMMENT,
+    MAX_IDENT,
+    MAX_SLUG,
+    RustNames,
+    code_span,
+    comment,
+    crate_names,
+    fill,
+    rust_str,
+)
 from rlx_torch_import.errors import ExportError, InputError
 from rlx_torch_import.outdir import MAX_COMPONENT, path_component, staged
 

@@ -94,7 +94,7 @@ from torch import nn
 
 from . import _core, rlx_config
 from .api import from_torch
-from .runtime import BundleModel
+from .bundle.model import BundleModel
 
 ModelFactory = Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]
 

@@ -30,7 +30,7 @@ from torch.export import Dim
 
 from . import rlx_config
 from .api import from_torch
-from .runtime import BundleModel
+from .bundle.model import BundleModel
 
 
 def _median_ms(fn: Callable[[], Any], runs: int) -> float:

@@ -27,7 +27,7 @@ from torch import nn
 
 from . import rlx_config
 from .api import from_torch
-from .runtime import BundleModel
+from .bundle.model import BundleModel
 
 WORKERS = 4
 
