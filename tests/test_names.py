@@ -177,6 +177,17 @@ def test_templates_are_filled_in_one_pass() -> None:
         fill("@@C@@", {}, "lib.rs")
 
 
+def test_template_lines_replace_a_placeholder_alone_on_its_line() -> None:
+    """A value given as lines fills a placeholder that stands alone on its line: each line ends in a
+    newline, and no lines remove the placeholder's line (a crate's optional `use` lines, spec rows)."""
+    template = "a\n@@ROWS@@\nb @@X@@\n"
+    assert fill(template, {"ROWS": ["r1", "@@X@@"], "X": "x"}) == "a\nr1\n@@X@@\nb x\n"
+    assert fill(template, {"ROWS": [], "X": "x"}) == "a\nb x\n"
+    assert fill(template, {"ROWS": "one", "X": "x"}) == "a\none\nb x\n", "a string keeps its line"
+    with pytest.raises(ValueError, match=r"Cargo.toml: @@X@@ takes lines but is not alone on its line"):
+        fill(template, {"ROWS": [], "X": ["x"]}, "Cargo.toml")
+
+
 def test_crate_names_are_cargo_names_and_short() -> None:
     seen = {}
     for name in [*HOSTILE, "Model", "MLP2", "-", "模型"]:

@@ -32,7 +32,7 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -273,6 +273,39 @@ def _judge_outliers(
     return outliers[wrong], note
 
 
+def _unpaired(base: dict[str, Any], reasons: list[str]) -> OutputParity:
+    """The failing row of an output whose shape differs from PyTorch's: no element can be paired."""
+    return OutputParity(
+        **base,
+        ok=False,
+        nonfinite_match=False,
+        max_abs_error=math.inf,
+        max_rel_error=math.inf,
+        cosine=0.0,
+        allowed_abs_error=0.0,
+        reasons=reasons,
+        mismatches=None,
+    )
+
+
+def _nonfinite_findings(stats: _FloatStats, size: int, reasons: list[str], notes: list[str]) -> None:
+    """Append what NaN/inf say: positions that differ, an output entirely NaN (a failure, or a note when
+    PyTorch's is NaN at the same positions)."""
+    if not stats.nonfinite_match:
+        reasons.append(
+            f"NaN/inf positions differ (RLX {stats.a_nan} NaN {stats.a_inf} inf, "
+            f"PyTorch {stats.e_nan} NaN {stats.e_inf} inf)"
+        )
+    if size and stats.a_nan == size:
+        if stats.nonfinite_match:  # PyTorch's is NaN everywhere too: nothing differs, but nothing was checked
+            notes.append(
+                "PyTorch's output is NaN everywhere too (same positions): the example inputs may not exercise "
+                "the model; try other inputs (verify_inputs)"
+            )
+        else:
+            reasons.append("output is entirely NaN")
+
+
 def compare_output(
     name: str,
     actual: np.ndarray,
@@ -307,17 +340,7 @@ def compare_output(
     }
     if tuple(actual.shape) != tuple(expected.shape):  # even with equal element counts, or all zeros
         reasons.append(f"shape {list(actual.shape)} != {list(expected.shape)}")
-        return OutputParity(
-            **base,
-            ok=False,
-            nonfinite_match=False,
-            max_abs_error=math.inf,
-            max_rel_error=math.inf,
-            cosine=0.0,
-            allowed_abs_error=0.0,
-            reasons=reasons,
-            mismatches=None,
-        )
+        return _unpaired(base, reasons)
     outliers, judged_by = 0, ""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         stats = _float_stats(actual, expected)
@@ -346,19 +369,7 @@ def compare_output(
                 bad_at = np.union1d(bad_at, wrong_at)
             mismatches = len(bad_at)
             first = tuple(int(i) for i in np.unravel_index(int(bad_at.min()), actual.shape)) if mismatches else None
-    if not nonfinite_match:
-        reasons.append(
-            f"NaN/inf positions differ (RLX {stats.a_nan} NaN {stats.a_inf} inf, "
-            f"PyTorch {stats.e_nan} NaN {stats.e_inf} inf)"
-        )
-    if actual.size and stats.a_nan == actual.size:
-        if nonfinite_match:  # PyTorch's is NaN everywhere too: nothing differs, but nothing was checked
-            notes.append(
-                "PyTorch's output is NaN everywhere too (same positions): the example inputs may not exercise "
-                "the model; try other inputs (verify_inputs)"
-            )
-        else:
-            reasons.append("output is entirely NaN")
+    _nonfinite_findings(stats, actual.size, reasons, notes)
     if is_exact(expected_dtype):
         if mismatches:
             reasons.append(f"{mismatches} of {actual.size} elements differ ({expected_dtype} must match exactly)")
