@@ -17,12 +17,14 @@ import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
-from rlx_torch_import.emit.crate import STYLES, CrateNames, _cargo_toml
-from rlx_torch_import.emit.crate_lock import make_template
+from rlx_torch_import.crate.lock import make_template
+from rlx_torch_import.crate.rust_names import CrateNames
+from rlx_torch_import.crate.sources import cargo_toml
+from rlx_torch_import.crate.style import STYLES
 from rlx_torch_import.program import Program
 
 REPO = Path(__file__).resolve().parent.parent
-LOCKS = REPO / "python/rlx_torch_import/emit/crate_files/locks"
+LOCKS = REPO / "python/rlx_torch_import/crate/templates/locks"
 
 
 def main() -> int:
@@ -32,7 +34,7 @@ def main() -> int:
             probe = Path(tmp)
             (probe / "src").mkdir()
             (probe / "src/lib.rs").write_text("")
-            toml = _cargo_toml(names, Program(name="probe"), SimpleNamespace(producer={}), style)  # type: ignore[arg-type]
+            toml = cargo_toml(names, Program(name="probe"), SimpleNamespace(producer={}), style)  # type: ignore[arg-type]
             (probe / "Cargo.toml").write_text(toml)
             shutil.copyfile(REPO / "Cargo.lock", probe / "Cargo.lock")
             subprocess.run(["cargo", "fetch", "--quiet"], cwd=probe, check=True)

@@ -53,10 +53,10 @@ def median_ms(run: Any, runs: int, warmup: int = 3) -> float:
 
 def bundle_latency(directory: Path, device: str, runs: int) -> tuple[float, dict[str, Any]]:
     """The bundle on `device`: its median ms, and its parity at the example by the product's own metric
-    (`verify.parity.compare_output`): the largest abs error, that output's allowed error, whether every
+    (`verify.compare.compare_output`): the largest abs error, that output's allowed error, whether every
     output passes."""
     from rlx_torch_import import BundleModel
-    from rlx_torch_import.verify.parity import compare_output
+    from rlx_torch_import.verify.compare import compare_output
 
     inputs, expected = _feed(directory)
     model = BundleModel(directory / "bundle", device=device)

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 import rlx_torch_import as rti
-from rlx_torch_import.runtime import BundleModel
+from rlx_torch_import.bundle.model import BundleModel
 
 
 class _Op(nn.Module):

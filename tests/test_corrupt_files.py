@@ -19,9 +19,9 @@ from torch import nn
 
 import rlx_torch_import as rti
 from rlx_torch_import import limits, safetensors_io, torchir
+from rlx_torch_import.bundle.model import BundleModel, _core_failure
 from rlx_torch_import.cli import main as cli_main
 from rlx_torch_import.errors import BundleError, ExitCode, RlxError, TorchIRError
-from rlx_torch_import.runtime import BundleModel, _core_failure
 
 HUGE = 2**31  # [HUGE, HUGE] float32 is 16 EiB: over any machine's memory
 
@@ -378,7 +378,7 @@ def test_build_notes_undeclared_weights(copy: Path, capsys: pytest.CaptureFixtur
 
 
 def test_reference_sweep_and_set_entries_are_checked(conversion: Path) -> None:
-    from rlx_torch_import.verify.parity import check_reference
+    from rlx_torch_import.verify.compare import check_reference
 
     ir = torchir.load(conversion)
     ref = conversion / "reference.safetensors"

@@ -17,10 +17,10 @@ import torch
 import rlx_torch_import as rti
 from models import make
 from rlx_torch_import import _core, safetensors_io
+from rlx_torch_import.bundle.model import BundleModel
 from rlx_torch_import.cli import main as cli_main
-from rlx_torch_import.emit.crate import CrateStyleError
-from rlx_torch_import.emit.rust_names import RustNames, comment, rust_str
-from rlx_torch_import.runtime import BundleModel
+from rlx_torch_import.crate.rust_names import RustNames, comment, rust_str
+from rlx_torch_import.crate.style import CrateStyleError
 
 REPO = Path(__file__).resolve().parent.parent
 CARGO = shutil.which("cargo")
@@ -138,17 +138,17 @@ def rust_budgets(host_rs: str) -> dict[str, tuple[float, float, float]]:
 
 
 def test_crate_budgets_are_the_python_verifier_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
-    """host.rs gets its float budgets from verify/parity.py when written, so the two cannot drift."""
-    from rlx_torch_import.emit import crate as crate_mod
-    from rlx_torch_import.verify import parity
+    """host.rs gets its float budgets from verify/budgets.py when written, so the two cannot drift."""
+    from rlx_torch_import.crate import sources
+    from rlx_torch_import.verify import budgets
 
-    python = {d: (b.atol, b.rtol, b.min_cosine) for d, b in parity.float_budgets().items()}
-    assert rust_budgets(crate_mod.host_rs()) == python
-    template = (REPO / "python/rlx_torch_import/emit/crate_files/host.rs").read_text()
+    python = {d: (b.atol, b.rtol, b.min_cosine) for d, b in budgets.float_budgets().items()}
+    assert rust_budgets(sources.host_rs()) == python
+    template = (REPO / "python/rlx_torch_import/crate/templates/host.rs").read_text()
     assert "@@FLOAT_BUDGETS@@" in template and not rust_budgets(template), "no budget is hard-coded in Rust"
-    changed = {**parity._BUDGETS, "float32": parity.Budget(atol=3e-5, rtol=2.5e-6, min_cosine=0.123456789)}
-    monkeypatch.setattr(parity, "_BUDGETS", changed)
-    assert rust_budgets(crate_mod.host_rs())["float32"] == (3e-5, 2.5e-6, 0.123456789)
+    changed = {**budgets._BUDGETS, "float32": budgets.Budget(atol=3e-5, rtol=2.5e-6, min_cosine=0.123456789)}
+    monkeypatch.setattr(budgets, "_BUDGETS", changed)
+    assert rust_budgets(sources.host_rs())["float32"] == (3e-5, 2.5e-6, 0.123456789)
 
 
 def test_generated_crate_carries_the_budgets(tmp_path: Path) -> None:
@@ -302,7 +302,7 @@ def _compile_options_body(rust: str) -> str:
 def test_crates_compile_with_the_bundle_runner_options() -> None:
     """A crate gives the bundle's bits only when RLX compiles it the same way: the template's
     `compile_options()` must be the Rust core's (src/runner.rs)."""
-    template = (REPO / "python/rlx_torch_import/emit/crate_files/lib.rs").read_text()
+    template = (REPO / "python/rlx_torch_import/crate/templates/lib.rs").read_text()
     core = (REPO / "src/runner.rs").read_text()
     assert _compile_options_body(template) == _compile_options_body(core)
     assert "no_weight_concat:true" in _compile_options_body(core)

@@ -19,10 +19,10 @@ from torch import nn
 
 import rlx_torch_import as rti
 from rlx_torch_import import _core, torchir
+from rlx_torch_import.bundle.model import BundleModel
 from rlx_torch_import.devices import CUDA_BUILT, check_device
 from rlx_torch_import.errors import DeviceError, ExitCode, InputError
 from rlx_torch_import.lower import lower
-from rlx_torch_import.runtime import BundleModel
 
 REPO = Path(__file__).resolve().parents[1]
 MLP = REPO / "examples" / "mlp.py"
@@ -222,7 +222,7 @@ def test_cuda_refuses_integer_constants_float32_cannot_hold(tmp_path: Path) -> N
 def test_crate_carries_the_cuda_refusal_of_its_graph(tmp_path: Path) -> None:
     """A float64 model's crate refuses Device::Cuda with the core's message (found at conversion), a
     float32 model's does not refuse it."""
-    from rlx_torch_import.emit.rust_names import rust_str
+    from rlx_torch_import.crate.rust_names import rust_str
 
     torch.manual_seed(0)
     for dtype, name in ((torch.float64, "f64"), (torch.float32, "f32")):

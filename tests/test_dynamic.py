@@ -16,9 +16,9 @@ from torch.export import Dim
 import rlx_torch_import as rti
 from models import MaskedBlock, make
 from rlx_torch_import import safetensors_io, symbolic, torchir
+from rlx_torch_import.bundle.model import BundleModel
 from rlx_torch_import.cli import main as cli_main
 from rlx_torch_import.errors import DynamicShapeError, ExitCode, ExportError, InputError, TorchIRError
-from rlx_torch_import.runtime import BundleModel
 
 TESTS = Path(__file__).resolve().parent
 

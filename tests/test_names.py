@@ -29,8 +29,17 @@ from torch import nn
 
 import rlx_torch_import as rti
 from rlx_torch_import.cli import main as cli_main
-from rlx_torch_import.emit.crate import MAX_SLUG, crate_names
-from rlx_torch_import.emit.rust_names import MAX_COMMENT, MAX_IDENT, RustNames, code_span, comment, fill, rust_str
+from rlx_torch_import.crate.rust_names import (
+    MAX_COMMENT,
+    MAX_IDENT,
+    MAX_SLUG,
+    RustNames,
+    code_span,
+    comment,
+    crate_names,
+    fill,
+    rust_str,
+)
 from rlx_torch_import.errors import ExportError, InputError
 from rlx_torch_import.outdir import MAX_COMPONENT, path_component, staged
 
@@ -166,6 +175,17 @@ def test_templates_are_filled_in_one_pass() -> None:
     assert fill("@@A@@ @@B@@", {"A": "@@B@@", "B": "b"}) == "@@B@@ b", "inserted text is not searched again"
     with pytest.raises(KeyError, match=r"lib.rs: no value for placeholder @@C@@"):
         fill("@@C@@", {}, "lib.rs")
+
+
+def test_template_lines_replace_a_placeholder_alone_on_its_line() -> None:
+    """A value given as lines fills a placeholder that stands alone on its line: each line ends in a
+    newline, and no lines remove the placeholder's line (a crate's optional `use` lines, spec rows)."""
+    template = "a\n@@ROWS@@\nb @@X@@\n"
+    assert fill(template, {"ROWS": ["r1", "@@X@@"], "X": "x"}) == "a\nr1\n@@X@@\nb x\n"
+    assert fill(template, {"ROWS": [], "X": "x"}) == "a\nb x\n"
+    assert fill(template, {"ROWS": "one", "X": "x"}) == "a\none\nb x\n", "a string keeps its line"
+    with pytest.raises(ValueError, match=r"Cargo.toml: @@X@@ takes lines but is not alone on its line"):
+        fill(template, {"ROWS": [], "X": ["x"]}, "Cargo.toml")
 
 
 def test_crate_names_are_cargo_names_and_short() -> None:

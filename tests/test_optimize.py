@@ -14,7 +14,7 @@ from torch import nn
 
 import rlx_torch_import as rti
 from rlx_torch_import import safetensors_io, torchir
-from rlx_torch_import.emit.bundle import write_bundle
+from rlx_torch_import.bundle.write import write_bundle
 from rlx_torch_import.lower import lower
 
 

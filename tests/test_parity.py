@@ -298,7 +298,7 @@ def test_planted_int64_error_fails_the_bundle_verdict(tmp_path) -> None:
 
 
 def test_readme_budget_table_is_the_verifier_table() -> None:
-    """README "Parity budgets" documents the budgets; they live in verify/parity.py."""
+    """README "Parity budgets" documents the budgets; they live in verify/budgets.py."""
     from pathlib import Path
 
     from rlx_torch_import.verify import float_budgets
@@ -315,7 +315,7 @@ def test_readme_budget_table_is_the_verifier_table() -> None:
 def test_large_outputs_are_compared_in_chunks_with_the_same_verdict(monkeypatch) -> None:
     """The verifier compares a chunk of elements at a time (bounded memory); the metrics, the count
     of off elements and the first one's index do not depend on where the chunks fall."""
-    from rlx_torch_import.verify import parity
+    from rlx_torch_import.verify import compare
 
     rng = np.random.default_rng(0)
     expected = rng.standard_normal((6, 7, 5)).astype(np.float32)
@@ -326,7 +326,7 @@ def test_large_outputs_are_compared_in_chunks_with_the_same_verdict(monkeypatch)
     actual[1, 1, 1] = np.inf  # a moved inf
     results = []
     for chunk in (16, 7, 1 << 18):
-        monkeypatch.setattr(parity, "_CHUNK", chunk)
+        monkeypatch.setattr(compare, "_CHUNK", chunk)
         o = compare_output("y", actual, expected, "float32", "float32")
         results.append((o.ok, o.mismatches, o.first_mismatch, o.max_abs_error, o.nonfinite_match, round(o.cosine, 12)))
     assert results[0] == results[1] == results[2]

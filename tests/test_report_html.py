@@ -11,14 +11,9 @@ import numpy as np
 import pytest
 
 import rlx_torch_import as rti
-from rlx_torch_import.verify.parity import (
-    InputSetRow,
-    NodeError,
-    NodeParity,
-    ParityReport,
-    compare_output,
-)
-from rlx_torch_import.verify.report_html import report_html
+from rlx_torch_import.verify.compare import compare_output
+from rlx_torch_import.verify.render_html import report_html
+from rlx_torch_import.verify.report import InputSetRow, NodeError, NodeParity, ParityReport
 
 
 def _self_contained(page: str) -> None:

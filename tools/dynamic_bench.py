@@ -30,7 +30,7 @@ from torch.export import Dim
 
 from rlx_torch_import import rlx_config
 from rlx_torch_import.api import from_torch
-from rlx_torch_import.runtime import BundleModel
+from rlx_torch_import.bundle.model import BundleModel
 from tools import child_env
 
 

@@ -27,7 +27,7 @@ from torch import nn
 
 from rlx_torch_import import rlx_config
 from rlx_torch_import.api import from_torch
-from rlx_torch_import.runtime import BundleModel
+from rlx_torch_import.bundle.model import BundleModel
 
 WORKERS = 4
 

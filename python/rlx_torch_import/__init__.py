@@ -8,6 +8,7 @@ rlx_config.prepare_process()  # before the Rust core (and OpenBLAS with it) load
 # ruff: noqa: E402
 
 from .api import build, from_torch, reverify
+from .bundle.model import BundleModel, run_bundle
 from .errors import (
     BundleError,
     DeviceError,
@@ -23,8 +24,7 @@ from .errors import (
     UnsupportedOpsError,
     WriteError,
 )
-from .runtime import BundleModel, run_bundle
-from .verify.parity import ParityReport
+from .verify.report import ParityReport
 
 __all__ = [
     "BundleError",

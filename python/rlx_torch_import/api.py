@@ -17,20 +17,23 @@ from typing import Any
 import numpy as np
 
 from . import _core, rlx_config, safetensors_io, torchir
-from .bundle_meta import read_meta
+from .bundle.format import META, read_meta
+from .bundle.model import BundleModel, tree_children
+from .bundle.write import write_bundle
+from .crate.rust_names import crate_names
+from .crate.style import STYLES, check_style
+from .crate.write import write_crate
 from .devices import DEVICES, check_device, device_name
-from .emit.bundle import META, write_bundle
-from .emit.crate import STYLES, check_style, crate_names, write_crate
 from .errors import BundleError, ExportError, InputError, RtiError, UnsupportedOpsError
 from .lower import find_unsupported, lower
 from .lower.symbolic import lower_symbolic
 from .outdir import staged, write_text, write_texts
 from .progress import Progress
-from .runtime import BundleModel, tree_children
 from .symbolic import values_of
+from .verify.compare import OutputParity, check_reference, compare_output
 from .verify.ir_check import check_ops
 from .verify.judge import Judge
-from .verify.parity import InputSetRow, OutputParity, ParityReport, SweepRow, check_reference, compare_output
+from .verify.report import InputSetRow, ParityReport, SweepRow
 
 EMIT_TARGETS = ("bundle", "crate")
 
@@ -686,7 +689,7 @@ def _result_dtype(result: np.ndarray, declared: str) -> str:
 def _write_reports(report: ParityReport, directory: Path, stem: str = "report") -> None:
     """<stem>.json (machine-readable), <stem>.md and <stem>.html (for people; the page is
     self-contained), replaced together (all three or none)."""
-    from .verify.report_html import report_html
+    from .verify.render_html import report_html
 
     reports = (
         (f"{stem}.json", report.to_json()),

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from .errors import BundleError, ExitCode, InputError, RtiError, describe
 
 if TYPE_CHECKING:
-    from .verify.parity import ParityReport
+    from .verify.report import ParityReport
 
 
 EXIT_CODES = (
@@ -132,7 +132,7 @@ def _model_name(text: str) -> str:
     """`--name`'s value: any text whose bytes are UTF-8 (under a non-UTF-8 locale Python decodes
     argv with surrogate escapes: the bytes are read as UTF-8 again; bytes that are not UTF-8 would
     be lone surrogates, which no output file can hold). Made safe where it is used: the crate
-    folder and Rust names are derived from it (emit/crate.py, emit/rust_names.py). Raises
+    folder and Rust names are derived from it (crate/rust_names.py). Raises
     ArgumentTypeError (exit 2 with usage) for bytes that are not UTF-8 or a blank name."""
     try:
         text = os.fsencode(text).decode("utf-8")
@@ -290,7 +290,7 @@ def _run_bundle(argv: Sequence[str]) -> int:
     import numpy as np
 
     from . import safetensors_io
-    from .runtime import BundleModel
+    from .bundle.model import BundleModel
 
     args = _run_parser().parse_args(argv)
     from .devices import check_device

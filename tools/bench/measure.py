@@ -24,7 +24,7 @@ from torch import nn
 
 from rlx_torch_import import rlx_config
 from rlx_torch_import.api import from_torch
-from rlx_torch_import.runtime import BundleModel
+from rlx_torch_import.bundle.model import BundleModel
 from tools.bench.models import BenchModel
 
 # RLX ops (as we emit them into the HIR, before RLX's own fusion pass) that do the

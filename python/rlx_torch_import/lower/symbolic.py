@@ -5,7 +5,7 @@ bindings (`symbolic.probe_bindings`) and at its sweep points; RLX's own
 `generalize_many` (through the Rust core) finds which dims and shape attributes are
 which symbol, and the result, checked against every one of those lowerings, is RLX's
 `.rlxmodel` text. It is specialized per binding at run
-time (`runtime.BundleModel`, the generated crate).
+time (`bundle.model.BundleModel`, the generated crate).
 """
 
 from __future__ import annotations

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import _core, safetensors_io, torchir
-from ..emit.rust_names import code_span, comment
+from ..crate.rust_names import code_span, comment
 from ..errors import InputError
 from ..outdir import path_component, write_text
 from ..torchir import Node, OutputSpec, TensorSpec
 from .nodes import NodeReport, node_parity
-from .parity import NodeParity
+from .report import NodeParity
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The float64 judge: a conversion's outputs computed by PyTorch's own ATen ops in float64.
 
-`parity.compare_output` needs it for *outliers*: output elements within the output's scale budget
+`compare.compare_output` needs it for *outliers*: output elements within the output's scale budget
 but beyond their own magnitude's. PyTorch runs torch-ir's nodes (`nodes.torch_values`) with every
 float32/float16/bfloat16 input, weight and dtype argument widened to float64, so the judge has the
 program's semantics at about 29 more bits than a float32 run. It is computed only for a point

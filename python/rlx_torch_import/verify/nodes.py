@@ -35,8 +35,10 @@ from ..dtypes import NARROW_DTYPES
 from ..program import Program
 from ..symbolic import values_of
 from ..torchir import Node, OutputSpec, TensorSpec, TorchIR
+from .budgets import budget_for
+from .compare import check_reference
 from .ir_check import check_ops
-from .parity import NodeError, NodeParity, budget_for, check_reference
+from .report import NodeError, NodeParity
 
 # Data movement and selection: every element is a copy of an input element.
 MOVEMENT = {
@@ -279,10 +281,10 @@ def _run_debug(
     """Lower `ir` with every intermediate an output, compile it for `device`, run it on `feed`;
     the RLX value of each torch-ir value it computes (narrow ints/bool as themselves, halves
     rounded, as the bundle gives its outputs). Raises DeviceError when `device` cannot run it."""
+    from ..bundle.host import _bind, from_carrier, to_carrier
     from ..dtypes import from_rlx
     from ..errors import DeviceError
     from ..lower import lower
-    from ..runtime import _bind, from_carrier, to_carrier
 
     program: Program = lower(ir, optimize=False, probe_values=True)
     dtypes = {s.name: s.dtype for s in ir.inputs}

@@ -1,4 +1,4 @@
-"""Per-output parity metrics and the pass budget by dtype.
+"""Per-output parity metrics (`compare_output`), judged by the budgets of `verify/budgets.py`.
 
 A float output passes when shapes and dtypes match, NaN/±inf sit at the same positions, cosine
 similarity of the finite values is at least `min_cosine`, and every finite element is within its
@@ -28,10 +28,9 @@ PyTorch's values.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,71 +39,10 @@ import numpy as np
 from .. import safetensors_io
 from ..errors import BundleError
 from ..symbolic import Dim, evaluate_shape, values_of
+from .budgets import JUDGE_FACTOR, JUDGED, Budget, budget_for, is_exact
 
 if TYPE_CHECKING:
     from ..torchir import TorchIR
-
-
-# Names come from the user's model (module paths, output names, node names): in a report each is one
-# line, `|`-safe for a table cell, and at most this long (the full text is in report.json).
-_NAME_CHARS = 200
-
-
-def _short(text: object) -> str:
-    """`text` on one line (newlines and other control characters escaped), cut to _NAME_CHARS."""
-    flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
-    return flat if len(flat) <= _NAME_CHARS else f"{flat[:_NAME_CHARS]}... ({len(flat) - _NAME_CHARS} more)"
-
-
-def _md(text: object) -> str:
-    """`text` for a markdown table cell or inline span: one line, `|` escaped, cut to _NAME_CHARS."""
-    return _short(text).replace("|", "\\|").replace("`", "'")
-
-
-@dataclass(frozen=True)
-class Budget:
-    """How far a result may be from PyTorch and still pass."""
-
-    atol: float
-    rtol: float
-    min_cosine: float
-
-
-# The one table of float budgets: the generated Rust crates get theirs from here
-# (emit/crate.py writes it into src/host.rs).
-_BUDGETS = {
-    "float64": Budget(atol=1e-9, rtol=1e-7, min_cosine=0.9999999),
-    "float32": Budget(atol=1e-4, rtol=1e-4, min_cosine=0.99999),
-    "float16": Budget(atol=2e-3, rtol=2e-3, min_cosine=0.999),
-    "bfloat16": Budget(atol=1.6e-2, rtol=1.6e-2, min_cosine=0.995),
-}
-# Integers and bool: every element equal. Cosine is reported but not judged (it is
-# computed in float64 and can round below 1.0 for identical large integers).
-EXACT = Budget(atol=0.0, rtol=0.0, min_cosine=-1.0)
-
-
-# A float output whose outliers a float64 run can judge (a float64 output has no wider judge).
-_JUDGED = ("float32", "float16", "bfloat16")
-# How many times PyTorch's own error (against float64) RLX may be off at an outlier, beyond the
-# element's own budget. Two float32 computations of one ill-conditioned value differ by a similar,
-# random amount; 16 keeps such pairs passing (the ratio of two such errors exceeds 16 rarely, and the
-# median floor covers elements PyTorch happens to get exactly), while a lost digit is off by far more.
-JUDGE_FACTOR = 16.0
-
-
-def float_budgets() -> dict[str, Budget]:
-    """The float dtypes' budgets (a copy); every other dtype is exact."""
-    return dict(_BUDGETS)
-
-
-def budget_for(dtype: str) -> Budget:
-    """The pass budget for an output of this torch-ir dtype (exact for integers and bool)."""
-    return _BUDGETS.get(dtype, EXACT)
-
-
-def is_exact(dtype: str) -> bool:
-    """Whether outputs of this dtype must match element for element (integers and bool)."""
-    return dtype not in _BUDGETS
 
 
 @dataclass
@@ -160,7 +98,7 @@ class OutputParity:
     @property
     def wants_judge(self) -> bool:
         """Whether a float64 judge would decide this row: outliers judged by scale for lack of one."""
-        return self.outliers > 0 and self.judged_by == "scale" and self.expected_dtype in _JUDGED
+        return self.outliers > 0 and self.judged_by == "scale" and self.expected_dtype in JUDGED
 
     def mismatch_text(self) -> str:
         """`N differ, first at [i, j]: RLX a vs PyTorch b` (or why elements cannot be compared)."""
@@ -335,6 +273,39 @@ def _judge_outliers(
     return outliers[wrong], note
 
 
+def _unpaired(base: dict[str, Any], reasons: list[str]) -> OutputParity:
+    """The failing row of an output whose shape differs from PyTorch's: no element can be paired."""
+    return OutputParity(
+        **base,
+        ok=False,
+        nonfinite_match=False,
+        max_abs_error=math.inf,
+        max_rel_error=math.inf,
+        cosine=0.0,
+        allowed_abs_error=0.0,
+        reasons=reasons,
+        mismatches=None,
+    )
+
+
+def _nonfinite_findings(stats: _FloatStats, size: int, reasons: list[str], notes: list[str]) -> None:
+    """Append what NaN/inf say: positions that differ, an output entirely NaN (a failure, or a note when
+    PyTorch's is NaN at the same positions)."""
+    if not stats.nonfinite_match:
+        reasons.append(
+            f"NaN/inf positions differ (RLX {stats.a_nan} NaN {stats.a_inf} inf, "
+            f"PyTorch {stats.e_nan} NaN {stats.e_inf} inf)"
+        )
+    if size and stats.a_nan == size:
+        if stats.nonfinite_match:  # PyTorch's is NaN everywhere too: nothing differs, but nothing was checked
+            notes.append(
+                "PyTorch's output is NaN everywhere too (same positions): the example inputs may not exercise "
+                "the model; try other inputs (verify_inputs)"
+            )
+        else:
+            reasons.append("output is entirely NaN")
+
+
 def compare_output(
     name: str,
     actual: np.ndarray,
@@ -369,17 +340,7 @@ def compare_output(
     }
     if tuple(actual.shape) != tuple(expected.shape):  # even with equal element counts, or all zeros
         reasons.append(f"shape {list(actual.shape)} != {list(expected.shape)}")
-        return OutputParity(
-            **base,
-            ok=False,
-            nonfinite_match=False,
-            max_abs_error=math.inf,
-            max_rel_error=math.inf,
-            cosine=0.0,
-            allowed_abs_error=0.0,
-            reasons=reasons,
-            mismatches=None,
-        )
+        return _unpaired(base, reasons)
     outliers, judged_by = 0, ""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         stats = _float_stats(actual, expected)
@@ -408,19 +369,7 @@ def compare_output(
                 bad_at = np.union1d(bad_at, wrong_at)
             mismatches = len(bad_at)
             first = tuple(int(i) for i in np.unravel_index(int(bad_at.min()), actual.shape)) if mismatches else None
-    if not nonfinite_match:
-        reasons.append(
-            f"NaN/inf positions differ (RLX {stats.a_nan} NaN {stats.a_inf} inf, "
-            f"PyTorch {stats.e_nan} NaN {stats.e_inf} inf)"
-        )
-    if actual.size and stats.a_nan == actual.size:
-        if nonfinite_match:  # PyTorch's is NaN everywhere too: nothing differs, but nothing was checked
-            notes.append(
-                "PyTorch's output is NaN everywhere too (same positions): the example inputs may not exercise "
-                "the model; try other inputs (verify_inputs)"
-            )
-        else:
-            reasons.append("output is entirely NaN")
+    _nonfinite_findings(stats, actual.size, reasons, notes)
     if is_exact(expected_dtype):
         if mismatches:
             reasons.append(f"{mismatches} of {actual.size} elements differ ({expected_dtype} must match exactly)")
@@ -459,10 +408,10 @@ def _judge(
     """(how the outliers were judged, the flat indices of those that are wrong, a note for the report)."""
     a, e = actual.reshape(-1)[outlier_at], expected.reshape(-1)[outlier_at]
     rel = float(np.max(np.abs(a.astype(np.float64) - e) / np.maximum(np.abs(e.astype(np.float64)), 1e-300)))
-    if judge is not None and dtype in _JUDGED and np.shape(judge) == expected.shape:
+    if judge is not None and dtype in JUDGED and np.shape(judge) == expected.shape:
         wrong_at, note = _judge_outliers(actual, expected, np.asarray(judge), outlier_at, budget)
         return "float64", wrong_at, note
-    if dtype not in _JUDGED:
+    if dtype not in JUDGED:
         why = "float64 has no wider judge"
     elif judge is not None:
         why = f"the float64 run's shape {list(np.shape(judge))} is not the output's {list(expected.shape)}"
@@ -517,324 +466,3 @@ def check_reference(ir: TorchIR, path: Path) -> dict[str, safetensors_io.RawTens
         if "error" not in entry:
             check_point(f"set.{k}.", None, f"in input_sets[{k}], {entry['label']}")
     return ref
-
-
-@dataclass
-class SweepRow:
-    """Verification at one sweep point of a dynamic program: the binding (symbol label ->
-    size), each output's parity against eager PyTorch at those sizes, and RLX's compile and
-    run time there (milliseconds; the compile is 0 when the binding was already compiled)."""
-
-    label: str
-    binding: dict[str, int]
-    ok: bool
-    outputs: list[OutputParity] = field(default_factory=list)
-    compile_ms: float = 0.0
-    run_ms: float = 0.0
-
-    def failures(self) -> str:
-        return "; ".join(f"{o.name}: {', '.join(o.reasons)}" for o in self.outputs if not o.ok)
-
-    def notes(self) -> list[str]:
-        return [f"{o.name}: {n}" for o in self.outputs for n in o.notes]
-
-
-@dataclass
-class NodeError:
-    """One way of comparing a node's RLX value with PyTorch's: max abs / max rel error, the
-    largest error in ULP of the reference value (floats; 0 for exact dtypes), cosine, the
-    budget's allowed absolute error, and the verdict."""
-
-    max_abs: float
-    max_rel: float
-    ulp: float
-    cosine: float
-    allowed_abs: float
-    ok: bool
-
-
-@dataclass
-class NodeParity:
-    """Per-node parity of one tensor value an ATen node of the exported program produced.
-
-    `cumulative`: RLX fed with the model inputs; `local`: the node's own RLX computation fed
-    with PyTorch's values of its inputs (reference-fed), so its error is the op's alone.
-    Either is None with `note` saying why there is no RLX value (fused away, not a tensor,
-    ...). `kind` is the op's numerical character the budget follows ("exact", "movement",
-    "elementwise", "reduction"); `reduction` the reduction length budgets scale with."""
-
-    index: int
-    node: str
-    value: str
-    aten: str
-    module_path: str
-    source: str
-    shape: list[int]
-    dtype: str
-    kind: str
-    reduction: int = 1
-    local: NodeError | None = None
-    cumulative: NodeError | None = None
-    note: str = ""
-
-
-@dataclass
-class InputSetRow:
-    """Verification on one extra input set (`verify_inputs`): its label (`file:<name>`,
-    `auto:<what>`), what it exercises, and each output's parity against eager PyTorch."""
-
-    label: str
-    description: str
-    ok: bool
-    outputs: list[OutputParity] = field(default_factory=list)
-
-    def failures(self) -> str:
-        return "; ".join(f"{o.name}: {', '.join(o.reasons)}" for o in self.outputs if not o.ok)
-
-    def notes(self) -> list[str]:
-        return [f"{o.name}: {n}" for o in self.outputs for n in o.notes]
-
-
-# More per-node rows than this: report.md lists only the failing nodes and the first divergence.
-_MARKDOWN_NODES = 40
-
-
-def node_failed(n: NodeParity) -> bool:
-    """Whether a node's local or cumulative error is over its budget."""
-    return any(e is not None and not e.ok for e in (n.local, n.cumulative))
-
-
-def is_node(n: NodeParity, other: NodeParity | None) -> bool:
-    """Whether `n` is the same value of the graph as `other` (e.g. the first divergence)."""
-    return other is not None and n.index == other.index and n.value == other.value
-
-
-@dataclass
-class ParityReport:
-    """Result of one conversion: `ok` is True only when every output passed (or verify was off).
-
-    `outputs` is the check at the example inputs; a dynamic program also has one `sweep`
-    row per sweep point (`symbolic.sweep_points`), and `ok` needs every row to pass."""
-
-    name: str
-    ok: bool
-    verified: bool
-    out_dir: str
-    outputs: list[OutputParity] = field(default_factory=list)
-    timings_s: dict[str, float] = field(default_factory=dict)
-    op_histogram: dict[str, int] = field(default_factory=dict)
-    aten_histogram: dict[str, int] = field(default_factory=dict)
-    decomposition: str = "high"
-    auto_decomposed_ops: list[str] = field(default_factory=list)
-    rlx_version: str = ""
-    torch_version: str = ""
-    # Where RLX ran (`devices.DeviceInfo.description`: "cpu", "cuda: NVIDIA H200"; "" when nothing
-    # was verified) and the RLX settings in effect for it (CUDA: strict float32, docs/design.md ad).
-    device: str = "cpu"
-    device_settings: list[str] = field(default_factory=list)
-    # Dynamic programs: symbol label -> [min, max] (max None: unbounded), and one row per sweep point.
-    symbols: dict[str, list[int | None]] = field(default_factory=dict)
-    sweep: list[SweepRow] = field(default_factory=list)
-    # The sizes the symbolic graph was generalized from, and sweep points whose own lowering differs.
-    probes: list[dict[str, int]] = field(default_factory=list)
-    unreproduced: list[dict[str, int]] = field(default_factory=list)
-    # What the front end fixed or left out (torch-ir `constant_inputs`, `control_flow`, `dropped`):
-    # one line each, e.g. "input scale = 3.0 baked in", "cond: both branches inlined; ...".
-    notes: list[str] = field(default_factory=list)
-    # Per-node parity (verify/nodes.py), in graph order; empty when not computed.
-    nodes: list[NodeParity] = field(default_factory=list)
-    # The first node whose local (reference-fed) error is over its budget, or None; with
-    # `drift` saying where a cumulative error grows when every node is locally within budget.
-    first_divergence: NodeParity | None = None
-    drift: str = ""
-    # Extra input sets verified beside the example (`verify_inputs`), one row each.
-    input_sets: list[InputSetRow] = field(default_factory=list)
-
-    def to_json(self) -> str:
-        def clean(x: Any) -> Any:
-            if isinstance(x, float) and not math.isfinite(x):
-                return str(x)
-            if isinstance(x, dict):
-                return {k: clean(v) for k, v in x.items()}
-            if isinstance(x, list):
-                return [clean(v) for v in x]
-            return x
-
-        return json.dumps(clean(asdict(self)), indent=1, allow_nan=False) + "\n"
-
-    def summary(self) -> str:
-        """A few lines for a terminal."""
-        head = "PASS" if self.ok else "FAIL"
-        if not self.verified:
-            head = "NOT VERIFIED"
-        on = f" on {_short(self.device)}" if self.device else ""
-        lines = [f"{head} {_short(self.name)} ({self.decomposition}){on} -> {self.out_dir}"]
-        if self.auto_decomposed_ops:
-            lines.append(f"  auto-decomposed: {', '.join(self.auto_decomposed_ops)}")
-        lines += [f"  note: {n}" for n in self.notes]
-        for o in self.outputs:
-            mark = "ok " if o.ok else "BAD"
-            if o.python_value is not None:
-                text = f"= {o.python_value} (Python {o.expected_dtype}, {'as' if o.ok else 'not as'} eager PyTorch)"
-            else:
-                text = (
-                    f"{o.dtype}{o.shape}: max_abs={o.max_abs_error:.3g} max_rel={o.max_rel_error:.3g} "
-                    f"cosine={o.cosine:.8f} {o.mismatch_text()}"
-                )
-            lines.append(f"  {mark} {_short(o.name)} {text}" + ("" if o.ok else "  <- " + "; ".join(o.reasons)))
-            lines += [f"      note: {n}" for n in o.notes]
-        if self.sweep:
-            bad = [r for r in self.sweep if not r.ok]
-            lines.append(
-                f"  sweep over {', '.join(self.symbols)}: {len(self.sweep) - len(bad)}/{len(self.sweep)} points pass"
-            )
-            for r in bad:
-                at = ", ".join(f"{k}={v}" for k, v in r.binding.items())
-                lines.append(f"  BAD {r.label} ({at}): {r.failures()}")
-            lines += [f"  note at {r.label}: {n}" for r in self.sweep for n in r.notes()]
-        if self.input_sets:
-            passed = sum(r.ok for r in self.input_sets)
-            lines.append(f"  input sets: {passed}/{len(self.input_sets)} pass")
-        lines += [f"  BAD input set {r.label}: {r.failures()}" for r in self.input_sets if not r.ok]
-        lines += [f"  note on input set {r.label}: {n}" for r in self.input_sets for n in r.notes()]
-        return "\n".join(lines)
-
-    def _device_text(self) -> str:
-        """`, device cuda: NVIDIA H200 with RLX_CUDA_PARITY=1, ...` (nothing when nothing ran)."""
-        if not self.device:
-            return ""
-        settings = f" with {', '.join(map(_md, self.device_settings))}" if self.device_settings else ""
-        return f", device {_md(self.device)}{settings}"
-
-    def markdown(self) -> str:
-        def row(o: OutputParity) -> str:
-            what, (max_abs, max_rel, cosine, differ) = o.shown()
-            allowed = "-" if o.python_value is not None else f"{o.allowed_abs_error:.3g}"
-            return (
-                f"| {_md(o.name)} | {'pass' if o.ok else 'FAIL'} | {_md(what)} | {max_abs} | {allowed} | {max_rel} | "
-                f"{cosine} | {_md(differ)} | {_md('; '.join(o.reasons))} |"
-            )
-
-        rows = "\n".join(row(o) for o in self.outputs)
-        return (
-            f"# Parity report: {_md(self.name)}\n\n"
-            f"Verdict: **{'not verified' if not self.verified else 'PASS' if self.ok else 'FAIL'}** "
-            f"(decomposition `{self.decomposition}`, torch {self.torch_version}, RLX {self.rlx_version}"
-            f"{self._device_text()})\n\n"
-            + (f"Auto-decomposed: {', '.join(self.auto_decomposed_ops)}\n\n" if self.auto_decomposed_ops else "")
-            + "".join(f"- {n}\n" for n in self.notes)
-            + ("\n" if self.notes else "")
-            + "| output | verdict | dtype shape | max abs | allowed abs | max rel | cosine | differing elements "
-            "| reasons |\n"
-            "|---|---|---|---|---|---|---|---|---|\n"
-            + rows
-            + "\n"
-            + "".join(f"\n- `{_md(o.name)}`: {_md(n)}" for o in self.outputs for n in o.notes)
-            + ("\n" if any(o.notes for o in self.outputs) else "")
-            + self._sweep_markdown()
-            + self._input_sets_markdown()
-            + self._nodes_markdown()
-        )
-
-    def _input_sets_markdown(self) -> str:
-        if not self.input_sets:
-            return ""
-        rows = "\n".join(
-            f"| {_md(r.label)} | {_md(r.description)} | {'pass' if r.ok else 'FAIL'} | "
-            f"{max((o.max_abs_error for o in r.outputs), default=0.0):.3g} | "
-            f"{min((o.cosine for o in r.outputs), default=1.0):.8f} | "
-            f"{_md('; '.join([r.failures(), *(f'note: {n}' for n in r.notes())]).strip('; '))} |"
-            for r in self.input_sets
-        )
-        return (
-            "\n## Extra input sets\n\n"
-            "| input set | what it exercises | verdict | max abs | min cosine | failing outputs |\n"
-            "|---|---|---|---|---|---|\n" + rows + "\n"
-        )
-
-    def _nodes_markdown(self) -> str:
-        d = self.first_divergence
-        if not self.nodes and d is None and not self.drift:
-            return ""
-
-        def errs(e: NodeError | None, note: str) -> str:
-            if e is None:
-                return f"{note or 'no RLX value'} |" + " |" * 5
-            return (
-                f"{e.max_abs:.3g} | {e.max_rel:.3g} | {e.ulp:.3g} | {e.cosine:.8f} | {e.allowed_abs:.3g} | "
-                f"{'pass' if e.ok else 'FAIL'} |"
-            )
-
-        failing = sum(node_failed(n) for n in self.nodes)
-        shown = self.nodes
-        head = f"{len(self.nodes)} values, {failing} over budget" if self.nodes else "No per-node values recorded"
-        if len(self.nodes) > _MARKDOWN_NODES:
-            shown = [n for n in self.nodes if node_failed(n) or is_node(n, d)]
-            head += (
-                f"; {len(shown)} shown (failing nodes and the first divergence; every node is in report.json "
-                "and report.html)"
-            )
-        lines = [
-            f"\n## Per-node parity\n\n{head}. local: the op fed PyTorch's inputs; cumulative: fed the model inputs.\n"
-        ]
-        if d is not None:
-            lim = f" (local max abs {d.local.max_abs:.3g} > {d.local.allowed_abs:.3g})" if d.local is not None else ""
-            where = f" in `{_md(d.module_path)}`" if d.module_path else ""
-            lines.append(
-                f"**First divergence**: #{d.index} `{_md(d.node)}` (`{d.aten}`{where}, {_md(d.source)}){lim}\n"
-            )
-        if self.drift:
-            lines.append(f"**Drift**: {self.drift}\n")
-        if not shown:
-            return "\n".join(lines) + "\n"
-        metrics = ("max abs", "max rel", "ULP", "cosine", "budget", "verdict")
-        lines.append(
-            "| # | node | ATen op | module path | source | shape | dtype | "
-            + " | ".join(f"{kind} {m}" for kind in ("local", "cumulative") for m in metrics)
-            + " |\n|"
-            + "---|" * 19
-        )
-        for n in shown:
-            mark = "**" if is_node(n, d) else ""
-            cells = f"| {n.index} | {mark}{_md(n.node)}{mark} | {n.aten} | {_md(n.module_path)} | {_md(n.source)} "
-            cells += f"| {n.shape} "
-            cells += f"| {n.dtype} |"
-            if n.local is None and n.cumulative is None:
-                cells += f" {n.note or 'no RLX value'} |" + " |" * 11
-            else:
-                cells += f" {errs(n.local, n.note)} {errs(n.cumulative, n.note)}"
-            lines.append(cells)
-        return "\n".join(lines) + "\n"
-
-    def _sweep_markdown(self) -> str:
-        if not self.sweep:
-            return ""
-        ranges = ", ".join(f"{k} in {lo}..{'inf' if hi is None else hi}" for k, (lo, hi) in self.symbols.items())
-        rows = "\n".join(
-            f"| {r.label} | {', '.join(f'{k}={v}' for k, v in r.binding.items())} | {'pass' if r.ok else 'FAIL'} | "
-            f"{max((o.max_abs_error for o in r.outputs), default=0.0):.3g} | "
-            f"{min((o.cosine for o in r.outputs), default=1.0):.8f} | {r.compile_ms:.1f} | {r.run_ms:.2f} | "
-            f"{_md('; '.join([r.failures(), *(f'note: {n}' for n in r.notes())]).strip('; '))} |"
-            for r in self.sweep
-        )
-        probes = "; ".join(", ".join(f"{k}={v}" for k, v in b.items()) for b in self.probes)
-        odd = "; ".join(", ".join(f"{k}={v}" for k, v in b.items()) for b in self.unreproduced)
-        return (
-            f"\n## Sweep over the dynamic dims ({ranges})\n\n"
-            "One row per sweep point: eager PyTorch at those sizes is the reference. Each symbol moves alone "
-            "(the others at their example sizes: typical), then all together (all=min, all=max, alternating).\n\n"
-            + (
-                f"The symbolic graph was generalized from the lowerings at {probes}, and checked against the "
-                "lowering at every sweep point of sizes >= 2.\n\n"
-                if probes
-                else ""
-            )
-            + (
-                f"At {odd} the lowering itself differs (a size equal to another dim changes a choice); "
-                "the rows there compare the symbolic graph with PyTorch.\n\n"
-                if odd
-                else ""
-            )
-            + "| point | binding | verdict | max abs | min cosine | compile ms | run ms | failing outputs |\n"
-            "|---|---|---|---|---|---|---|---|\n" + rows + "\n"
-        )

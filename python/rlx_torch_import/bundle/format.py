@@ -1,4 +1,6 @@
-"""A bundle's meta.json, and its weights.safetensors against it, checked before anything is bound.
+"""A bundle's format: its file names and version, meta.json made and written (`meta_for`,
+`write_meta`), and read back with its weights.safetensors checked against it before anything is
+bound.
 
 `BundleModel` reads both through here; every error is a BundleError naming the file, the field
 path (`inputs[0].shape[1]`) and the value, declared vs found.
@@ -6,17 +8,126 @@ path (`inputs[0].shape[1]`) and the value, declared vs found.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import jsondoc, safetensors_io
-from .dtypes import HALF_DTYPES, NARROW_DTYPES, compute_rlx, is_supported, to_rlx
-from .emit.bundle import BUNDLE_FORMAT, BUNDLE_VERSION
-from .errors import BundleError, InputError
-from .limits import TORCH_ITEMSIZE, check_tensor_size, is_dim, short
-from .symbolic import free_symbols
-from .torchir import check_output_tree
+from .. import __version__, _core, jsondoc, safetensors_io
+from ..dtypes import HALF_DTYPES, NARROW_DTYPES, compute_rlx, from_rlx, is_supported, to_rlx
+from ..errors import BundleError, InputError
+from ..limits import TORCH_ITEMSIZE, check_tensor_size, is_dim, short
+from ..outdir import write_text
+from ..symbolic import free_symbols
+from ..torchir import check_output_tree
+
+if TYPE_CHECKING:
+    from ..program import Program
+    from ..torchir import TorchIR
+
+BUNDLE_FORMAT = "rlx-torch-import-bundle"
+BUNDLE_VERSION = 1
+HIR = "model.hir.json"
+# A dynamic bundle's symbolic graph (RLX's .rlxmodel text), specialized per binding at run time.
+SYMBOLIC = "model.rlxmodel"
+WEIGHTS = "weights.safetensors"
+META = "meta.json"
+
+
+def meta_for(
+    program: Program,
+    ir: TorchIR,
+    tensors: Mapping[str, safetensors_io.TensorEntry],
+    rlxmodel: str | None = None,
+    lowered_at: dict[str, list[dict[str, int]]] | None = None,
+) -> dict[str, Any]:
+    """meta.json of the bundle `bundle.write.write_bundle` writes: `tensors` are the weights it
+    stores (name -> (dtype, shape, data)); `rlxmodel` is a dynamic program's symbolic graph."""
+    return {
+        "format": BUNDLE_FORMAT,
+        "version": BUNDLE_VERSION,
+        "name": program.name,
+        "rlx_version": _core.rlx_version(),
+        "producer": {**ir.producer, "name": "rlx-torch-import", "version": __version__},
+        "decomposition": ir.decomposition,
+        "inputs": _inputs_meta(program, ir, rlxmodel is not None),
+        # The example call's positional arguments, by forward's parameter names (BundleModel.call).
+        "call_args": list(ir.call_args),
+        # Python values of the model's call that torch.export baked into the graph.
+        "constant_inputs": list(ir.constant_inputs),
+        # The structure forward returns (leaves: {"output": name} for an entry of "outputs",
+        # {"constant": value, "name"} and {"size": expression, "name"} for Python values); {} = flat.
+        "output_tree": ir.output_tree,
+        "outputs": _outputs_meta(program, ir),
+        # Dynamic dims: each symbol once, with its range (max null: unbounded). Shapes above are
+        # then lists of sizes and expressions of the symbols' torch names.
+        "symbols": [asdict(sym) for sym in ir.symbols] if rlxmodel is not None else [],
+        "specialized": list(ir.specialized),
+        # The sizes (symbol label -> size) the symbolic graph was generalized from ("probes"; the sweep
+        # points checked it too), and sweep points whose own lowering differs from it ("unreproduced").
+        "lowered_at": lowered_at or {},
+        # What a dynamic bundle makes per binding (docs/design.md, z): no op is lowered per binding.
+        "per_binding": "the compiled executable: model.rlxmodel specialized to the binding and compiled once, "
+        "then cached"
+        if rlxmodel is not None
+        else None,
+        # dtype: the parameter's in the graph; stored: the tensor's in weights.safetensors (a half
+        # weight of a float32 parameter is stored as it is; RLX widens it when binding).
+        "params": [
+            {"name": v.name, "shape": list(v.dims), "dtype": from_rlx(v.dtype), "stored": tensors[v.name][0]}
+            for v in program.params
+        ],
+        "derived_params": {name: d.describe() for name, d in program.derived_params.items()},
+        "rewrites": program.rewrites,
+        # Set by verification when flushing subnormals leaves the verified outputs bit-identical.
+        "flush_denormals": False,
+        "op_histogram": program.op_histogram(),
+        "aten_histogram": program.aten_histogram(),
+        "provenance": {
+            n.id: {
+                "aten": n.provenance.aten,
+                "node": n.provenance.node,
+                "module_path": n.provenance.module_path,
+                "source": n.provenance.source,
+            }
+            for n in program.nodes
+        },
+    }
+
+
+def _inputs_meta(program: Program, ir: TorchIR, dynamic: bool) -> list[dict[str, Any]]:
+    """meta.json's `inputs`: symbolic shapes in a dynamic bundle, the carrier dtype RLX takes."""
+    return [
+        {
+            "name": v.name,
+            "shape": list(spec.shape) if dynamic else list(v.dims),
+            "dtype": program.carried_inputs.get(v.name, from_rlx(v.dtype)),
+            "rlx_dtype": from_rlx(v.dtype),
+            # where the tensor sits in the model's call: forward argument, then keys/positions
+            "path": spec.path or v.name,
+        }
+        for v, spec in zip(program.inputs, ir.inputs, strict=True)
+    ]
+
+
+def _outputs_meta(program: Program, ir: TorchIR) -> list[dict[str, Any]]:
+    """meta.json's `outputs`, with the dtype each crosses RLX's boundary in."""
+    return [
+        {
+            "name": o.name,
+            "value": value,
+            "shape": list(o.shape),
+            "dtype": o.dtype,
+            "rlx_dtype": "float32" if o.name in program.carried_outputs else o.dtype,
+        }
+        for o, value in zip(ir.outputs, program.outputs, strict=True)
+    ]
+
+
+def write_meta(path: Path, meta: dict[str, Any]) -> None:
+    """Write meta.json (indented, no NaN, one trailing newline)."""
+    write_text(path, json.dumps(meta, indent=1, allow_nan=False) + "\n")
 
 
 def read_meta(path: Path) -> dict[str, Any]:

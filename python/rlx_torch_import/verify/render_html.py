@@ -13,7 +13,8 @@ import re
 from collections.abc import Iterable, Sequence
 from html import escape
 
-from .parity import InputSetRow, NodeError, NodeParity, OutputParity, ParityReport, SweepRow, is_node, node_failed
+from .compare import OutputParity
+from .report import InputSetRow, NodeError, NodeParity, ParityReport, SweepRow, is_node, node_failed
 
 # Zero errors are drawn at this value on the plot's log axis (said under the plot).
 EPSILON = 1e-12

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..program import Program, RlxNode, op_name
-from .crate_graph import Statements, declarations, node_statements
+from .graph import Statements, declarations, node_statements
 from .rust_names import RustNames, rust_str
 
 # Activation variant -> Tensor method (rlx-tensor's `unary_ops!` table).

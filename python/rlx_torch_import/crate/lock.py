@@ -2,7 +2,7 @@
 
 A crate that ships its lock builds with exactly the dependency versions this
 project tested (and, sharing a CARGO_TARGET_DIR, reuses the RLX build). The
-templates under `crate_files/locks/` are what cargo resolved for a crate of
+templates under `templates/locks/` are what cargo resolved for a crate of
 each style seeded with the core's own Cargo.lock (`scripts/crate_locks.py`);
 only the root package's name changes per model.
 """
@@ -35,7 +35,7 @@ def _renamed(lock_text: str, old: str, new: str) -> str:
 
 def lock_for(style: str, crate_name: str) -> str:
     """The Cargo.lock text for a generated crate of `style` named `crate_name`."""
-    template = resources.files(__package__).joinpath(f"crate_files/locks/{style}.lock").read_text()
+    template = resources.files(__package__).joinpath(f"templates/locks/{style}.lock").read_text()
     return _renamed(template, ROOT_PLACEHOLDER, crate_name)
 
 

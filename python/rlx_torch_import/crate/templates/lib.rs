@@ -1,4 +1,7 @@
 @@HEADER@@
+//!
+//! `Model::load(weights)` builds and compiles the graph and binds the weights;
+//! `Model::run` runs it. `cargo test --release` checks the outputs against PyTorch.
 
 pub mod graph;
 pub mod host;

@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 # Strict and reserved keywords (2024 edition), primitive type names, plus names the generated
 # code uses itself (the `emit`/`build` parameters and locals, and the tensor style's `cat`).
@@ -29,7 +30,8 @@ _RESERVED = frozenset(
 MAX_IDENT = 64
 # Longest user text printed in one comment (the rest is counted, not printed).
 MAX_COMMENT = 300
-_PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
+# A placeholder alone on its line (group 1), or anywhere (group 2).
+_PLACEHOLDER = re.compile(r"^@@([A-Z_]+)@@\n|@@([A-Z_]+)@@", re.MULTILINE)
 
 
 def short_hash(text: str, n: int = 8) -> str:
@@ -44,6 +46,28 @@ def shorten(slug: str, original: str, limit: int, sep: str = "_") -> str:
         return slug
     tail = sep + short_hash(original)
     return slug[: limit - len(tail)].rstrip(sep) + tail
+
+
+@dataclass(frozen=True)
+class CrateNames:
+    """`rlx-<name>` (package and folder) and `rlx_<name>` (library)."""
+
+    package: str
+    library: str
+
+
+# Longest slug of the model name in a crate's names: the folder `rlx-<slug>` and its staging
+# folder `.rlx-<slug>.partial-XXXXXXXX` stay far below every file system's 255-byte limit.
+MAX_SLUG = 64
+
+
+def crate_names(model_name: str) -> CrateNames:
+    """Cargo-valid names from any model name: lowercase ASCII letters and digits joined by `-`
+    (package and folder) or `_` (library), so no path separator, `..`, quote or keyword survives;
+    at most MAX_SLUG characters of it (a longer name keeps its start and gets a hash of the whole)."""
+    slug = re.sub(r"[^a-z0-9]+", "_", model_name.lower()).strip("_") or "model"
+    slug = shorten(slug, model_name, MAX_SLUG)
+    return CrateNames(package="rlx-" + slug.replace("_", "-"), library="rlx_" + slug)
 
 
 class RustNames:
@@ -117,14 +141,22 @@ def code_span(text: str, limit: int = MAX_COMMENT) -> str:
     return f"{fence}{pad}{body}{pad}{fence}"
 
 
-def fill(template: str, values: Mapping[str, str], where: str = "template") -> str:
+def fill(template: str, values: Mapping[str, str | Sequence[str]], where: str = "template") -> str:
     """Replace every `@@KEY@@` in `template` with `values[KEY]` in one pass: text put in is never
-    searched again, so a name holding `@@LOAD@@` stays that text. Raises KeyError naming `where`
-    and the placeholder when the template has one `values` lacks."""
+    searched again, so a name holding `@@LOAD@@` stays that text. A value that is a sequence of lines
+    replaces a placeholder alone on its line with those lines (none: the line goes). Raises KeyError
+    naming `where` and the placeholder when the template has one `values` lacks, or a ValueError
+    when a sequence of lines is given for a placeholder inside a line."""
 
     def one(m: re.Match[str]) -> str:
-        if m.group(1) not in values:
-            raise KeyError(f"{where}: no value for placeholder @@{m.group(1)}@@")
-        return values[m.group(1)]
+        key = m.group(1) or m.group(2)
+        if key not in values:
+            raise KeyError(f"{where}: no value for placeholder @@{key}@@")
+        value = values[key]
+        if isinstance(value, str):
+            return value + "\n" if m.group(1) else value
+        if not m.group(1):
+            raise ValueError(f"{where}: @@{key}@@ takes lines but is not alone on its line")
+        return "".join(f"{line}\n" for line in value)
 
     return _PLACEHOLDER.sub(one, template)

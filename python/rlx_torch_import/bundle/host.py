@@ -1,0 +1,87 @@
+"""Values across RLX's boundary: numpy inputs checked and carried in the dtype RLX takes
+(`as_input`, `to_carrier`), results read back (`from_carrier`), weights bound (`_bind`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import safetensors_io
+from ..dtypes import numpy_dtype, to_host, to_rlx
+from ..errors import InputError
+from ..limits import short
+
+
+def as_input(name: str, value: Any, declared: str) -> np.ndarray:
+    """`value` as a numpy array for an input of torch-ir dtype `declared`, under `BundleModel.run`'s
+    dtype policy (arrays: lossless casts only; Python numbers and lists: literals of the same
+    kind; bfloat16: float32 values). Raises InputError naming the input for anything else."""
+    literal = isinstance(value, (bool, int, float, list, tuple))
+    arraylike = isinstance(value, (np.ndarray, np.generic)) or hasattr(value, "__array__")
+    if value is None or isinstance(value, (str, bytes)) or not (literal or arraylike):
+        raise InputError(f"input {name!r} is {type(value).__name__} {short(value)}, not an array of {declared}")
+    try:
+        arr = np.asarray(value)
+    except Exception as e:  # a ragged list, a tensor that requires grad or has no numpy dtype, ...
+        raise InputError(f"input {name!r} cannot be read as an array ({type(e).__name__}: {str(e)[:200]})") from None
+    if arr.dtype.kind not in "biuf":
+        raise InputError(f"input {name!r} holds {arr.dtype} values, not numbers; the bundle expects {declared}")
+    target = np.dtype(np.float32) if declared == "bfloat16" else numpy_dtype(declared)
+    if arr.dtype == target:
+        return arr
+    if literal:
+        ok = bool(np.can_cast(arr.dtype, target, "same_kind"))
+        if ok and target.kind in "iu" and arr.size:  # integers must fit
+            info = np.iinfo(target)
+            ok = info.min <= int(arr.min()) and int(arr.max()) <= info.max
+        how = "Python numbers convert to it when of the same kind and in range"
+    else:
+        ok = bool(np.can_cast(arr.dtype, target, "safe"))
+        how = f"only casts numpy makes without loss are applied: cast it first, e.g. x.astype(np.{target.name})"
+    if not ok:
+        shown = "" if declared != "bfloat16" else " (bfloat16 inputs take float32 values)"
+        raise InputError(f"input {name!r} has dtype {arr.dtype}; the bundle expects {declared}{shown} ({how})")
+    return arr
+
+
+# A float32 weight larger than this is bound in slices of this size, each slice's file pages dropped once
+# RLX holds it, so loading never keeps a second whole copy of a large weight.
+_BIND_SLICE = 16 << 20
+
+
+def _bind(model: Any, name: str, t: safetensors_io.RawTensor) -> None:
+    """Bind weight `t` to RLX parameter `name`, then drop its file pages (RLX holds its own copy)."""
+    if t.dtype == "float32" and t.data.nbytes > _BIND_SLICE:
+        for start in range(0, t.data.nbytes, _BIND_SLICE):
+            piece = safetensors_io.RawTensor(t.dtype, (), t.data[start : start + _BIND_SLICE], t.mapping,
+                                             t.offset + start)  # fmt: skip
+            if not model.set_param_range(name, start, piece.data):
+                break  # RLX cannot write this parameter in pieces: bind it whole below
+            piece.release()
+        else:
+            return
+    model.set_param(name, t.data, to_rlx(t.dtype))
+    t.release()
+
+
+def to_carrier(arr: Any, dtype: str, carrier: str) -> np.ndarray:
+    """Values of torch-ir `dtype` as the bytes RLX takes them in, in `carrier` (bool/narrow ints and
+    half floats cross as float32)."""
+    arr = np.asarray(arr)
+    if carrier != dtype:
+        arr = to_host(arr, dtype)
+    return np.ascontiguousarray(arr.astype(numpy_dtype(carrier), copy=False)).reshape(-1).view(np.uint8)
+
+
+def from_carrier(data: Any, dims: list[int], dtype: str, carrier: str) -> np.ndarray:
+    """An RLX result carried in `carrier` as numpy values of torch-ir `dtype` (a value carried as
+    float32 rounded to its dtype)."""
+    value = _from_bytes(data, carrier, dims)
+    return to_host(value, dtype) if carrier != dtype else value
+
+
+def _from_bytes(data: Any, dtype: str, dims: list[int]) -> np.ndarray:
+    """A numpy view of an output the core handed over (`OutputBuffer`: writable, owned by the array)."""
+    array = np.frombuffer(data, dtype=numpy_dtype(dtype)).reshape(dims)
+    return array.copy() if isinstance(data, bytes) else array

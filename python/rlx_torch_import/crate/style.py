@@ -1,0 +1,35 @@
+"""The crate styles, and the check that a style can express a program, made before anything is written."""
+
+from __future__ import annotations
+
+from ..errors import ExitCode, RtiError
+from ..program import Program
+from .tensor import unsupported_ops
+
+STYLES = ("graph", "tensor", "flow")
+
+
+class CrateStyleError(RtiError):
+    """The chosen crate style cannot express the model; names the op and a style that can."""
+
+    exit_code = ExitCode.UNSUPPORTED
+
+
+def check_style(program: Program, style: str, dynamic: bool = False) -> None:
+    """Fail before anything is written when `style` cannot express the program."""
+    if style not in STYLES:
+        raise CrateStyleError(f"crate style {style!r} is not one of {', '.join(STYLES)}")
+    if dynamic and style != "graph":
+        raise CrateStyleError(
+            f"a model with dynamic dims is written as a graph-style crate only (asked for {style!r}): it "
+            "specializes RLX's symbolic graph per binding, which the tensor DSL and rlx_flow cannot express",
+            hint="use --emit-style graph, or export with static shapes for the tensor and flow styles",
+        )
+    if style == "tensor":
+        missing = unsupported_ops(program)
+        if missing:
+            listed = "; ".join(f"{op} (needed by {where})" for op, where in sorted(missing.items()))
+            raise CrateStyleError(
+                f"the rlx_tensor DSL has no method for {len(missing)} RLX op(s) this model needs: {listed}",
+                hint="use --emit-style graph (or flow), which print every op the registry emits",
+            )

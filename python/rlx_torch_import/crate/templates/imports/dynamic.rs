@@ -1,0 +1,2 @@
+use rlx_ir::{DType, Graph};
+use rlx_runtime::{CompileOptions, CompiledGraph, Device, FusionOptions, Session};

@@ -1,0 +1,3 @@
+use rlx_flow::MapWeights;
+use rlx_ir::DType;
+use rlx_runtime::{CompileOptions, CompiledGraph, Device, FusionOptions, Session};

@@ -1,0 +1,16 @@
+/// Graph inputs, in call order (PyTorch dtype, and the dtype that carries it into RLX).
+pub const INPUTS: &[TensorSpec] = &[
+@@INPUTS@@
+];
+
+/// Graph outputs, in order.
+pub const OUTPUTS: &[TensorSpec] = &[
+@@OUTPUTS@@
+];
+
+/// Parameters by `state_dict` name, in declaration order, with the dtype the graph computes them in.
+pub const PARAMS: &[ParamSpec] = &[
+@@PARAMS@@
+];
+
+@@SYMBOLIC@@

@@ -1,0 +1,2 @@
+/// No sweep points: every dim is static.
+pub const SWEEP: &[&str] = &[];

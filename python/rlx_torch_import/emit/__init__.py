@@ -1,1 +1,0 @@
-"""Writers of the lowered program: the RLX bundle (crate writers come later)."""

@@ -1,0 +1,157 @@
+"""report.md: the parity report as Markdown (`ParityReport.markdown`)."""
+
+from __future__ import annotations
+
+from .compare import OutputParity
+from .report import NodeError, ParityReport, is_node, node_failed, one_line
+
+# More per-node rows than this: report.md lists only the failing nodes and the first divergence.
+_MARKDOWN_NODES = 40
+
+
+def _md(text: object) -> str:
+    """`text` for a markdown table cell or inline span: one line, `|` escaped, cut to _NAME_CHARS."""
+    return one_line(text).replace("|", "\\|").replace("`", "'")
+
+
+def _device_text(report: ParityReport) -> str:
+    """`, device cuda: NVIDIA H200 with RLX_CUDA_PARITY=1, ...` (nothing when nothing ran)."""
+    if not report.device:
+        return ""
+    settings = f" with {', '.join(map(_md, report.device_settings))}" if report.device_settings else ""
+    return f", device {_md(report.device)}{settings}"
+
+
+def markdown(report: ParityReport) -> str:
+    """report.md: the verdict, one row per output, then sweep, input sets and per-node parity."""
+
+    def row(o: OutputParity) -> str:
+        what, (max_abs, max_rel, cosine, differ) = o.shown()
+        allowed = "-" if o.python_value is not None else f"{o.allowed_abs_error:.3g}"
+        return (
+            f"| {_md(o.name)} | {'pass' if o.ok else 'FAIL'} | {_md(what)} | {max_abs} | {allowed} | {max_rel} | "
+            f"{cosine} | {_md(differ)} | {_md('; '.join(o.reasons))} |"
+        )
+
+    rows = "\n".join(row(o) for o in report.outputs)
+    return (
+        f"# Parity report: {_md(report.name)}\n\n"
+        f"Verdict: **{'not verified' if not report.verified else 'PASS' if report.ok else 'FAIL'}** "
+        f"(decomposition `{report.decomposition}`, torch {report.torch_version}, RLX {report.rlx_version}"
+        f"{_device_text(report)})\n\n"
+        + (f"Auto-decomposed: {', '.join(report.auto_decomposed_ops)}\n\n" if report.auto_decomposed_ops else "")
+        + "".join(f"- {n}\n" for n in report.notes)
+        + ("\n" if report.notes else "")
+        + "| output | verdict | dtype shape | max abs | allowed abs | max rel | cosine | differing elements "
+        "| reasons |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
+        + rows
+        + "\n"
+        + "".join(f"\n- `{_md(o.name)}`: {_md(n)}" for o in report.outputs for n in o.notes)
+        + ("\n" if any(o.notes for o in report.outputs) else "")
+        + _sweep_markdown(report)
+        + _input_sets_markdown(report)
+        + _nodes_markdown(report)
+    )
+
+
+def _input_sets_markdown(report: ParityReport) -> str:
+    if not report.input_sets:
+        return ""
+    rows = "\n".join(
+        f"| {_md(r.label)} | {_md(r.description)} | {'pass' if r.ok else 'FAIL'} | "
+        f"{max((o.max_abs_error for o in r.outputs), default=0.0):.3g} | "
+        f"{min((o.cosine for o in r.outputs), default=1.0):.8f} | "
+        f"{_md('; '.join([r.failures(), *(f'note: {n}' for n in r.notes())]).strip('; '))} |"
+        for r in report.input_sets
+    )
+    return (
+        "\n## Extra input sets\n\n"
+        "| input set | what it exercises | verdict | max abs | min cosine | failing outputs |\n"
+        "|---|---|---|---|---|---|\n" + rows + "\n"
+    )
+
+
+def _nodes_markdown(report: ParityReport) -> str:
+    d = report.first_divergence
+    if not report.nodes and d is None and not report.drift:
+        return ""
+
+    def errs(e: NodeError | None, note: str) -> str:
+        if e is None:
+            return f"{note or 'no RLX value'} |" + " |" * 5
+        return (
+            f"{e.max_abs:.3g} | {e.max_rel:.3g} | {e.ulp:.3g} | {e.cosine:.8f} | {e.allowed_abs:.3g} | "
+            f"{'pass' if e.ok else 'FAIL'} |"
+        )
+
+    failing = sum(node_failed(n) for n in report.nodes)
+    shown = report.nodes
+    head = f"{len(report.nodes)} values, {failing} over budget" if report.nodes else "No per-node values recorded"
+    if len(report.nodes) > _MARKDOWN_NODES:
+        shown = [n for n in report.nodes if node_failed(n) or is_node(n, d)]
+        head += (
+            f"; {len(shown)} shown (failing nodes and the first divergence; every node is in report.json "
+            "and report.html)"
+        )
+    lines = [f"\n## Per-node parity\n\n{head}. local: the op fed PyTorch's inputs; cumulative: fed the model inputs.\n"]
+    if d is not None:
+        lim = f" (local max abs {d.local.max_abs:.3g} > {d.local.allowed_abs:.3g})" if d.local is not None else ""
+        where = f" in `{_md(d.module_path)}`" if d.module_path else ""
+        lines.append(f"**First divergence**: #{d.index} `{_md(d.node)}` (`{d.aten}`{where}, {_md(d.source)}){lim}\n")
+    if report.drift:
+        lines.append(f"**Drift**: {report.drift}\n")
+    if not shown:
+        return "\n".join(lines) + "\n"
+    metrics = ("max abs", "max rel", "ULP", "cosine", "budget", "verdict")
+    lines.append(
+        "| # | node | ATen op | module path | source | shape | dtype | "
+        + " | ".join(f"{kind} {m}" for kind in ("local", "cumulative") for m in metrics)
+        + " |\n|"
+        + "---|" * 19
+    )
+    for n in shown:
+        mark = "**" if is_node(n, d) else ""
+        cells = f"| {n.index} | {mark}{_md(n.node)}{mark} | {n.aten} | {_md(n.module_path)} | {_md(n.source)} "
+        cells += f"| {n.shape} "
+        cells += f"| {n.dtype} |"
+        if n.local is None and n.cumulative is None:
+            cells += f" {n.note or 'no RLX value'} |" + " |" * 11
+        else:
+            cells += f" {errs(n.local, n.note)} {errs(n.cumulative, n.note)}"
+        lines.append(cells)
+    return "\n".join(lines) + "\n"
+
+
+def _sweep_markdown(report: ParityReport) -> str:
+    if not report.sweep:
+        return ""
+    ranges = ", ".join(f"{k} in {lo}..{'inf' if hi is None else hi}" for k, (lo, hi) in report.symbols.items())
+    rows = "\n".join(
+        f"| {r.label} | {', '.join(f'{k}={v}' for k, v in r.binding.items())} | {'pass' if r.ok else 'FAIL'} | "
+        f"{max((o.max_abs_error for o in r.outputs), default=0.0):.3g} | "
+        f"{min((o.cosine for o in r.outputs), default=1.0):.8f} | {r.compile_ms:.1f} | {r.run_ms:.2f} | "
+        f"{_md('; '.join([r.failures(), *(f'note: {n}' for n in r.notes())]).strip('; '))} |"
+        for r in report.sweep
+    )
+    probes = "; ".join(", ".join(f"{k}={v}" for k, v in b.items()) for b in report.probes)
+    odd = "; ".join(", ".join(f"{k}={v}" for k, v in b.items()) for b in report.unreproduced)
+    return (
+        f"\n## Sweep over the dynamic dims ({ranges})\n\n"
+        "One row per sweep point: eager PyTorch at those sizes is the reference. Each symbol moves alone "
+        "(the others at their example sizes: typical), then all together (all=min, all=max, alternating).\n\n"
+        + (
+            f"The symbolic graph was generalized from the lowerings at {probes}, and checked against the "
+            "lowering at every sweep point of sizes >= 2.\n\n"
+            if probes
+            else ""
+        )
+        + (
+            f"At {odd} the lowering itself differs (a size equal to another dim changes a choice); "
+            "the rows there compare the symbolic graph with PyTorch.\n\n"
+            if odd
+            else ""
+        )
+        + "| point | binding | verdict | max abs | min cosine | compile ms | run ms | failing outputs |\n"
+        "|---|---|---|---|---|---|---|---|\n" + rows + "\n"
+    )

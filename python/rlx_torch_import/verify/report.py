@@ -1,0 +1,206 @@
+"""The parity report: per-output rows (`OutputParity`, `verify/compare.py`), sweep and input-set
+rows, per-node parity, and `ParityReport`, written as report.json (`to_json`), a terminal summary
+(`summary`), report.md (`verify/render_md.py`) and report.html (`verify/render_html.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .compare import OutputParity
+
+# Names come from the user's model (module paths, output names, node names): in a report each is one
+# line, `|`-safe for a table cell, and at most this long (the full text is in report.json).
+_NAME_CHARS = 200
+
+
+def one_line(text: object) -> str:
+    """`text` on one line (newlines and other control characters escaped), cut to _NAME_CHARS."""
+    flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    return flat if len(flat) <= _NAME_CHARS else f"{flat[:_NAME_CHARS]}... ({len(flat) - _NAME_CHARS} more)"
+
+
+@dataclass
+class SweepRow:
+    """Verification at one sweep point of a dynamic program: the binding (symbol label ->
+    size), each output's parity against eager PyTorch at those sizes, and RLX's compile and
+    run time there (milliseconds; the compile is 0 when the binding was already compiled)."""
+
+    label: str
+    binding: dict[str, int]
+    ok: bool
+    outputs: list[OutputParity] = field(default_factory=list)
+    compile_ms: float = 0.0
+    run_ms: float = 0.0
+
+    def failures(self) -> str:
+        return "; ".join(f"{o.name}: {', '.join(o.reasons)}" for o in self.outputs if not o.ok)
+
+    def notes(self) -> list[str]:
+        return [f"{o.name}: {n}" for o in self.outputs for n in o.notes]
+
+
+@dataclass
+class NodeError:
+    """One way of comparing a node's RLX value with PyTorch's: max abs / max rel error, the
+    largest error in ULP of the reference value (floats; 0 for exact dtypes), cosine, the
+    budget's allowed absolute error, and the verdict."""
+
+    max_abs: float
+    max_rel: float
+    ulp: float
+    cosine: float
+    allowed_abs: float
+    ok: bool
+
+
+@dataclass
+class NodeParity:
+    """Per-node parity of one tensor value an ATen node of the exported program produced.
+
+    `cumulative`: RLX fed with the model inputs; `local`: the node's own RLX computation fed
+    with PyTorch's values of its inputs (reference-fed), so its error is the op's alone.
+    Either is None with `note` saying why there is no RLX value (fused away, not a tensor,
+    ...). `kind` is the op's numerical character the budget follows ("exact", "movement",
+    "elementwise", "reduction"); `reduction` the reduction length budgets scale with."""
+
+    index: int
+    node: str
+    value: str
+    aten: str
+    module_path: str
+    source: str
+    shape: list[int]
+    dtype: str
+    kind: str
+    reduction: int = 1
+    local: NodeError | None = None
+    cumulative: NodeError | None = None
+    note: str = ""
+
+
+@dataclass
+class InputSetRow:
+    """Verification on one extra input set (`verify_inputs`): its label (`file:<name>`,
+    `auto:<what>`), what it exercises, and each output's parity against eager PyTorch."""
+
+    label: str
+    description: str
+    ok: bool
+    outputs: list[OutputParity] = field(default_factory=list)
+
+    def failures(self) -> str:
+        return "; ".join(f"{o.name}: {', '.join(o.reasons)}" for o in self.outputs if not o.ok)
+
+    def notes(self) -> list[str]:
+        return [f"{o.name}: {n}" for o in self.outputs for n in o.notes]
+
+
+def node_failed(n: NodeParity) -> bool:
+    """Whether a node's local or cumulative error is over its budget."""
+    return any(e is not None and not e.ok for e in (n.local, n.cumulative))
+
+
+def is_node(n: NodeParity, other: NodeParity | None) -> bool:
+    """Whether `n` is the same value of the graph as `other` (e.g. the first divergence)."""
+    return other is not None and n.index == other.index and n.value == other.value
+
+
+@dataclass
+class ParityReport:
+    """Result of one conversion: `ok` is True only when every output passed (or verify was off).
+
+    `outputs` is the check at the example inputs; a dynamic program also has one `sweep`
+    row per sweep point (`symbolic.sweep_points`), and `ok` needs every row to pass."""
+
+    name: str
+    ok: bool
+    verified: bool
+    out_dir: str
+    outputs: list[OutputParity] = field(default_factory=list)
+    timings_s: dict[str, float] = field(default_factory=dict)
+    op_histogram: dict[str, int] = field(default_factory=dict)
+    aten_histogram: dict[str, int] = field(default_factory=dict)
+    decomposition: str = "high"
+    auto_decomposed_ops: list[str] = field(default_factory=list)
+    rlx_version: str = ""
+    torch_version: str = ""
+    # Where RLX ran (`devices.DeviceInfo.description`: "cpu", "cuda: NVIDIA H200"; "" when nothing
+    # was verified) and the RLX settings in effect for it (CUDA: strict float32, docs/design.md ad).
+    device: str = "cpu"
+    device_settings: list[str] = field(default_factory=list)
+    # Dynamic programs: symbol label -> [min, max] (max None: unbounded), and one row per sweep point.
+    symbols: dict[str, list[int | None]] = field(default_factory=dict)
+    sweep: list[SweepRow] = field(default_factory=list)
+    # The sizes the symbolic graph was generalized from, and sweep points whose own lowering differs.
+    probes: list[dict[str, int]] = field(default_factory=list)
+    unreproduced: list[dict[str, int]] = field(default_factory=list)
+    # What the front end fixed or left out (torch-ir `constant_inputs`, `control_flow`, `dropped`):
+    # one line each, e.g. "input scale = 3.0 baked in", "cond: both branches inlined; ...".
+    notes: list[str] = field(default_factory=list)
+    # Per-node parity (verify/nodes.py), in graph order; empty when not computed.
+    nodes: list[NodeParity] = field(default_factory=list)
+    # The first node whose local (reference-fed) error is over its budget, or None; with
+    # `drift` saying where a cumulative error grows when every node is locally within budget.
+    first_divergence: NodeParity | None = None
+    drift: str = ""
+    # Extra input sets verified beside the example (`verify_inputs`), one row each.
+    input_sets: list[InputSetRow] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        def clean(x: Any) -> Any:
+            if isinstance(x, float) and not math.isfinite(x):
+                return str(x)
+            if isinstance(x, dict):
+                return {k: clean(v) for k, v in x.items()}
+            if isinstance(x, list):
+                return [clean(v) for v in x]
+            return x
+
+        return json.dumps(clean(asdict(self)), indent=1, allow_nan=False) + "\n"
+
+    def summary(self) -> str:
+        """A few lines for a terminal."""
+        head = "PASS" if self.ok else "FAIL"
+        if not self.verified:
+            head = "NOT VERIFIED"
+        on = f" on {one_line(self.device)}" if self.device else ""
+        lines = [f"{head} {one_line(self.name)} ({self.decomposition}){on} -> {self.out_dir}"]
+        if self.auto_decomposed_ops:
+            lines.append(f"  auto-decomposed: {', '.join(self.auto_decomposed_ops)}")
+        lines += [f"  note: {n}" for n in self.notes]
+        for o in self.outputs:
+            mark = "ok " if o.ok else "BAD"
+            if o.python_value is not None:
+                text = f"= {o.python_value} (Python {o.expected_dtype}, {'as' if o.ok else 'not as'} eager PyTorch)"
+            else:
+                text = (
+                    f"{o.dtype}{o.shape}: max_abs={o.max_abs_error:.3g} max_rel={o.max_rel_error:.3g} "
+                    f"cosine={o.cosine:.8f} {o.mismatch_text()}"
+                )
+            lines.append(f"  {mark} {one_line(o.name)} {text}" + ("" if o.ok else "  <- " + "; ".join(o.reasons)))
+            lines += [f"      note: {n}" for n in o.notes]
+        if self.sweep:
+            bad = [r for r in self.sweep if not r.ok]
+            lines.append(
+                f"  sweep over {', '.join(self.symbols)}: {len(self.sweep) - len(bad)}/{len(self.sweep)} points pass"
+            )
+            for r in bad:
+                at = ", ".join(f"{k}={v}" for k, v in r.binding.items())
+                lines.append(f"  BAD {r.label} ({at}): {r.failures()}")
+            lines += [f"  note at {r.label}: {n}" for r in self.sweep for n in r.notes()]
+        if self.input_sets:
+            passed = sum(r.ok for r in self.input_sets)
+            lines.append(f"  input sets: {passed}/{len(self.input_sets)} pass")
+        lines += [f"  BAD input set {r.label}: {r.failures()}" for r in self.input_sets if not r.ok]
+        lines += [f"  note on input set {r.label}: {n}" for r in self.input_sets for n in r.notes()]
+        return "\n".join(lines)
+
+    def markdown(self) -> str:
+        """report.md (`verify/render_md.py`)."""
+        from .render_md import markdown
+
+        return markdown(self)
