@@ -24,7 +24,7 @@ from ..errors import ExitCode, RtiError
 from ..outdir import copy_file, refused_write_in, write_bytes, write_failure, write_text
 from ..program import Program
 from ..symbolic import evaluate, free_symbols, line_of, values_of
-from ..torchir import TorchIR
+from ..torchir import TorchIR, specialize
 from ..verify.parity import float_budgets
 from .crate_graph import CONSTANTS_FILE, Statements, graph_statements, use_lines
 from .crate_lock import lock_for
@@ -170,7 +170,7 @@ def _symbol_specs(ir: TorchIR) -> list[str]:
 def _specs(program: Program, ir: TorchIR) -> str:
     """INPUTS, OUTPUTS and PARAMS constants (dims at the example sizes), and a dynamic
     program's SYMBOLS, SYMBOL_AXES and SWEEP."""
-    examples = ir.bind(values_of(ir.symbols)) if ir.is_dynamic else ir
+    examples = specialize(ir, values_of(ir.symbols)) if ir.is_dynamic else ir
     symbolic = (
         _symbol_specs(ir)
         if ir.is_dynamic

@@ -35,7 +35,6 @@ from ..dtypes import NARROW_DTYPES
 from ..program import Program
 from ..symbolic import values_of
 from ..torchir import Node, OutputSpec, TensorSpec, TorchIR
-from .ir_check import check_ops
 from .parity import NodeError, NodeParity, budget_for, check_reference
 
 # Data movement and selection: every element is a copy of an input element.
@@ -449,12 +448,12 @@ def node_parity(directory: Path, *, outputs_ok: bool = True, device: str = "cpu"
     import torch
 
     ir = torchir.load(directory)
-    check_ops(ir)  # each node against torch's schema and meta kernels, before anything runs
+    torchir.check_ops(ir)  # each node against torch's schema and meta kernels, before anything runs
     ref = check_reference(ir, directory / torchir.REFERENCE)  # BundleError naming a missing/mismatched tensor
     raw_weights = safetensors_io.read(directory / torchir.WEIGHTS)
     torchir.check_weights(ir, raw_weights, directory / torchir.WEIGHTS)
     if ir.is_dynamic:
-        ir = ir.bind(values_of(ir.symbols))
+        ir = torchir.specialize(ir, values_of(ir.symbols))
     weights = {k: _to_torch(v) for k, v in raw_weights.items()}
     inputs = {s.name: _to_torch(ref[f"input.{s.name}"]) for s in ir.inputs}
     env, missing = torch_values(ir, inputs, weights)
