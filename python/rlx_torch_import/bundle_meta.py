@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from . import jsondoc, safetensors_io
-from .dtypes import HALF_DTYPES, NARROW_DTYPES, compute_rlx, is_supported, to_rlx
+from .dtypes import HALF_DTYPES, RECORDS, TORCH_ITEMSIZE, compute_rlx, is_supported, to_rlx
 from .emit.bundle import BUNDLE_FORMAT, BUNDLE_VERSION
 from .errors import BundleError, InputError
-from .limits import TORCH_ITEMSIZE, check_tensor_size, is_dim, short
+from .limits import check_tensor_size, is_dim, short
 from .symbolic import free_symbols
 from .torchir import check_output_tree
 
@@ -37,7 +37,7 @@ def _need(doc: dict[str, Any], key: str, kind: jsondoc.Kind, where: str, require
 
 
 # Values that cross the RLX boundary as float32 (exact): bool, narrow integers, half precision.
-_CARRIED = NARROW_DTYPES | HALF_DTYPES
+_CARRIED = frozenset(r.name for r in RECORDS.values() if r.carrier != r.rlx)
 # The dtypes a bundle's values and params may have (`dtypes.is_supported`).
 _RLX_DTYPES = tuple(d for d in TORCH_ITEMSIZE if is_supported(d))
 

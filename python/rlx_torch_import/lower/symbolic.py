@@ -17,13 +17,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _core
+from ..dtypes import BY_RLX
 from ..errors import DynamicShapeError, LoweringError
 from ..program import Program, RlxNode
 from ..symbolic import Symbol, probe_bindings, sweep_points, values_of
 from ..torchir import TorchIR, specialize
 from .registry import lower
 
-_SCALAR = {"F32": "<f4", "F64": "<f8", "I64": "<i8", "I32": "<i4"}
+_SCALAR = {r: np.dtype(BY_RLX[r].numpy).newbyteorder("<") for r in ("F32", "F64", "I64", "I32")}
 
 
 def _affine(values: list[int], bindings: list[dict[str, int]], symbols: list[Symbol]) -> tuple[Symbol, int, int] | None:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from .. import _core, safetensors_io, torchir
-from ..dtypes import NARROW_DTYPES
+from ..dtypes import NARROW_DTYPES, RECORDS
 from ..program import Program
 from ..symbolic import values_of
 from ..torchir import Node, OutputSpec, TensorSpec, TorchIR
@@ -66,7 +66,7 @@ REDUCTION = {
     "nll_loss_forward", "upsample_bilinear2d", "upsample_bicubic2d", "grid_sampler_2d", "_linalg_det", "linalg_det",
 }  # fmt: skip
 
-_EPS = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+_EPS = {r.name: r.eps for r in RECORDS.values() if r.eps is not None}
 
 
 def op_kind(target: str, dtype: str) -> str:
