@@ -9,6 +9,7 @@
 #[cfg(target_endian = "big")]
 compile_error!("tensors cross the core as little-endian bytes");
 
+pub mod boundary;
 pub mod device;
 pub mod dynamic;
 pub mod error;

@@ -425,6 +425,16 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "CUDA_STRICT_SETTINGS",
         crate::device::CUDA_STRICT_SETTINGS.to_vec(),
     )?;
+    let names = |dtypes: &[rlx_ir::DType]| {
+        dtypes
+            .iter()
+            .map(|d| crate::dtype_name(*d))
+            .collect::<Vec<_>>()
+    };
+    m.add("BOUNDARY_NARROW", names(crate::boundary::NARROW))?;
+    m.add("BOUNDARY_HALF", names(crate::boundary::HALF))?;
+    m.add("PROBE_RAW_KERNELS_ENV", crate::safety::RAW_KERNELS_ENV)?;
+    m.add("PROBE_RAW_DEVICE_ENV", crate::device::RAW_DEVICE_ENV)?;
     m.add_function(wrap_pyfunction!(device_info, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_refusal, m)?)?;
     m.add_function(wrap_pyfunction!(program_to_hir_json, m)?)?;

@@ -330,7 +330,7 @@ impl Runner {
     /// be the declared dtype, or F16/BF16 for a declared F32 parameter (RLX widens those).
     pub fn set_param(&mut self, name: &str, data: &[u8], dtype: DType) -> Result<(), CoreError> {
         let decl = self.param(name)?;
-        let widened = decl.dtype == DType::F32 && matches!(dtype, DType::F16 | DType::BF16);
+        let widened = decl.dtype == DType::F32 && crate::boundary::HALF.contains(&dtype);
         if dtype != decl.dtype && !widened {
             let also = if decl.dtype == DType::F32 {
                 " (or F16/BF16, which RLX widens)"

@@ -247,7 +247,8 @@ pub struct KernelDefect {
     pub what: &'static str,
 }
 
-const NARROW: &[DType] = &[DType::Bool, DType::I8, DType::U8, DType::I16];
+/// The dtypes carried across the boundary as F32 are the ones these kernels corrupt.
+const NARROW: &[DType] = crate::boundary::NARROW;
 const BYTES: &[DType] = &[DType::Bool, DType::I8, DType::U8];
 const I16: &[DType] = &[DType::I16];
 /// Every input and the output.

@@ -256,13 +256,13 @@ def test_symbolic_shapes_are_checked_at_the_max_the_example_and_each_binding(con
     with pytest.raises(TorchIRError, match=r"inputs\[0\]\.shape \['s0', 6\] at the example sizes"):
         torchir.parse(_symbolic_doc(conversion, 2**40, None), "torch-ir.json")
     ir = torchir.parse(_symbolic_doc(conversion, 3, None), "torch-ir.json")  # unbounded: fine until bound
-    assert ir.bind({"s0": 5}).inputs[0].shape == [5, 6]
+    assert torchir.specialize(ir, {"s0": 5}).inputs[0].shape == [5, 6]
     with pytest.raises(
         TorchIRError, match=r"torch-ir.json: inputs\[0\]\.shape \['s0', 6\] at s0=1099511627776 .* more than this"
     ):
-        ir.bind({"s0": 2**40})  # refused before anything is lowered at that binding
+        torchir.specialize(ir, {"s0": 2**40})  # refused before anything is lowered at that binding
     with pytest.raises(TorchIRError, match=r"inputs\[0\]\.shape: \['s0', 6\] is \[-1, 6\] at s0=-1: a negative size"):
-        ir.bind({"s0": -1})
+        torchir.specialize(ir, {"s0": -1})
     doc = _symbolic_doc(conversion, 3, 8)
     doc["sweep"] = [{"label": "batch=max", "binding": {"s7": 8}}]
     with pytest.raises(TorchIRError, match=r"sweep\[0\]\.binding: 's7' is not a declared symbol \(s0\)"):

@@ -1,4 +1,4 @@
-"""torch-ir nodes checked against torch itself before lowering (`verify/ir_check.py`): a hand-edited
+"""torch-ir nodes checked against torch itself before lowering (`torchir/check.py`): a hand-edited
 file whose nodes disagree with what the ATen op computes is a TorchIRError (exit 2) naming the
 file, node, field and value; anything rlx-torch-import writes still builds."""
 

@@ -30,6 +30,19 @@ CUDA_BUILT: bool
 CUDA_STRICT_SETTINGS: list[tuple[str, str]]
 """The RLX settings (key, value) every CUDA compile makes unless the environment sets them."""
 
+BOUNDARY_NARROW: list[str]
+"""RLX dtypes (serde names: Bool, I8, U8, I16) that cross the graph boundary as F32: RLX's
+f32-aliased CPU arena cannot pass them natively (src/boundary.rs)."""
+
+BOUNDARY_HALF: list[str]
+"""RLX dtypes (F16, BF16) that compute inside RLX, and cross the graph boundary, as F32."""
+
+PROBE_RAW_KERNELS_ENV: str
+"""Environment variable the kernel-safety probe sets to `1` to run RLX's kernels unguarded."""
+
+PROBE_RAW_DEVICE_ENV: str
+"""Environment variable the CUDA defect probes set to `1` to skip the device checks."""
+
 def device_info(name: str) -> tuple[str, list[str]]:
     """What this build and machine have of device `name` ("cpu", "cuda"): a description ("cuda:
     NVIDIA H200") and the RLX settings in effect for it ("RLX_CUDA_PARITY=1", ...); DeviceError

@@ -31,7 +31,6 @@ from .outdir import staged, write_text, write_texts
 from .progress import Progress
 from .symbolic import values_of
 from .verify.compare import OutputParity, check_reference, compare_output
-from .verify.ir_check import check_ops
 from .verify.judge import Judge
 from .verify.report import InputSetRow, ParityReport, SweepRow
 
@@ -421,7 +420,7 @@ def _lower_and_verify(
     bundle on RLX's `device`."""
     with prog.phase("lower"):
         ir = torchir.load(src)
-        check_ops(ir)  # each node against torch's schema and meta kernels (TorchIRError, exit 2)
+        torchir.check_ops(ir)  # each node against torch's schema and meta kernels (TorchIRError, exit 2)
         # The files are checked against torch-ir before anything is lowered (BundleError, exit 2).
         weights = safetensors_io.read(src / torchir.WEIGHTS)
         file_notes = torchir.check_weights(ir, weights, src / torchir.WEIGHTS)

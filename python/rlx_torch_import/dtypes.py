@@ -1,30 +1,83 @@
-"""Dtype names across the three vocabularies: torch, torch-ir (strings), RLX serde."""
+"""Dtypes: ONE record per dtype RLX computes (its torch, RLX, safetensors and numpy names, item
+size, machine epsilon, and the RLX carrier it crosses the graph boundary in), the item size of
+every dtype torch has, and torch's promotion and accumulation rules the lowerings follow.
+
+Which dtypes cross RLX's boundary as float32 is the Rust core's rule (`src/boundary.rs`,
+exported as `_core.BOUNDARY_NARROW` / `_core.BOUNDARY_HALF`); this module reads it.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-# torch-ir dtype name -> (RLX serde name, numpy dtype or None when numpy lacks it)
-_TABLE: dict[str, tuple[str, str | None]] = {
-    "float32": ("F32", "float32"),
-    "float16": ("F16", "float16"),
-    "bfloat16": ("BF16", None),
-    "float64": ("F64", "float64"),
-    "int8": ("I8", "int8"),
-    "int16": ("I16", "int16"),
-    "int32": ("I32", "int32"),
-    "int64": ("I64", "int64"),
-    "uint8": ("U8", "uint8"),
-    "bool": ("Bool", "bool"),
+from . import _core
+
+# Bytes per element of every dtype torch has, by torch-ir name (`str(torch.float32)` without
+# `torch.`); sub-byte dtypes (int4, float4_e2m1fn_x2, ...) are stored a byte per element. RLX
+# computes only some of them (`RECORDS`, `is_supported`); the capability pass reports the others.
+TORCH_ITEMSIZE: dict[str, int] = {
+    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2,
+    "complex128": 16, "complex64": 8, "complex32": 4, "bcomplex32": 4,
+    "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1,
+    "float8_e4m3fn": 1, "float8_e4m3fnuz": 1, "float8_e5m2": 1, "float8_e5m2fnuz": 1, "float8_e8m0fnu": 1,
+    "float4_e2m1fn_x2": 1, "qint32": 4, "qint8": 1, "quint8": 1, "quint4x2": 1, "quint2x4": 1,
+    "bits16": 2, "bits8": 1, "bits1x8": 1, "bits2x4": 1, "bits4x2": 1,
+    **{f"int{n}": 1 for n in range(1, 8)}, **{f"uint{n}": 1 for n in range(1, 8)},
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DtypeRecord:
+    """One dtype RLX computes, in every vocabulary the converter meets."""
+
+    name: str  # torch-ir / torch name ("bfloat16"; `getattr(torch, name)`)
+    rlx: str  # RLX serde name ("BF16")
+    safetensors: str  # safetensors header tag ("BF16")
+    numpy: str | None  # numpy dtype name; None where numpy lacks it (bfloat16 travels as uint16 bits)
+    short: str  # short spelling for table headers ("bf16")
+    eps: float | None  # machine epsilon (floats; None for integers and bool)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return TORCH_ITEMSIZE[self.name]
+
+    @property
+    def carrier(self) -> str:
+        """The RLX dtype a graph input or output of this dtype crosses the boundary in: F32 for
+        the core's narrow and half dtypes (`_core.BOUNDARY_NARROW`, `_core.BOUNDARY_HALF`), else
+        its own."""
+        return "F32" if self.rlx in _core.BOUNDARY_NARROW or self.rlx in _core.BOUNDARY_HALF else self.rlx
+
+
+# torch-ir dtype name -> its record, in this order (error messages list them so).
+RECORDS: dict[str, DtypeRecord] = {
+    r.name: r
+    for r in (
+        DtypeRecord("float32", "F32", "F32", "float32", "f32", 2.0**-23),
+        DtypeRecord("float16", "F16", "F16", "float16", "f16", 2.0**-10),
+        DtypeRecord("bfloat16", "BF16", "BF16", None, "bf16", 2.0**-7),
+        DtypeRecord("float64", "F64", "F64", "float64", "f64", 2.0**-52),
+        DtypeRecord("int8", "I8", "I8", "int8", "i8", None),
+        DtypeRecord("int16", "I16", "I16", "int16", "i16", None),
+        DtypeRecord("int32", "I32", "I32", "int32", "i32", None),
+        DtypeRecord("int64", "I64", "I64", "int64", "i64", None),
+        DtypeRecord("uint8", "U8", "U8", "uint8", "u8", None),
+        DtypeRecord("bool", "Bool", "BOOL", "bool", "bool", None),
+    )
 }
+# RLX serde name -> record.
+BY_RLX: dict[str, DtypeRecord] = {r.rlx: r for r in RECORDS.values()}
 
 # Bool and narrow integers: RLX's f32-aliased CPU arena cannot pass them across the graph
 # boundary natively, and several kernels move them with the wrong width; the workaround
 # layer (lower/workarounds.py) carries and moves them as float32 (exact for these ranges).
-NARROW_DTYPES = frozenset({"bool", "int8", "uint8", "int16"})
+NARROW_DTYPES = frozenset(BY_RLX[d].name for d in _core.BOUNDARY_NARROW)
 # Half precision computes as float32 inside RLX and is rounded where torch rounds (casts,
 # some kernels' intermediates, the outputs), as torch's CPU opmath does. docs/design.md (l).
-HALF_DTYPES = frozenset({"float16", "bfloat16"})
+HALF_DTYPES = frozenset(BY_RLX[d].name for d in _core.BOUNDARY_HALF)
 
 
 def compute_rlx(dtype: str) -> str:
@@ -37,7 +90,7 @@ NARROWER_INTS = frozenset({"int32", "int16", "int8", "uint8"})
 # Integers below this magnitude are exact in float32 (RLX's f32-encoded indices and counts).
 F32_EXACT = 1 << 24
 
-FLOAT_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64"})
+FLOAT_DTYPES = frozenset(r.name for r in RECORDS.values() if r.eps is not None)
 INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8"})
 
 
@@ -54,28 +107,37 @@ def cpu_accumulate(dtype: str) -> str:
 
 def is_supported(dtype: str) -> bool:
     """Whether a torch-ir dtype name has an RLX counterpart."""
-    return dtype in _TABLE
+    return dtype in RECORDS
 
 
 def to_rlx(dtype: str) -> str:
     """torch-ir dtype name -> RLX serde dtype (`"float32"` -> `"F32"`)."""
     try:
-        return _TABLE[dtype][0]
+        return RECORDS[dtype].rlx
     except KeyError:
         raise ValueError(f"dtype {dtype!r} has no RLX counterpart") from None
 
 
 def from_rlx(rlx: str) -> str:
     """RLX serde dtype -> torch-ir dtype name."""
-    for name, (r, _) in _TABLE.items():
-        if r == rlx:
-            return name
-    raise ValueError(f"unknown RLX dtype {rlx!r}")
+    try:
+        return BY_RLX[rlx].name
+    except KeyError:
+        raise ValueError(f"unknown RLX dtype {rlx!r}") from None
+
+
+def boundary_dtype(dtype: str) -> str:
+    """The RLX dtype a graph input or output of torch-ir `dtype` crosses `run_typed` as: bool and narrow
+    integers as F32 (boundary-narrow; exact), half precision as the F32 it computes in."""
+    try:
+        return RECORDS[dtype].carrier
+    except KeyError:
+        raise ValueError(f"dtype {dtype!r} has no RLX counterpart") from None
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
     """numpy dtype for a torch-ir dtype (bfloat16 travels as raw uint16 bits)."""
-    np_name = _TABLE[dtype][1]
+    np_name = RECORDS[dtype].numpy
     return np.dtype(np_name if np_name is not None else "uint16")
 
 

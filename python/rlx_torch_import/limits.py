@@ -16,20 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .dtypes import TORCH_ITEMSIZE
 from .errors import RtiError
-
-# Bytes per element of every dtype torch has, by torch-ir name (`str(torch.float32)` without
-# `torch.`); sub-byte dtypes (int4, float4_e2m1fn_x2, ...) are stored a byte per element. RLX
-# computes only some of them (`dtypes.is_supported`); the capability pass reports the others.
-TORCH_ITEMSIZE: dict[str, int] = {
-    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2,
-    "complex128": 16, "complex64": 8, "complex32": 4, "bcomplex32": 4,
-    "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1,
-    "float8_e4m3fn": 1, "float8_e4m3fnuz": 1, "float8_e5m2": 1, "float8_e5m2fnuz": 1, "float8_e8m0fnu": 1,
-    "float4_e2m1fn_x2": 1, "qint32": 4, "qint8": 1, "quint8": 1, "quint4x2": 1, "quint2x4": 1,
-    "bits16": 2, "bits8": 1, "bits1x8": 1, "bits2x4": 1, "bits4x2": 1,
-    **{f"int{n}": 1 for n in range(1, 8)}, **{f"uint{n}": 1 for n in range(1, 8)},
-}  # fmt: skip
 
 # When the OS does not say (no sysconf): 1 TiB, a bound no tensor on a host here reaches.
 _FALLBACK_LIMIT = 1 << 40

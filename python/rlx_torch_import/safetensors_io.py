@@ -20,23 +20,13 @@ from typing import Any
 import numpy as np
 
 from . import jsondoc
+from .dtypes import RECORDS, numpy_dtype, torch_name
 from .errors import BundleError
 from .limits import check_tensor_size, is_dim, regular_file, short
 from .outdir import replacing
 
 # safetensors dtype tag <-> torch-ir dtype name
-_ST_TO_IR = {
-    "F32": "float32",
-    "F16": "float16",
-    "BF16": "bfloat16",
-    "F64": "float64",
-    "I8": "int8",
-    "I16": "int16",
-    "I32": "int32",
-    "I64": "int64",
-    "U8": "uint8",
-    "BOOL": "bool",
-}
+_ST_TO_IR = {r.safetensors: r.name for r in RECORDS.values()}
 _IR_TO_ST = {v: k for k, v in _ST_TO_IR.items()}
 
 
@@ -68,8 +58,6 @@ class RawTensor:
         if self.dtype == "bfloat16":
             bits = np.frombuffer(self.data, dtype="<u2").astype(np.uint32) << 16
             return bits.view(np.float32).reshape(self.shape)
-        from .dtypes import numpy_dtype
-
         return np.frombuffer(self.data, dtype=numpy_dtype(self.dtype)).reshape(self.shape)
 
 
@@ -194,8 +182,6 @@ def write(path: Path, tensors: dict[str, TensorEntry], release: dict[str, Callab
     does not match its dtype and shape is refused (`BundleError`), never written.
     `release[name]()` runs after that tensor is written (e.g. `RawTensor.release`).
     """
-    from .dtypes import numpy_dtype
-
     release = release or {}
     header: dict[str, object] = {}
     offset = 0
@@ -238,8 +224,6 @@ def iter_torch(tensors: dict[str, object]) -> Iterator[tuple[str, tuple[str, tup
     as their logical elements in order.
     """
     import torch
-
-    from .dtypes import torch_name
 
     for name, t in tensors.items():
         if not isinstance(t, torch.Tensor):

@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from rlx_torch_import.dtypes import RECORDS
+
 # How run_sample reports progress to a coverage worker's parent: ("stage", {level, ops}), ("result", {...}).
 Emit = Callable[[str, dict[str, Any]], None]
 
@@ -64,29 +66,10 @@ NOT_NATIVE = {
 
 # The dtypes OpInfo samples are drawn in, in table order, with their column headers.
 DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "int64": torch.int64,
-    "int32": torch.int32,
-    "int16": torch.int16,
-    "int8": torch.int8,
-    "uint8": torch.uint8,
-    "bool": torch.bool,
+    d: getattr(torch, d)
+    for d in ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
 }
-SHORT = {
-    "float32": "f32",
-    "float64": "f64",
-    "float16": "f16",
-    "bfloat16": "bf16",
-    "int64": "i64",
-    "int32": "i32",
-    "int16": "i16",
-    "int8": "i8",
-    "uint8": "u8",
-    "bool": "bool",
-}
+SHORT = {d: RECORDS[d].short for d in DTYPES}
 
 # Best first: a Core ATen op (per dtype, and over all dtypes) takes the best status any run reached.
 STATUSES = (

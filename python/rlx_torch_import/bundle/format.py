@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__, _core, jsondoc, safetensors_io
-from ..dtypes import HALF_DTYPES, NARROW_DTYPES, compute_rlx, from_rlx, is_supported, to_rlx
+from ..dtypes import HALF_DTYPES, RECORDS, TORCH_ITEMSIZE, compute_rlx, from_rlx, is_supported, to_rlx
 from ..errors import BundleError, InputError
-from ..limits import TORCH_ITEMSIZE, check_tensor_size, is_dim, short
+from ..limits import check_tensor_size, is_dim, short
 from ..outdir import write_text
 from ..symbolic import free_symbols
 from ..torchir import check_output_tree
@@ -148,7 +148,7 @@ def _need(doc: dict[str, Any], key: str, kind: jsondoc.Kind, where: str, require
 
 
 # Values that cross the RLX boundary as float32 (exact): bool, narrow integers, half precision.
-_CARRIED = NARROW_DTYPES | HALF_DTYPES
+_CARRIED = frozenset(r.name for r in RECORDS.values() if r.carrier != r.rlx)
 # The dtypes a bundle's values and params may have (`dtypes.is_supported`).
 _RLX_DTYPES = tuple(d for d in TORCH_ITEMSIZE if is_supported(d))
 

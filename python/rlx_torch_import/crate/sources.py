@@ -17,7 +17,7 @@ from .. import __version__, _core
 from ..dtypes import to_rlx
 from ..program import Program
 from ..symbolic import evaluate, free_symbols, line_of, values_of
-from ..torchir import TorchIR
+from ..torchir import TorchIR, specialize
 from ..verify.budgets import float_budgets
 from .graph import CONSTANTS_FILE, graph_statements, use_lines
 from .rust_names import CrateNames, RustNames, code_span, comment, fill, rust_str
@@ -108,7 +108,7 @@ def _symbol_specs(ir: TorchIR) -> str:
 def _specs(program: Program, ir: TorchIR) -> str:
     """INPUTS, OUTPUTS and PARAMS constants (dims at the example sizes), and a dynamic
     program's SYMBOLS, SYMBOL_AXES and SWEEP."""
-    examples = ir.bind(values_of(ir.symbols)) if ir.is_dynamic else ir
+    examples = specialize(ir, values_of(ir.symbols)) if ir.is_dynamic else ir
     symbolic = _symbol_specs(ir) if ir.is_dynamic else _fragment("specs_static.rs")
     ir = examples
 

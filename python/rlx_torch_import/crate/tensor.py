@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import BY_RLX
 from ..program import Program, RlxNode, op_name
 from .graph import Statements, declarations, node_statements
 from .rust_names import RustNames, rust_str
@@ -30,7 +31,7 @@ _OPERATOR = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
 _BINARY_METHOD = {"Max": "maximum", "Min": "minimum", "Pow": "pow", "Mod": "rem", "Atan2": "atan2"}
 _COMPARE = {"Eq": "eq", "Ne": "ne", "Lt": "lt", "Le": "le", "Gt": "gt", "Ge": "ge"}
 _REDUCE = {"Sum": "sum", "Mean": "mean", "Max": "max", "Min": "min", "Prod": "prod"}
-_CONSTANT_DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64, "U8": np.uint8}
+_CONSTANT_DTYPES = {r: np.dtype(BY_RLX[r].numpy).type for r in ("F32", "F64", "I32", "I64", "U8")}
 _ATTENTION_MASKS = ("None", "Causal")
 _PRINTED_NAMES = ("MaskKind", "ReduceOp")  # rlx_ir::op types the printers below may name
 

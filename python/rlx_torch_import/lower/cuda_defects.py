@@ -23,7 +23,7 @@ from .. import _core
 from .defects import run_raw
 
 # The core's switch for the probes: skip the device checks that would refuse the raw graph (src/device.rs).
-_RAW_DEVICE = "RLX_TORCH_IMPORT_PROBE_RAW_DEVICE"
+_RAW_DEVICE = _core.PROBE_RAW_DEVICE_ENV
 
 
 @contextmanager

@@ -26,15 +26,14 @@ from typing import Any
 import numpy as np
 
 from .. import _core
-from ..dtypes import round_half
+from ..dtypes import HALF_DTYPES, INT_DTYPES, NARROW_DTYPES, RECORDS, round_half
 from ..program import op_name
 
 # RLX serde dtype -> numpy dtype (bool and narrow integers cross the boundary as F32, see `run_raw`).
-_NP = {"F32": "float32", "F64": "float64", "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8"}
-_NP |= {"U8": "uint8", "Bool": "bool"}
-_BOUNDARY = frozenset({"F32", "F64", "I64", "I32"})
-NARROW = frozenset({"Bool", "I8", "U8", "I16"})
-INTS = frozenset({"I64", "I32", "I16", "I8", "U8"})
+_NP = {r.rlx: r.numpy for r in RECORDS.values() if r.name not in HALF_DTYPES}
+_BOUNDARY = frozenset(r.rlx for r in RECORDS.values() if r.carrier == r.rlx)
+NARROW = frozenset(RECORDS[d].rlx for d in NARROW_DTYPES)
+INTS = frozenset(RECORDS[d].rlx for d in INT_DTYPES)
 # The ops RLX 0.2.19 keeps I32 in integer form for (rlx-cpu int_storage.rs `integer_safe`); every other
 # op touching I32 is legalized through f32, exact only below 2**24.
 I32_SAFE = frozenset({"Input", "Param", "Constant", "Cast", "Reshape", "Narrow", "Transpose", "Concat", "Expand"})

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import RECORDS
 from ..program import DerivedParam, FoldedBatchNorm, Program, Provenance, RlxNode, ValueDecl
 from .defects import _BOUNDARY, _NP
 
@@ -137,16 +138,12 @@ def materialize(program: Program, name: str, weights: dict[str, Any]) -> tuple[s
     d = program.derived_params.get(name)
     if d is None:
         t = weights[name]
-        size = np.dtype(_NP_STORED[t.dtype]).itemsize
+        size = RECORDS[t.dtype].itemsize
         return t.dtype, np.frombuffer(t.data, dtype=f"<u{size}").reshape(t.shape)
     if isinstance(d, DerivedParam):
         dtype, array = materialize(program, d.source, weights)
         return dtype, derive(array, d.steps)
     return "float32", _fold_values(program, d, weights).astype("<f4")
-
-
-_NP_STORED = {"float32": "f4", "float64": "f8", "float16": "f2", "bfloat16": "u2", "int64": "i8", "int32": "i4"}
-_NP_STORED |= {"int16": "i2", "int8": "i1", "uint8": "u1", "bool": "u1"}
 
 
 def _float_values(program: Program, name: str, weights: dict[str, Any]) -> np.ndarray:

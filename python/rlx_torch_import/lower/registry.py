@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import NARROW_DTYPES, compute_rlx, is_supported, to_rlx
+from ..dtypes import NARROW_DTYPES, boundary_dtype, compute_rlx, is_supported, to_rlx
 from ..errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
 from ..program import Program, Provenance, ValueDecl
 from ..symbolic import evaluate_shape, is_static, values_of
-from ..torchir import TorchIR
+from ..torchir import TorchIR, specialize
 from .context import Builder, Call, Value
-from .workarounds import RlxLimit, audit, boundary_dtype, protect_outputs
+from .workarounds import RlxLimit, audit, protect_outputs
 
 # Weight dtypes RLX 0.2.x's CPU backend refuses to bind (`set_param_typed` panics on I16).
 UNBINDABLE_WEIGHT_DTYPES = frozenset({"int16"})
@@ -235,7 +235,7 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, sha
     dynamic dims is lowered at its example sizes (`lower.symbolic` makes its symbolic graph, from
     lowerings without `share_scalars`: each one-element constant its own node, `Builder`)."""
     if ir.is_dynamic:
-        ir = ir.bind(values_of(ir.symbols))
+        ir = specialize(ir, values_of(ir.symbols))
     checked = _check_calls(ir)
     if any(i.target == "<input>" for i in checked):
         raise UnsupportedOpsError(items=checked, decomposition=ir.decomposition)

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _core
+from ..dtypes import BY_RLX
 from ..errors import DynamicShapeError, LoweringError
 from ..program import Program, RlxNode
 from ..symbolic import Symbol, probe_bindings, sweep_points, values_of
-from ..torchir import TorchIR
+from ..torchir import TorchIR, specialize
 from .registry import lower
 
-_SCALAR = {"F32": "<f4", "F64": "<f8", "I64": "<i8", "I32": "<i4"}
+_SCALAR = {r: np.dtype(BY_RLX[r].numpy).newbyteorder("<") for r in ("F32", "F64", "I64", "I32")}
 
 
 def _affine(values: list[int], bindings: list[dict[str, int]], symbols: list[Symbol]) -> tuple[Symbol, int, int] | None:
@@ -129,7 +130,7 @@ def lower_symbolic(ir: TorchIR, *, optimize: bool = True) -> SymbolicProgram:
     Raises UnsupportedOpsError as `lower` does, InputError for a symbol range too narrow
     to probe, and LoweringError naming the node when the program's RLX graph is not the
     same at every size (a constant or a structure that depends on a size)."""
-    example = lower(ir.bind(values_of(ir.symbols)), optimize=optimize)
+    example = lower(specialize(ir, values_of(ir.symbols)), optimize=optimize)
     probes = probe_bindings(ir.symbols)
     lowered = list(probes)
     # The sweep points (sizes >= 2) too: four probes can fit a wrong formula (a pooled height read
@@ -140,7 +141,7 @@ def lower_symbolic(ir: TorchIR, *, optimize: bool = True) -> SymbolicProgram:
             lowered.append(point.binding)
     programs = []
     for binding in lowered:
-        program = lower(ir.bind(binding), optimize=optimize, share_scalars=False)
+        program = lower(specialize(ir, binding), optimize=optimize, share_scalars=False)
         if sorted((p.name, p.dtype) for p in program.params) != sorted((p.name, p.dtype) for p in example.params):
             raise LoweringError(f"the lowering at sizes {binding} uses other weights than at the example sizes")
         programs.append(program)

@@ -53,15 +53,6 @@ def _via(
     return b.cast(b.emit(op, moved, dims, carrier), dtype)
 
 
-# ── the graph boundary and constants ─────────────────────────────────────────────────────────
-
-
-def boundary_dtype(dtype: str) -> str:
-    """The RLX dtype a graph input or output of torch-ir `dtype` crosses `run_typed` as: bool and narrow
-    integers as F32 (boundary-narrow; exact), half precision as the F32 it computes in."""
-    return "F32" if dtype in NARROW_DTYPES else compute_rlx(dtype)
-
-
 # ── constants ────────────────────────────────────────────────────────────────────────────────
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import safetensors_io, torchir
-from ..torchir import TorchIR
+from ..torchir import TorchIR, specialize
 
 
 def _binding(ir: TorchIR, shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:
@@ -48,7 +48,7 @@ def float64_outputs(
         if missing:
             return {}, f"the inputs do not fix symbol(s) {', '.join(missing)}"
         try:
-            ir = ir.bind(binding)
+            ir = specialize(ir, binding)
         except Exception as e:  # a binding torch-ir refuses: the run itself reports that
             return {}, f"the program does not bind at {binding} ({type(e).__name__})"
     used = {w.key for w in ir.weights}

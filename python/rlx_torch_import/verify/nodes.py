@@ -31,13 +31,12 @@ from typing import Any
 import numpy as np
 
 from .. import _core, safetensors_io, torchir
-from ..dtypes import NARROW_DTYPES
+from ..dtypes import NARROW_DTYPES, RECORDS
 from ..program import Program
 from ..symbolic import values_of
 from ..torchir import Node, OutputSpec, TensorSpec, TorchIR
 from .budgets import budget_for
 from .compare import check_reference
-from .ir_check import check_ops
 from .report import NodeError, NodeParity
 
 # Data movement and selection: every element is a copy of an input element.
@@ -69,7 +68,7 @@ REDUCTION = {
     "nll_loss_forward", "upsample_bilinear2d", "upsample_bicubic2d", "grid_sampler_2d", "_linalg_det", "linalg_det",
 }  # fmt: skip
 
-_EPS = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+_EPS = {r.name: r.eps for r in RECORDS.values() if r.eps is not None}
 
 
 def op_kind(target: str, dtype: str) -> str:
@@ -451,12 +450,12 @@ def node_parity(directory: Path, *, outputs_ok: bool = True, device: str = "cpu"
     import torch
 
     ir = torchir.load(directory)
-    check_ops(ir)  # each node against torch's schema and meta kernels, before anything runs
+    torchir.check_ops(ir)  # each node against torch's schema and meta kernels, before anything runs
     ref = check_reference(ir, directory / torchir.REFERENCE)  # BundleError naming a missing/mismatched tensor
     raw_weights = safetensors_io.read(directory / torchir.WEIGHTS)
     torchir.check_weights(ir, raw_weights, directory / torchir.WEIGHTS)
     if ir.is_dynamic:
-        ir = ir.bind(values_of(ir.symbols))
+        ir = torchir.specialize(ir, values_of(ir.symbols))
     weights = {k: _to_torch(v) for k, v in raw_weights.items()}
     inputs = {s.name: _to_torch(ref[f"input.{s.name}"]) for s in ir.inputs}
     env, missing = torch_values(ir, inputs, weights)

@@ -1,7 +1,9 @@
-"""Check a torch-ir read from disk against torch itself, before anything is lowered.
+"""Check a torch-ir read from disk against torch itself and against its weights file, before
+anything is lowered.
 
-`torchir.parse` checks the file's form; this checks that each node is a call torch can make and
-that its declared outputs are what torch computes from its declared inputs. Per node:
+`torchir.parse` checks the file's form; `check_weights` that weights.safetensors holds each
+declared weight as declared; `check_ops` that each node is a call torch can make and that its
+declared outputs are what torch computes from its declared inputs. Per node:
 
 1. its `target` resolves to a torch `OpOverload` (one torch does not know: TorchIRError);
 2. its `args`/`kwargs` bind to the op's schema: not too many positional arguments, no unknown or
@@ -24,13 +26,14 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from .. import torchir
-from ..errors import TorchIRError
+from ..errors import BundleError, TorchIRError
 from ..limits import short
 from ..symbolic import evaluate, evaluate_shape, values_of
-from ..torchir import Node, TorchIR
+from .schema import FILENAME, LAYOUT_SENSITIVE, Node, TorchIR, decode_float
 
 # Targets that are not torch ops: Python operators on sizes (the registry lowers them itself).
 _PYTHON_PREFIXES = ("operator.", "math.", "torch.", "builtins.", "_operator.")
@@ -151,7 +154,7 @@ def _kind_error(arg: dict[str, Any], schema_arg: Any, where: str, target: str) -
                         f"({getattr(schema_arg, 'real_type', schema_arg.type)}) takes")  # fmt: skip
 
 
-def bind(node: Node, op: Any, where: str) -> dict[str, tuple[Any, dict[str, Any], str]]:
+def bind_args(node: Node, op: Any, where: str) -> dict[str, tuple[Any, dict[str, Any], str]]:
     """`node`'s arguments by schema name: (schema argument, tagged value, field path). Raises
     TorchIRError for too many positional arguments, an unknown or repeated keyword, a missing
     required argument, or an argument of the wrong kind."""
@@ -203,7 +206,7 @@ def _fake_value(
     if tag == "sym":
         return evaluate(payload, values)
     if tag == "float":
-        return torchir.decode_float(payload)
+        return decode_float(payload)
     if tag == "dtype":
         return getattr(torch, payload)
     if tag == "device":
@@ -293,7 +296,7 @@ def _check_nodes(ir: TorchIR, specs: dict[str, tuple[list[int], str]], values: d
 
     from ..dtypes import torch_name
 
-    source = ir.origin or torchir.FILENAME
+    source = ir.origin or FILENAME
     # Values read from tensors (`.item()` and arithmetic on them): numbers in torch (no dtype of
     # their own in type promotion), 0-d tensors in torch-ir. Calls reading one are not run.
     scalars: set[str] = set()
@@ -315,12 +318,12 @@ def _check_nodes(ir: TorchIR, specs: dict[str, tuple[list[int], str]], values: d
             skipped[node.name] = "not an op this check runs"
             scalars.update(o.name for o in node.outputs if not o.shape)
             continue
-        bound = bind(node, op, where)
+        bound = bind_args(node, op, where)
         if node.target in _ITEM_OPS or any(reads_scalar(a) for a in [*node.args, *node.kwargs.values()]):
             skipped[node.name] = "it reads a value read from a tensor"
             scalars.update(o.name for o in node.outputs if not o.shape)
             continue
-        if node.target in torchir.LAYOUT_SENSITIVE:
+        if node.target in LAYOUT_SENSITIVE:
             skipped[node.name] = "its result depends on its inputs' memory layout"
             continue
         try:
@@ -351,3 +354,31 @@ def _check_nodes(ir: TorchIR, specs: dict[str, tuple[list[int], str]], values: d
                     f"{where}: outputs[{j}] declares {_shape_text(o.shape, o.dtype)}{bound_text}; {node.target} "
                     f"gives {_shape_text(got_shape, got_dtype)} for these inputs{at}"
                 )
+
+
+def check_weights(ir: TorchIR, tensors: Mapping[str, Any], path: Path) -> list[str]:
+    """Check weights.safetensors (`tensors`: key -> `safetensors_io.RawTensor`, read from `path`)
+    against torch-ir's `weights`: each declared key must be there with the declared dtype and
+    shape, so no tensor is bound under a declaration it does not match. Returns notes for tensors
+    the file holds that torch-ir does not declare (nothing reads them).
+
+    Raises BundleError naming the file, the tensor, and the declared vs found dtype and shape, or
+    every declared key the file lacks."""
+    source = ir.origin or FILENAME
+    missing = [(i, w) for i, w in enumerate(ir.weights) if w.key not in tensors]
+    if missing:
+        listed = ", ".join(f"{w.key!r} ({w.dtype}{w.shape}, weights[{i}])" for i, w in missing[:8])
+        more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+        raise BundleError(f"{path}: {len(missing)} weight(s) {source} declares are missing: {listed}{more}")
+    for i, w in enumerate(ir.weights):
+        t = tensors[w.key]
+        if t.dtype != w.dtype or list(t.shape) != list(w.shape):
+            raise BundleError(
+                f"{path}: tensor {w.key!r} is {t.dtype}{list(t.shape)}; {source} weights[{i}] ({w.name}) declares "
+                f"{w.dtype}{list(w.shape)}"
+            )
+    extra = sorted(set(tensors) - {w.key for w in ir.weights})
+    if not extra:
+        return []
+    listed = ", ".join(extra[:8]) + (f" and {len(extra) - 8} more" if len(extra) > 8 else "")
+    return [f"{path.name} holds {len(extra)} tensor(s) {FILENAME} does not declare (not used): {listed}"]

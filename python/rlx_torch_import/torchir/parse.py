@@ -1,281 +1,30 @@
-"""The torch-ir.json schema: our own versioned, documented record of an exported graph.
-
-See docs/torch-ir.md. Arguments are tagged (`{"int": 3}`, `{"tensor": "x"}`, ...)
-so a reader never guesses a type, and non-finite floats are spelled as strings so
-the file is strict JSON.
-"""
+"""Read torch-ir.json: `load` a conversion folder's file, `parse` a decoded document. Every
+field is validated (form, types, names, sizes within this machine's memory, wiring) and every
+error names the file, the field path and the value."""
 
 from __future__ import annotations
 
 import ast
-import json
-import math
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import jsondoc
-from .errors import BundleError, InputError, RtiError, TorchIRError
-from .limits import check_dtype, check_tensor_size, is_dim, short
-from .outdir import write_text
-from .symbolic import Dim, Symbol, evaluate, evaluate_shape, free_symbols
-
-FORMAT = "rlx-torch-ir"
-VERSION = 3
-# Version 1 files (static shapes only) read as version 2 files without symbols.
-READABLE_VERSIONS = (1, 2, 3)
-FILENAME = "torch-ir.json"
-WEIGHTS = "weights.safetensors"
-REFERENCE = "reference.safetensors"
-
-# The export levels (`frontend.export.DECOMPOSITION_LEVELS`) and the weight kinds capture writes.
-DECOMPOSITIONS = ("aten", "high", "core")
-WEIGHT_KINDS = ("parameter", "buffer", "constant")
-
-ARG_TAGS = (
-    "tensor", "int", "float", "bool", "str", "none", "dtype", "list", "device", "layout", "memory_format", "sym",
-)  # fmt: skip
-
-
-@dataclass
-class TensorSpec:
-    """A named value: its shape (each dim a size, or an expression of symbols such as
-    `"s0*8"`; `symbolic.py`) and a torch dtype name."""
-
-    name: str
-    shape: list[Dim]
-    dtype: str
-    # A graph input's place in the model's call: the forward argument, then keys/positions
-    # inside it, dot-joined (`attention_mask`, `d.a`, `xs.1`); empty for other values.
-    path: str = ""
-
-
-@dataclass
-class WeightSpec:
-    """A parameter, buffer or lifted constant; `key` is its `state_dict` name."""
-
-    name: str
-    key: str
-    kind: str
-    shape: list[int]
-    dtype: str
-
-
-@dataclass
-class Node:
-    """One ATen call. `outputs` has one entry per tensor it returns (tuples flattened)."""
-
-    name: str
-    target: str
-    args: list[Any]
-    kwargs: dict[str, Any]
-    outputs: list[TensorSpec]
-    module_path: str = ""
-    module_type: str = ""
-    source: str = ""
-    decomposed_from: str = ""
-    # Memory layout of tensor arguments, by value name, for ops whose result depends on it
-    # (`LAYOUT_SENSITIVE`): {"strides": [...], "storage_offset": n}. Omitted from the file when empty.
-    layouts: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # A size computation (`aten.sym_size.int`, `operator.mul`, ...): the SymInt it gives, as an
-    # expression of symbols. Such a node has no tensor outputs; its uses carry `{"sym": expr}`.
-    # Omitted from the file when empty.
-    sym: str = ""
-
-
-# Ops that read their input's storage rather than its logical elements; capture records their layouts.
-LAYOUT_SENSITIVE = ("aten.as_strided.default", "aten.as_strided_copy.default", "aten.as_strided_scatter.default")
-
-
-@dataclass
-class OutputSpec:
-    """A graph output: its public name and the value that carries it."""
-
-    name: str
-    value: str
-    shape: list[Dim]
-    dtype: str
-
-
-@dataclass
-class TorchIR:
-    """A whole exported program in our schema."""
-
-    name: str
-    decomposition: str
-    inputs: list[TensorSpec]
-    weights: list[WeightSpec]
-    nodes: list[Node]
-    outputs: list[OutputSpec]
-    producer: dict[str, str] = field(default_factory=dict)
-    auto_decomposed: list[str] = field(default_factory=list)
-    # The dynamic dims' symbols (empty: every shape is static).
-    symbols: list[Symbol] = field(default_factory=list)
-    # Dims the user asked to be dynamic that torch.export made static: {"input", "axis", "size", "reason"}.
-    specialized: list[dict[str, Any]] = field(default_factory=list)
-    # The sweep points verification runs at: {"label", "binding" (torch symbol name -> size),
-    # "error" (eager PyTorch's error there, if it raised)}; their inputs and eager outputs are
-    # `sweep.<i>.input.<name>` / `sweep.<i>.output.<name>` in reference.safetensors.
-    sweep: list[dict[str, Any]] = field(default_factory=list)
-    # Leaves of the model's call that are not tensors (Python scalars, strings): torch.export
-    # baked them into the graph. {"path", "value"}.
-    constant_inputs: list[dict[str, Any]] = field(default_factory=list)
-    # The example call's positional arguments, by forward's parameter names; the first part of
-    # an input's `path` names one of them or a keyword argument.
-    call_args: list[str] = field(default_factory=list)
-    # The structure `forward` returns (`frontend.outputs.output_tree`): leaves are
-    # {"output": name} (an entry of `outputs`), {"constant": value} (a Python value torch.export
-    # baked in) or {"size": expr} (an int computed from the input sizes). Empty: a flat list.
-    output_tree: dict[str, Any] = field(default_factory=dict)
-    # Graph nodes left out of `nodes` because they compute nothing RLX needs: runtime checks
-    # torch.export proved or that the binding checks make ({"node", "target", "reason"}).
-    dropped: list[dict[str, Any]] = field(default_factory=list)
-    # Control-flow operators inlined before capture (`frontend.control_flow`): {"node", "kind", "how"}.
-    control_flow: list[dict[str, Any]] = field(default_factory=list)
-    # Extra input sets verification runs besides the example (`verify_inputs`): {"label",
-    # "description", "error" (eager PyTorch's error on it, or why it cannot run), "values"
-    # (Python-value outputs eager PyTorch gave)}; their inputs and eager outputs are
-    # `set.<k>.input.<name>` / `set.<k>.output.<name>` in reference.safetensors.
-    input_sets: list[dict[str, Any]] = field(default_factory=list)
-    # Set by `bind` on the program it returns (never written to the file): the symbolic
-    # program's value shapes, its symbols, and the binding.
-    symbolic_shapes: dict[str, list[Dim]] = field(default_factory=dict)
-    bound_symbols: list[Symbol] = field(default_factory=list)
-    binding: dict[str, int] = field(default_factory=dict)
-    # The file this program was read from (set by `parse`; never written), for error messages.
-    origin: str = ""
-
-    @property
-    def is_dynamic(self) -> bool:
-        return bool(self.symbols)
-
-    def to_json(self) -> str:
-        """Strict JSON text (no NaN/Infinity tokens)."""
-        doc = {"format": FORMAT, "version": VERSION, **asdict(self)}
-        for transient in ("symbolic_shapes", "bound_symbols", "binding", "origin"):
-            del doc[transient]
-        for spec in [*doc["inputs"], *(o for node in doc["nodes"] for o in node["outputs"])]:
-            if not spec["path"]:
-                del spec["path"]
-        for node in doc["nodes"]:
-            if not node["layouts"]:
-                del node["layouts"]
-            if not node["sym"]:
-                del node["sym"]
-        return json.dumps(doc, indent=1, allow_nan=False) + "\n"
-
-    def declared(self) -> list[tuple[str, TensorSpec | WeightSpec | OutputSpec]]:
-        """Every declared tensor with its field path in the file (`nodes[3].outputs[0]`)."""
-        found: list[tuple[str, TensorSpec | WeightSpec | OutputSpec]] = []
-        found += [(f"inputs[{i}]", s) for i, s in enumerate(self.inputs)]
-        found += [(f"weights[{i}]", w) for i, w in enumerate(self.weights)]
-        for i, n in enumerate(self.nodes):
-            found += [(f"nodes[{i}].outputs[{j}]", o) for j, o in enumerate(n.outputs)]
-        found += [(f"outputs[{i}]", o) for i, o in enumerate(self.outputs)]
-        return found
-
-    def bind(self, values: dict[str, int]) -> TorchIR:
-        """This program at one binding (torch symbol name -> size): every shape and SymInt
-        argument evaluated, size-computation nodes dropped, no symbols left. Each node's
-        symbolic output shapes stay readable through `symbolic_shapes` (value name -> dims).
-
-        Raises TorchIRError naming the file, field and binding when a shape evaluates to a
-        negative size or to a tensor larger than this machine's memory (`limits`), before anything
-        is lowered at that binding."""
-        if not self.symbols:
-            return self
-        at = ", ".join(f"{k}={v}" for k, v in values.items())
-        checked: set[tuple[tuple[Dim, ...], str]] = set()  # each distinct shape and dtype once
-        for where, declared in self.declared():
-            key = (tuple(declared.shape), declared.dtype)
-            if declared.dtype == "none" or all(isinstance(d, int) for d in declared.shape) or key in checked:
-                continue
-            checked.add(key)
-            sizes = evaluate_shape(declared.shape, values)
-            field_path = f"{self.origin or FILENAME}: {where}.shape"
-            if any(d < 0 for d in sizes):
-                raise TorchIRError(f"{field_path}: {short(declared.shape)} is {sizes} at {at}: a negative size")
-            check_tensor_size(sizes, declared.dtype, f"{field_path} {short(declared.shape)} at {at} ({sizes})",
-                              TorchIRError)  # fmt: skip
-
-        def arg(a: dict[str, Any]) -> dict[str, Any]:
-            tag, payload = next(iter(a.items()))
-            if tag == "sym":
-                return {"int": evaluate(payload, values)}
-            if tag == "list":
-                return {"list": [arg(x) for x in payload]}
-            return a
-
-        def spec(t: TensorSpec) -> TensorSpec:
-            return TensorSpec(t.name, evaluate_shape(t.shape, values), t.dtype, t.path)
-
-        nodes = [
-            Node(
-                n.name,
-                n.target,
-                [arg(a) for a in n.args],
-                {k: arg(a) for k, a in n.kwargs.items()},
-                [spec(o) for o in n.outputs],
-                n.module_path,
-                n.module_type,
-                n.source,
-                n.decomposed_from,
-                n.layouts,
-            )
-            for n in self.nodes
-            if not n.sym
-        ]
-        bound = TorchIR(
-            name=self.name,
-            decomposition=self.decomposition,
-            inputs=[spec(s) for s in self.inputs],
-            weights=self.weights,
-            nodes=nodes,
-            outputs=[OutputSpec(o.name, o.value, evaluate_shape(o.shape, values), o.dtype) for o in self.outputs],
-            producer=self.producer,
-            auto_decomposed=self.auto_decomposed,
-            constant_inputs=self.constant_inputs,
-            call_args=self.call_args,
-            output_tree=self.output_tree,
-            dropped=self.dropped,
-            control_flow=self.control_flow,
-            input_sets=self.input_sets,
-            origin=self.origin,
-            symbolic_shapes=self.value_shapes(),
-            bound_symbols=list(self.symbols),
-            binding=dict(values),
-        )
-        return bound
-
-    def value_shapes(self) -> dict[str, list[Dim]]:
-        """Every tensor value's shape (inputs, weights, node outputs) by name."""
-        shapes: dict[str, list[Dim]] = {s.name: list(s.shape) for s in self.inputs}
-        shapes.update({w.name: list(w.shape) for w in self.weights})
-        for n in self.nodes:
-            shapes.update({o.name: list(o.shape) for o in n.outputs})
-        return shapes
-
-    def save(self, directory: Path) -> Path:
-        path = directory / FILENAME
-        write_text(path, self.to_json())
-        return path
-
-
-def encode_float(value: float) -> dict[str, Any]:
-    """Tag a float; non-finite values become strings so the file stays strict JSON."""
-    if math.isnan(value):
-        return {"float": "nan"}
-    if math.isinf(value):
-        return {"float": "inf" if value > 0 else "-inf"}
-    return {"float": value}
-
-
-def decode_float(tagged: Any) -> float:
-    """Inverse of `encode_float` on the tag's payload."""
-    if isinstance(tagged, str):
-        return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}[tagged]
-    return float(tagged)
+from .. import jsondoc
+from ..errors import InputError, RtiError, TorchIRError
+from ..limits import check_dtype, check_tensor_size, is_dim, short
+from ..symbolic import Dim, Symbol, evaluate_shape, free_symbols
+from .schema import (
+    ARG_TAGS,
+    DECOMPOSITIONS,
+    FILENAME,
+    FORMAT,
+    READABLE_VERSIONS,
+    WEIGHT_KINDS,
+    Node,
+    OutputSpec,
+    TensorSpec,
+    TorchIR,
+    WeightSpec,
+)
 
 
 def _need(doc: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -528,6 +277,54 @@ def parse(doc: Any, source: str = FILENAME) -> TorchIR:
     a name defined twice (node names, values across inputs/weights/node outputs, output names,
     weight keys, symbols); an untagged argument or unknown tag; a tensor used before it is
     defined; a malformed `sweep`, `input_sets`, `output_tree` or other optional list."""
+    _check_format(doc, source)
+    symbols = _symbols(doc.get("symbols", []), source)
+    names = {s.name for s in symbols}
+    values = _Names(source, "value")
+    inputs = []
+    for i, d in enumerate(_need(doc, "inputs", list, source)):
+        inputs.append(_spec(d, f"{source}: inputs[{i}]", names))
+        values.add(inputs[-1].name, f"inputs[{i}].name")
+    weights = _weights(doc, source, values)
+    nodes = _nodes(doc, source, names, values)
+    outputs = []
+    output_names = _Names(source, "output name")
+    for i, d in enumerate(_need(doc, "outputs", list, source)):
+        where = f"{source}: outputs[{i}]"
+        spec = _spec(d, where, names)
+        output_names.add(spec.name, f"outputs[{i}].name")
+        outputs.append(OutputSpec(spec.name, _need(d, "value", str, where), spec.shape, spec.dtype))
+    extras = _optional_fields(doc, source, symbols, outputs)
+    decomposition = _need(doc, "decomposition", str, source)
+    if decomposition not in DECOMPOSITIONS:
+        raise TorchIRError(f"{source}: decomposition: {short(decomposition)} is not one of {', '.join(DECOMPOSITIONS)}")
+    ir = TorchIR(
+        name=_need(doc, "name", str, source),
+        decomposition=decomposition,
+        inputs=inputs,
+        weights=weights,
+        nodes=nodes,
+        outputs=outputs,
+        producer=extras["producer"],
+        auto_decomposed=list(extras["auto_decomposed"]),
+        symbols=symbols,
+        specialized=_records(doc, "specialized", source, {}),
+        sweep=extras["sweep"],
+        constant_inputs=extras["constant_inputs"],
+        call_args=list(extras["call_args"]),
+        output_tree=dict(extras["output_tree"]),
+        dropped=_records(doc, "dropped", source, {"node": str, "target": str, "check": str, "reason": str}),
+        control_flow=_records(doc, "control_flow", source, {"node": str, "kind": str, "how": str}),
+        input_sets=extras["input_sets"],
+        origin=source,
+    )
+    _check_declared_sizes(ir, symbols, extras["sweep"], source)
+    _check_wiring(ir, source)
+    return ir
+
+
+def _check_format(doc: Any, source: str) -> None:
+    """The document is an object of format `FORMAT` at a version this build reads."""
     if not isinstance(doc, dict):
         raise TorchIRError(f"{source}: top level must be an object, found {type(doc).__name__}")
     if doc.get("format") != FORMAT:
@@ -539,13 +336,10 @@ def parse(doc: Any, source: str = FILENAME) -> TorchIR:
             f"{', '.join(map(str, READABLE_VERSIONS))})",
             hint="re-export the model with this version of rlx-torch-import",
         )
-    symbols = _symbols(doc.get("symbols", []), source)
-    names = {s.name for s in symbols}
-    values = _Names(source, "value")
-    inputs = []
-    for i, d in enumerate(_need(doc, "inputs", list, source)):
-        inputs.append(_spec(d, f"{source}: inputs[{i}]", names))
-        values.add(inputs[-1].name, f"inputs[{i}].name")
+
+
+def _weights(doc: dict[str, Any], source: str, values: _Names) -> list[WeightSpec]:
+    """The `weights` list: each a spec with a `key` (unique) and a known `kind`."""
     weights = []
     keys = _Names(source, "weight key")
     for i, d in enumerate(_need(doc, "weights", list, source)):
@@ -557,49 +351,55 @@ def parse(doc: Any, source: str = FILENAME) -> TorchIR:
         values.add(w.name, f"weights[{i}].name")
         keys.add(w.key, f"weights[{i}].key")
         weights.append(w)
-    nodes = []
+    return weights
+
+
+def _nodes(doc: dict[str, Any], source: str, names: set[str], values: _Names) -> list[Node]:
+    """The `nodes` list; node names and output value names are unique."""
     node_names = _Names(source, "node name")
-    for i, d in enumerate(_need(doc, "nodes", list, source)):
-        where = f"{source}: nodes[{i}]"
-        if not isinstance(d, dict):
-            raise TorchIRError(f"{where}: expected an object, found {short(d)}")
-        name = _need(d, "name", str, where)
-        node_names.add(name, f"nodes[{i}].name")
-        args = _need(d, "args", list, where)
-        kwargs = _need(d, "kwargs", dict, where)
-        for j, a in enumerate(args):
-            _check_arg(a, f"{where}.args[{j}]", names)
-        for k, a in kwargs.items():
-            _check_arg(a, f"{where}.kwargs[{k!r}]", names)
-        outs = []
-        for j, o in enumerate(_need(d, "outputs", list, where)):
-            outs.append(_spec(o, f"{where}.outputs[{j}]", names, none_ok=True))
-            values.add(outs[-1].name, f"nodes[{i}].outputs[{j}].name")
-        sym = _optional(d, "sym", str, where, "")
-        if sym:
-            _check_expr(sym, names, f"{where}.sym")
-        nodes.append(
-            Node(
-                name=name,
-                target=_need(d, "target", str, where),
-                args=args,
-                kwargs=kwargs,
-                outputs=outs,
-                module_path=_optional(d, "module_path", str, where, ""),
-                module_type=_optional(d, "module_type", str, where, ""),
-                source=_optional(d, "source", str, where, ""),
-                decomposed_from=_optional(d, "decomposed_from", str, where, ""),
-                layouts=_layouts(d.get("layouts", {}), where),
-                sym=sym,
-            )
-        )
-    outputs = []
-    output_names = _Names(source, "output name")
-    for i, d in enumerate(_need(doc, "outputs", list, source)):
-        where = f"{source}: outputs[{i}]"
-        spec = _spec(d, where, names)
-        output_names.add(spec.name, f"outputs[{i}].name")
-        outputs.append(OutputSpec(spec.name, _need(d, "value", str, where), spec.shape, spec.dtype))
+    return [_node(d, i, source, names, values, node_names) for i, d in enumerate(_need(doc, "nodes", list, source))]
+
+
+def _node(d: Any, i: int, source: str, names: set[str], values: _Names, node_names: _Names) -> Node:
+    """`nodes[i]`: tagged arguments, output specs, optional provenance, layouts and `sym`."""
+    where = f"{source}: nodes[{i}]"
+    if not isinstance(d, dict):
+        raise TorchIRError(f"{where}: expected an object, found {short(d)}")
+    name = _need(d, "name", str, where)
+    node_names.add(name, f"nodes[{i}].name")
+    args = _need(d, "args", list, where)
+    kwargs = _need(d, "kwargs", dict, where)
+    for j, a in enumerate(args):
+        _check_arg(a, f"{where}.args[{j}]", names)
+    for k, a in kwargs.items():
+        _check_arg(a, f"{where}.kwargs[{k!r}]", names)
+    outs = []
+    for j, o in enumerate(_need(d, "outputs", list, where)):
+        outs.append(_spec(o, f"{where}.outputs[{j}]", names, none_ok=True))
+        values.add(outs[-1].name, f"nodes[{i}].outputs[{j}].name")
+    sym = _optional(d, "sym", str, where, "")
+    if sym:
+        _check_expr(sym, names, f"{where}.sym")
+    return Node(
+        name=name,
+        target=_need(d, "target", str, where),
+        args=args,
+        kwargs=kwargs,
+        outputs=outs,
+        module_path=_optional(d, "module_path", str, where, ""),
+        module_type=_optional(d, "module_type", str, where, ""),
+        source=_optional(d, "source", str, where, ""),
+        decomposed_from=_optional(d, "decomposed_from", str, where, ""),
+        layouts=_layouts(d.get("layouts", {}), where),
+        sym=sym,
+    )
+
+
+def _optional_fields(
+    doc: dict[str, Any], source: str, symbols: list[Symbol], outputs: list[OutputSpec]
+) -> dict[str, Any]:
+    """The optional fields checked against the rest: `sweep`, `input_sets`, `constant_inputs`,
+    `output_tree`, `producer`, `call_args`, `auto_decomposed` (by name)."""
     sweep = _records(doc, "sweep", source, {"label": str, "binding": dict})
     _check_sweep(sweep, symbols, source)
     input_sets = _records(doc, "input_sets", source, {"label": str})
@@ -624,29 +424,19 @@ def parse(doc: Any, source: str = FILENAME) -> TorchIR:
     for field_name, items in (("call_args", call_args), ("auto_decomposed", auto_decomposed)):
         for k, item in enumerate(items):
             _typed(item, str, f"{source}: {field_name}[{k}]")
-    decomposition = _need(doc, "decomposition", str, source)
-    if decomposition not in DECOMPOSITIONS:
-        raise TorchIRError(f"{source}: decomposition: {short(decomposition)} is not one of {', '.join(DECOMPOSITIONS)}")
-    ir = TorchIR(
-        name=_need(doc, "name", str, source),
-        decomposition=decomposition,
-        inputs=inputs,
-        weights=weights,
-        nodes=nodes,
-        outputs=outputs,
-        producer=producer,
-        auto_decomposed=list(auto_decomposed),
-        symbols=symbols,
-        specialized=_records(doc, "specialized", source, {}),
-        sweep=sweep,
-        constant_inputs=constant_inputs,
-        call_args=list(call_args),
-        output_tree=dict(output_tree),
-        dropped=_records(doc, "dropped", source, {"node": str, "target": str, "check": str, "reason": str}),
-        control_flow=_records(doc, "control_flow", source, {"node": str, "kind": str, "how": str}),
-        input_sets=input_sets,
-        origin=source,
-    )
+    return {
+        "sweep": sweep,
+        "input_sets": input_sets,
+        "constant_inputs": constant_inputs,
+        "output_tree": output_tree,
+        "producer": producer,
+        "call_args": call_args,
+        "auto_decomposed": auto_decomposed,
+    }
+
+
+def _check_declared_sizes(ir: TorchIR, symbols: list[Symbol], sweep: list[dict[str, Any]], source: str) -> None:
+    """Each distinct declared shape and dtype within `limits` at the bindings `_size_bindings` gives."""
     bindings = _size_bindings(symbols, sweep)
     checked: set[tuple[tuple[Dim, ...], str]] = set()  # each distinct shape and dtype once (the first place)
     for where, spec in ir.declared():
@@ -654,8 +444,6 @@ def parse(doc: Any, source: str = FILENAME) -> TorchIR:
         if key not in checked:
             checked.add(key)
             _check_size(spec.shape, spec.dtype, f"{source}: {where}", bindings)
-    _check_wiring(ir, source)
-    return ir
 
 
 def _check_wiring(ir: TorchIR, source: str) -> None:
@@ -691,31 +479,3 @@ def load(directory: Path) -> TorchIR:
     if not path.exists():
         raise TorchIRError(f"{path}: not found", hint="point at a directory written by rlx-torch-import")
     return parse(jsondoc.read(path, TorchIRError), str(path))
-
-
-def check_weights(ir: TorchIR, tensors: Mapping[str, Any], path: Path) -> list[str]:
-    """Check weights.safetensors (`tensors`: key -> `safetensors_io.RawTensor`, read from `path`)
-    against torch-ir's `weights`: each declared key must be there with the declared dtype and
-    shape, so no tensor is bound under a declaration it does not match. Returns notes for tensors
-    the file holds that torch-ir does not declare (nothing reads them).
-
-    Raises BundleError naming the file, the tensor, and the declared vs found dtype and shape, or
-    every declared key the file lacks."""
-    source = ir.origin or FILENAME
-    missing = [(i, w) for i, w in enumerate(ir.weights) if w.key not in tensors]
-    if missing:
-        listed = ", ".join(f"{w.key!r} ({w.dtype}{w.shape}, weights[{i}])" for i, w in missing[:8])
-        more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
-        raise BundleError(f"{path}: {len(missing)} weight(s) {source} declares are missing: {listed}{more}")
-    for i, w in enumerate(ir.weights):
-        t = tensors[w.key]
-        if t.dtype != w.dtype or list(t.shape) != list(w.shape):
-            raise BundleError(
-                f"{path}: tensor {w.key!r} is {t.dtype}{list(t.shape)}; {source} weights[{i}] ({w.name}) declares "
-                f"{w.dtype}{list(w.shape)}"
-            )
-    extra = sorted(set(tensors) - {w.key for w in ir.weights})
-    if not extra:
-        return []
-    listed = ", ".join(extra[:8]) + (f" and {len(extra) - 8} more" if len(extra) > 8 else "")
-    return [f"{path.name} holds {len(extra)} tensor(s) {FILENAME} does not declare (not used): {listed}"]

@@ -1,0 +1,65 @@
+"""torch-ir: our own versioned, documented record of an exported graph (docs/torch-ir.md).
+
+* `schema`: the dataclasses (`TorchIR`, `TensorSpec`, `WeightSpec`, `Node`, `OutputSpec`), the
+  format's names and the tagged float encoding; `save` writes a program.
+* `parse`: `load` a conversion folder's torch-ir.json, `parse` a decoded document, every field
+  validated (errors name the file, the field path and the value).
+* `bind`: `specialize`, a symbolic program at one binding of its symbols.
+* `check`: `check_ops` (each node against torch's schema and meta kernels) and `check_weights`
+  (weights.safetensors against the declared weights).
+"""
+
+from __future__ import annotations
+
+from ..errors import TorchIRError
+from ..symbolic import Symbol
+from .bind import specialize
+from .check import check_ops, check_weights
+from .parse import check_output_tree, load, parse
+from .schema import (
+    ARG_TAGS,
+    DECOMPOSITIONS,
+    FILENAME,
+    FORMAT,
+    LAYOUT_SENSITIVE,
+    READABLE_VERSIONS,
+    REFERENCE,
+    VERSION,
+    WEIGHT_KINDS,
+    WEIGHTS,
+    Node,
+    OutputSpec,
+    TensorSpec,
+    TorchIR,
+    WeightSpec,
+    decode_float,
+    encode_float,
+)
+
+__all__ = [
+    "ARG_TAGS",
+    "DECOMPOSITIONS",
+    "FILENAME",
+    "FORMAT",
+    "LAYOUT_SENSITIVE",
+    "READABLE_VERSIONS",
+    "REFERENCE",
+    "VERSION",
+    "WEIGHTS",
+    "WEIGHT_KINDS",
+    "Node",
+    "OutputSpec",
+    "Symbol",
+    "TensorSpec",
+    "TorchIR",
+    "TorchIRError",
+    "WeightSpec",
+    "check_ops",
+    "check_output_tree",
+    "check_weights",
+    "decode_float",
+    "encode_float",
+    "load",
+    "parse",
+    "specialize",
+]
