@@ -40,7 +40,13 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The package modules `name` (in `path`) imports, anywhere in the file."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    typing_only = {  # `if TYPE_CHECKING:` imports never run: they make no cycle
+        id(n) for block in ast.walk(tree) if _is_type_checking(block) for s in block.body for n in ast.walk(s)
+    }
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.split(".")[0] == PACKAGE)
         elif isinstance(node, ast.ImportFrom):
@@ -56,6 +62,16 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
                 sub = f"{target}.{alias.name}"
                 found.add(sub if sub in modules or _is_extension(sub) else target)
     return {m for m in found if m in modules and m != name}
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    """`if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`)."""
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _is_extension(name: str) -> bool:

@@ -155,7 +155,8 @@ def _seconds(text: str) -> float:
 
 
 def _version() -> str:
-    from . import __version__, _core
+    from . import _core
+    from .version import __version__
 
     return f"rlx-torch-import {__version__} (RLX {_core.rlx_version()})"
 

@@ -14,13 +14,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__, _core, jsondoc, safetensors_io
+from .. import _core, jsondoc, safetensors_io
 from ..dtypes import HALF_DTYPES, RECORDS, TORCH_ITEMSIZE, compute_rlx, from_rlx, is_supported, to_rlx
 from ..errors import BundleError, InputError
 from ..limits import check_tensor_size, is_dim, short
 from ..outdir import write_text
 from ..symbolic import free_symbols
 from ..torchir import check_output_tree
+from ..version import __version__
 
 if TYPE_CHECKING:
     from ..program import Program

@@ -13,12 +13,13 @@ from __future__ import annotations
 import math
 from importlib import resources
 
-from .. import __version__, _core
+from .. import _core
 from ..dtypes import to_rlx
 from ..program import Program
 from ..symbolic import evaluate, free_symbols, line_of, values_of
 from ..torchir import TorchIR, specialize
 from ..verify.budgets import float_budgets
+from ..version import __version__
 from .graph import CONSTANTS_FILE, graph_statements, use_lines
 from .rust_names import CrateNames, RustNames, code_span, comment, fill, rust_str
 from .tensor import tensor_statements

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 from .compare import OutputParity
-from .report import InputSetRow, NodeError, NodeParity, ParityReport, SweepRow, is_node, node_failed
+from .report import InputSetRow, NodeError, NodeParity, ParityReport, SweepRow
 
 # Zero errors are drawn at this value on the plot's log axis (said under the plot).
 EPSILON = 1e-12
@@ -204,11 +204,9 @@ def _nodes_section(report: ParityReport) -> str:
             cells.append(f'<td colspan="12" class="note wrap">{escape(n.note or "no RLX value")}</td>')
         else:
             cells += _error_cells(n.local, n.note) + _error_cells(n.cumulative, n.note)
-        first = is_node(n, report.first_divergence)
-        rows.append(
-            _tr(cells, "first" if first else "bad" if node_failed(n) else "", "first-divergence" if first else "")
-        )
-    failing = sum(node_failed(n) for n in report.nodes)
+        first = n.same_value(report.first_divergence)
+        rows.append(_tr(cells, "first" if first else "bad" if n.failed() else "", "first-divergence" if first else ""))
+    failing = sum(n.failed() for n in report.nodes)
     return (
         "<h2>Per-node parity</h2>\n"
         f"<p>{len(report.nodes)} values, {failing} over budget. <em>local</em>: the node's own RLX computation "

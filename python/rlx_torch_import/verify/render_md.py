@@ -2,8 +2,22 @@
 
 from __future__ import annotations
 
-from .compare import OutputParity
-from .report import NodeError, ParityReport, is_node, node_failed, one_line
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .compare import OutputParity
+    from .report import NodeError, ParityReport
+
+# Names come from the user's model (module paths, output names, node names): in a report each is one
+# line, `|`-safe for a table cell, and at most this long (the full text is in report.json).
+_NAME_CHARS = 200
+
+
+def one_line(text: object) -> str:
+    """`text` on one line (newlines and other control characters escaped), cut to _NAME_CHARS."""
+    flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    return flat if len(flat) <= _NAME_CHARS else f"{flat[:_NAME_CHARS]}... ({len(flat) - _NAME_CHARS} more)"
+
 
 # More per-node rows than this: report.md lists only the failing nodes and the first divergence.
 _MARKDOWN_NODES = 40
@@ -85,11 +99,11 @@ def _nodes_markdown(report: ParityReport) -> str:
             f"{'pass' if e.ok else 'FAIL'} |"
         )
 
-    failing = sum(node_failed(n) for n in report.nodes)
+    failing = sum(n.failed() for n in report.nodes)
     shown = report.nodes
     head = f"{len(report.nodes)} values, {failing} over budget" if report.nodes else "No per-node values recorded"
     if len(report.nodes) > _MARKDOWN_NODES:
-        shown = [n for n in report.nodes if node_failed(n) or is_node(n, d)]
+        shown = [n for n in report.nodes if n.failed() or n.same_value(d)]
         head += (
             f"; {len(shown)} shown (failing nodes and the first divergence; every node is in report.json "
             "and report.html)"
@@ -111,7 +125,7 @@ def _nodes_markdown(report: ParityReport) -> str:
         + "---|" * 19
     )
     for n in shown:
-        mark = "**" if is_node(n, d) else ""
+        mark = "**" if n.same_value(d) else ""
         cells = f"| {n.index} | {mark}{_md(n.node)}{mark} | {n.aten} | {_md(n.module_path)} | {_md(n.source)} "
         cells += f"| {n.shape} "
         cells += f"| {n.dtype} |"

@@ -11,16 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .compare import OutputParity
-
-# Names come from the user's model (module paths, output names, node names): in a report each is one
-# line, `|`-safe for a table cell, and at most this long (the full text is in report.json).
-_NAME_CHARS = 200
-
-
-def one_line(text: object) -> str:
-    """`text` on one line (newlines and other control characters escaped), cut to _NAME_CHARS."""
-    flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
-    return flat if len(flat) <= _NAME_CHARS else f"{flat[:_NAME_CHARS]}... ({len(flat) - _NAME_CHARS} more)"
+from .render_md import one_line
 
 
 @dataclass
@@ -81,6 +72,14 @@ class NodeParity:
     cumulative: NodeError | None = None
     note: str = ""
 
+    def failed(self) -> bool:
+        """Whether the node's local or cumulative error is over its budget."""
+        return any(e is not None and not e.ok for e in (self.local, self.cumulative))
+
+    def same_value(self, other: NodeParity | None) -> bool:
+        """Whether this is the same value of the graph as `other` (e.g. the first divergence)."""
+        return other is not None and self.index == other.index and self.value == other.value
+
 
 @dataclass
 class InputSetRow:
@@ -97,16 +96,6 @@ class InputSetRow:
 
     def notes(self) -> list[str]:
         return [f"{o.name}: {n}" for o in self.outputs for n in o.notes]
-
-
-def node_failed(n: NodeParity) -> bool:
-    """Whether a node's local or cumulative error is over its budget."""
-    return any(e is not None and not e.ok for e in (n.local, n.cumulative))
-
-
-def is_node(n: NodeParity, other: NodeParity | None) -> bool:
-    """Whether `n` is the same value of the graph as `other` (e.g. the first divergence)."""
-    return other is not None and n.index == other.index and n.value == other.value
 
 
 @dataclass
