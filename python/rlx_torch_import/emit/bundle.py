@@ -10,10 +10,10 @@ import numpy as np
 
 from .. import __version__, _core, safetensors_io
 from ..dtypes import from_rlx
-from ..lower.optimize import derived_spec, materialize
 from ..outdir import write_text
 from ..program import Program
 from ..torchir import TorchIR
+from ..weights import derived_spec, materialize
 
 BUNDLE_FORMAT = "rlx-torch-import-bundle"
 BUNDLE_VERSION = 1

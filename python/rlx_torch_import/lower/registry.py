@@ -21,8 +21,11 @@ from ..errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
 from ..program import Program, Provenance, ValueDecl
 from ..symbolic import evaluate_shape, is_static, values_of
 from ..torchir import TorchIR
-from .context import Builder, Call, Value
-from .workarounds import RlxLimit, audit, boundary_dtype, protect_outputs
+from .builder import Builder
+from .call import Call, Value
+from .rlx.audit import audit
+from .rlx.boundary import boundary_dtype, protect_outputs
+from .rlx.routing import RlxLimit
 
 # Weight dtypes RLX 0.2.x's CPU backend refuses to bind (`set_param_typed` panics on I16).
 UNBINDABLE_WEIGHT_DTYPES = frozenset({"int16"})
@@ -230,7 +233,7 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, sha
     node computes that has an RLX value is also an output, after the graph's own
     (`program.probes` names them).
 
-    With `optimize`, the conversion-time passes of `lower/optimize.py` run last (weights
+    With `optimize`, the conversion-time passes of `lower/passes/` run last (weights
     stored in the layout RLX reads, constants folded, dead nodes dropped). A program with
     dynamic dims is lowered at its example sizes (`lower.symbolic` makes its symbolic graph, from
     lowerings without `share_scalars`: each one-element constant its own node, `Builder`)."""
@@ -329,7 +332,7 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, sha
     program.probes = [name for name, _ in probes]
     audit(program, builder.nan_free_ids, builder.compensated)
     if optimize:
-        from .optimize import optimize as run_passes
+        from .passes import optimize as run_passes
 
         program.rewrites = run_passes(program)
     protect_outputs(program)  # after the passes, which may make an output a Transpose
@@ -374,7 +377,7 @@ def _rebind_mutated(node: Any, call: Call, values: dict[str, Value]) -> None:
 
 def _require_lowered_inputs(node: Any, call: Call, decomposition: str) -> None:
     """A lowering may skip an output (e.g. batch-norm's saved stats); using one is an error."""
-    from .context import _Unresolved
+    from .call import _Unresolved
 
     def walk(v: Any) -> None:
         if isinstance(v, _Unresolved):
