@@ -44,24 +44,37 @@ class Lowering:
     family: str
     # int arguments the lowering also takes as a 0-d tensor (a value read from a tensor, `.item()`)
     tensor_scalars: tuple[str, ...] = ()
+    # the numerical character of a float result, which picks the per-node parity budget
+    # (`verify.nodes.op_kind`): one of KINDS
+    kind: str = "elementwise"
 
 
 REGISTRY: dict[str, Lowering] = {}
 
+# What a float result's per-node budget follows (`verify.nodes.op_kind`): movement (data movement
+# and selection, every element a copy of an input element: exact), elementwise (a few ULP of the
+# tensor's largest value), contraction (K the contracted length: sqrt of in0 * in1 elements over the
+# output's) and reduction, normalizations included (K the reduced length: input elements over output
+# elements, at least the last axis for the per-row normalizations), both eps * (16 + 2K) of their scale.
+KINDS = ("movement", "elementwise", "contraction", "reduction")
+
 
 def lowers(
-    *targets: str, check: CheckFn | None = None, tensor_scalars: tuple[str, ...] = ()
+    *targets: str, check: CheckFn | None = None, tensor_scalars: tuple[str, ...] = (), kind: str = "elementwise"
 ) -> Callable[[LowerFn], LowerFn]:
     """Register `fn` as the lowering of each ATen overload in `targets`. `tensor_scalars` names the
     int arguments `fn` also lowers when they arrive as a 0-d tensor (a value read from a tensor);
-    any other int/bool/float/list argument arriving so is refused by the capability pass."""
+    any other int/bool/float/list argument arriving so is refused by the capability pass. `kind`
+    (one of KINDS) is the numerical character of the op's float results (per-node budgets)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r} is not one of {KINDS}")
 
     def register(fn: LowerFn) -> LowerFn:
         family = fn.__module__.rsplit(".", 1)[-1]
         for target in targets:
             if target in REGISTRY:
                 raise RuntimeError(f"{target} is registered twice ({REGISTRY[target].fn.__name__}, {fn.__name__})")
-            REGISTRY[target] = Lowering(target, fn, check, family, tuple(tensor_scalars))
+            REGISTRY[target] = Lowering(target, fn, check, family, tuple(tensor_scalars), kind)
         return fn
 
     return register

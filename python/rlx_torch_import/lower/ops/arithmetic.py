@@ -144,7 +144,7 @@ def _int_pow(b: Builder, x: Value, e: Value | int, dtype: str, dims: tuple[int, 
     return b.cast(when(b, negative, inverse, result), dtype)
 
 
-@lowers("aten.where.self", "aten.where.ScalarOther", "aten.where.ScalarSelf", "aten.where.Scalar")
+@lowers("aten.where.self", "aten.where.ScalarOther", "aten.where.ScalarSelf", "aten.where.Scalar", kind="movement")
 def where(b: Builder, call: Call) -> Value:
     """condition ? self : other, broadcast to the result shape (scalars become constants)."""
     cond, x, y = call.tensor("condition"), operand(b, call, "self"), operand(b, call, "other")

@@ -48,7 +48,7 @@ def _repeat_heads(b: Builder, x: Value, heads: int) -> Value:
     return b.reshape(y, (*lead, heads, *x.dims[-2:]))
 
 
-@lowers("aten.scaled_dot_product_attention.default", check=_check_sdpa)
+@lowers("aten.scaled_dot_product_attention.default", check=_check_sdpa, kind="contraction")
 def sdpa(b: Builder, call: Call) -> Value:
     """softmax(Q K^T * scale + mask) V; a fully masked query row gives zeros (torch >= 2.5's safe softmax)."""
     q, k, v = call.tensor("query"), call.tensor("key"), call.tensor("value")

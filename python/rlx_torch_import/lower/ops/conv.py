@@ -61,6 +61,7 @@ def _pad_end(b: Builder, x: Value, extra: list[int]) -> Value:
     "aten._convolution.default",
     "aten._convolution.deprecated",
     check=_check_conv,
+    kind="contraction",
 )
 def conv(b: Builder, call: Call) -> Value:
     """Grouped, strided, dilated, padded convolution (1-D to 3-D); bias is a broadcast add."""
@@ -134,6 +135,7 @@ def _check_conv_transpose(call: Call) -> str | None:
     "aten.conv_transpose2d.input",
     "aten.conv_transpose3d.input",
     check=_check_conv_transpose,
+    kind="contraction",
 )
 def conv_transpose(b: Builder, call: Call) -> Value:
     """Transposed (fractionally strided) convolution, 1-D to 3-D, weight [C_in, C_out/groups, *k]; bias added."""

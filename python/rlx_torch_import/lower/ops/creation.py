@@ -25,8 +25,9 @@ from ..registry import lowers
     "aten.ones.default",
     "aten.new_zeros.default",
     "aten.new_ones.default",
-    "aten.new_full.default",
+    kind="movement",
 )
+@lowers("aten.new_full.default")
 def full(b: Builder, call: Call) -> Value:
     """A constant of the result shape: one scalar broadcast, not a dense blob."""
     if "zeros" in call.target:
@@ -113,7 +114,7 @@ def empty_like(b: Builder, call: Call) -> Value:
     return b.expand(b.const(0, call.out_dtype), call.out_dims)
 
 
-@lowers("aten.fill.Scalar")
+@lowers("aten.fill.Scalar", kind="movement")
 def fill(b: Builder, call: Call) -> Value:
     """A tensor of self's shape and dtype, every element `value` (functional fill_)."""
     return b.expand(b.const(call["value"], call.out_dtype), call.out_dims)

@@ -12,7 +12,7 @@ from ..call import Call, Value
 from ..registry import lowers
 
 
-@lowers("aten.embedding.default")
+@lowers("aten.embedding.default", kind="movement")
 def embedding(b: Builder, call: Call) -> Value:
     """weight[indices] (padding_idx only matters for training)."""
     w, idx = call.tensor("weight"), call.tensor("indices")

@@ -124,7 +124,8 @@ def _cubic_weights(e: _Ew, t: Value) -> list[Value]:
     return [conv2(e.add(t, 1.0)), conv1(t), conv1(one_minus), conv2(e.add(one_minus, 1.0))]
 
 
-@lowers("aten.grid_sampler.default", "aten.grid_sampler_2d.default", check=_check_grid_sampler)
+@lowers("aten.grid_sampler.default", check=_check_grid_sampler)
+@lowers("aten.grid_sampler_2d.default", check=_check_grid_sampler, kind="reduction")
 def grid_sampler(b: Builder, call: Call) -> Value:
     """out[n,c,p] = sum over taps of w(grid[n,p]) * x[n,c,tap] (bilinear/nearest/bicubic; zeros/border/reflection)."""
     x, grid = call.tensor("input"), call.tensor("grid")

@@ -16,7 +16,7 @@ from ._common import gather_axis
 # ── pixel shuffle ────────────────────────────────────────────────────────
 
 
-@lowers("aten.pixel_shuffle.default")
+@lowers("aten.pixel_shuffle.default", kind="movement")
 def pixel_shuffle(b: Builder, call: Call) -> Value:
     """[.., C*r*r, H, W] -> [.., C, H*r, W*r]: reshape, move the r axes inside, reshape."""
     x, r = call.tensor("self"), call["upscale_factor"]
@@ -27,7 +27,7 @@ def pixel_shuffle(b: Builder, call: Call) -> Value:
     return b.reshape(y, call.out_dims)
 
 
-@lowers("aten.pixel_unshuffle.default")
+@lowers("aten.pixel_unshuffle.default", kind="movement")
 def pixel_unshuffle(b: Builder, call: Call) -> Value:
     """[.., C, H*r, W*r] -> [.., C*r*r, H, W]: the inverse reshape/transpose of pixel_shuffle."""
     x, r = call.tensor("self"), call["downscale_factor"]
@@ -106,7 +106,17 @@ def _constant_blocks(b: Builder, x: Value, pairs: list[tuple[int, int]], value: 
     return x
 
 
-@lowers("aten.pad.default", *_MODE_OPS, check=_check_pad)
+@lowers(
+    "aten.pad.default",
+    "aten.constant_pad_nd.default",
+    "aten.reflection_pad1d.default",
+    "aten.reflection_pad2d.default",
+    "aten.replication_pad1d.default",
+    "aten.replication_pad2d.default",
+    check=_check_pad,
+    kind="movement",
+)
+@lowers("aten.reflection_pad3d.default", "aten.replication_pad3d.default", check=_check_pad)
 def pad(b: Builder, call: Call) -> Value:
     """Crop negative pads (Narrow), then RLX Pad (constant/reflect/replicate/circular); ±inf/nan fills use Concat."""
     x, mode = call.tensor("self"), _pad_mode(call)
@@ -133,7 +143,7 @@ def pad(b: Builder, call: Call) -> Value:
 # ── masked_fill ──────────────────────────────────────────────────────────
 
 
-@lowers("aten.masked_fill.Scalar", "aten.masked_fill.Tensor")
+@lowers("aten.masked_fill.Scalar", "aten.masked_fill.Tensor", kind="movement")
 def masked_fill(b: Builder, call: Call) -> Value:
     """mask ? value : x (value as a constant or rank-0 tensor, so ±inf is fine)."""
     x, mask, value = call.tensor("self"), call.tensor("mask"), call["value"]
@@ -169,7 +179,7 @@ def copy(b: Builder, call: Call) -> Value:
     return b.expand(b.cast(call.tensor("src"), call.out_dtype), call.out_dims)
 
 
-@lowers("aten.empty.memory_format")
+@lowers("aten.empty.memory_format", kind="movement")
 def empty(b: Builder, call: Call) -> Value:
     """Uninitialized memory: zeros (any later read in torch would be undefined)."""
     return b.expand(b.const(0, call.out_dtype), call.out_dims)

@@ -33,7 +33,7 @@ def _non_negative(b: Builder, idx: Value, size: int) -> Value:
     return b.binary("Add", idx, b.binary("Mul", neg, b.const(size, "int64")))
 
 
-@lowers("aten.index.Tensor", check=_check_index)
+@lowers("aten.index.Tensor", check=_check_index, kind="movement")
 def index(b: Builder, call: Call) -> Value:
     """x[i0, i1, ...]: indexed axes merge into one, a flat index is computed, then one Gather."""
     x = call.tensor("self")
@@ -129,7 +129,7 @@ def _check_index_put(call: Call) -> str | None:
     return None
 
 
-@lowers("aten.index_put.default", check=_check_index_put)
+@lowers("aten.index_put.default", check=_check_index_put, kind="movement")
 def index_put(b: Builder, call: Call) -> Value:
     """x[.., i0, i1, ..] = values (or += with accumulate): indexed axes moved first, one ScatterND, moved back.
     A boolean mask: a Where over the mask, values taken in row-major order of its True positions."""
@@ -284,13 +284,8 @@ def _identity(reduce: str, dtype: str) -> float | int:
     return int(info.min) if reduce == "amax" else int(info.max)
 
 
-@lowers(
-    "aten.scatter.src",
-    "aten.scatter.value",
-    "aten.scatter_add.default",
-    "aten.scatter_reduce.two",
-    check=_check_scatter,
-)
+@lowers("aten.scatter.src", "aten.scatter.value", check=_check_scatter, kind="movement")
+@lowers("aten.scatter_add.default", "aten.scatter_reduce.two", check=_check_scatter)
 def scatter(b: Builder, call: Call) -> Value:
     """out = self; out[... index[i][j] ...] (op)= src[i][j] along `dim` (ScatterElements).
 

@@ -16,7 +16,7 @@ def _weight_t(b: Builder, w: Value) -> Value:
     return b.transpose(w, [1, 0]) if w.rank == 2 else b.reshape(w, (w.dims[0], 1))
 
 
-@lowers("aten.linear.default")
+@lowers("aten.linear.default", kind="contraction")
 def linear(b: Builder, call: Call) -> Value:
     """input @ weight^T + bias."""
     x, w = call.tensor("input"), call.tensor("weight")
@@ -28,7 +28,7 @@ def linear(b: Builder, call: Call) -> Value:
     return b.reshape(y, call.out_dims)
 
 
-@lowers("aten.addmm.default")
+@lowers("aten.addmm.default", kind="contraction")
 def addmm(b: Builder, call: Call) -> Value:
     """beta * self + alpha * (mat1 @ mat2)."""
     prod = b.matmul(call.tensor("mat1"), call.tensor("mat2"))
@@ -43,7 +43,7 @@ def addmm(b: Builder, call: Call) -> Value:
     return b.binary("Add", prod, bias)
 
 
-@lowers("aten.addbmm.default")
+@lowers("aten.addbmm.default", kind="contraction")
 def addbmm(b: Builder, call: Call) -> Value:
     """beta * self + alpha * sum_i(batch1[i] @ batch2[i]), the batch sum as one matmul:
     [n, B * k] @ [B * k, m] (batch1's batch axis moved inside its rows)."""
@@ -72,20 +72,20 @@ def _check_int_mm(call: Call) -> str | None:
     return None
 
 
-@lowers("aten._int_mm.default", check=_check_int_mm)
+@lowers("aten._int_mm.default", check=_check_int_mm, kind="contraction")
 def int_mm(b: Builder, call: Call) -> Value:
     """int8 self @ int8 mat2 accumulated in int32, exactly (the products summed in int64, which wraps to
     int32 like torch's int32 accumulator)."""
     return b.matmul(b.cast(call.tensor("self"), "int32"), b.cast(call.tensor("mat2"), "int32"))
 
 
-@lowers("aten.mm.default", "aten.bmm.default")
+@lowers("aten.mm.default", "aten.bmm.default", kind="contraction")
 def mm(b: Builder, call: Call) -> Value:
     """self @ mat2 (2-D or batched 3-D)."""
     return b.matmul(call.tensor("self"), call.tensor("mat2"))
 
 
-@lowers("aten.matmul.default")
+@lowers("aten.matmul.default", kind="contraction")
 def matmul(b: Builder, call: Call) -> Value:
     """torch.matmul with numpy rules: 1-D operands are promoted then squeezed."""
     x, y = call.tensor("self"), call.tensor("other")
@@ -114,7 +114,8 @@ def _check_det(call: Call) -> str | None:
     return None
 
 
-@lowers("aten._linalg_det.default", "aten.linalg_det.default", "aten.det.default", check=_check_det)
+@lowers("aten._linalg_det.default", "aten.linalg_det.default", check=_check_det, kind="reduction")
+@lowers("aten.det.default", check=_check_det)
 def det(b: Builder, call: Call) -> Value | list[Value | None]:
     """det(A) by Gaussian elimination with partial pivoting, as LAPACK's LU: per column the row of largest
     |value| (the first on ties) becomes the pivot, det is the product of the pivots, negated per row swap; a

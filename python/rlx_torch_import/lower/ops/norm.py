@@ -37,7 +37,7 @@ def _layer_norm(b: Builder, call: Call) -> Value:
     return _last_axis_norm(b, call, "LayerNorm", call.get("bias"))
 
 
-@lowers("aten.layer_norm.default")
+@lowers("aten.layer_norm.default", kind="reduction")
 def layer_norm(b: Builder, call: Call) -> Value:
     """LayerNorm over the trailing `normalized_shape` axes (flattened into one)."""
     return _layer_norm(b, call)
@@ -60,7 +60,7 @@ def _mean_rstd(b: Builder, call: Call, x: Value, rows: int) -> list[Value]:
     return [b.cast(b.reshape(v, tuple(o.shape)), o.dtype) for v, o in zip((mean, rstd), specs, strict=True)]
 
 
-@lowers("aten.native_layer_norm.default")
+@lowers("aten.native_layer_norm.default", kind="reduction")
 def native_layer_norm(b: Builder, call: Call) -> list[Value | None]:
     """Core ATen layer norm: (out, mean, rstd), the statistics over the normalized axes."""
     x = call.tensor("input")
@@ -106,7 +106,7 @@ def _batch_norm(b: Builder, call: Call) -> Value:
     return b.transpose(y, back)
 
 
-@lowers("aten._native_batch_norm_legit_no_training.default", check=_check_bn_eval)
+@lowers("aten._native_batch_norm_legit_no_training.default", check=_check_bn_eval, kind="reduction")
 def native_batch_norm_no_training(b: Builder, call: Call) -> list[Value | None]:
     """Core ATen eval batch norm; the saved mean/rstd outputs are empty in eval."""
     return [_batch_norm(b, call), *_empty_stats(b, call)]
@@ -130,13 +130,13 @@ def _group_norm(b: Builder, call: Call, groups: int) -> Value:
     return b.reshape(b.emit(op, [x4, gamma, beta], x4.dims, x.dtype), x.dims)
 
 
-@lowers("aten.group_norm.default")
+@lowers("aten.group_norm.default", kind="reduction")
 def group_norm(b: Builder, call: Call) -> Value:
     """GroupNorm over (C/G, *spatial) per group, then a per-channel affine (RLX GroupNorm is NCHW)."""
     return _group_norm(b, call, int(call["num_groups"]))
 
 
-@lowers("aten.native_group_norm.default")
+@lowers("aten.native_group_norm.default", kind="reduction")
 def native_group_norm(b: Builder, call: Call) -> list[Value | None]:
     """Core ATen group norm: (out, mean, rstd), the [N, G] statistics of each group."""
     x, groups = call.tensor("input"), int(call["group"])
@@ -147,7 +147,7 @@ def _check_rms(call: Call) -> str | None:
     return None if call.get("eps") is not None else "rms_norm with eps=None (dtype-dependent eps) is not supported"
 
 
-@lowers("aten.rms_norm.default", check=_check_rms)
+@lowers("aten.rms_norm.default", check=_check_rms, kind="reduction")
 def rms_norm(b: Builder, call: Call) -> Value:
     """x / sqrt(mean(x^2) + eps) * weight over the trailing `normalized_shape` axes."""
     return _last_axis_norm(b, call, "RmsNorm", None)
@@ -218,7 +218,7 @@ def _train_in_place(b: Builder, call: Call) -> tuple[Value, list[Value]]:
     return out, saved
 
 
-@lowers("aten.batch_norm.default", check=_check_bn)
+@lowers("aten.batch_norm.default", check=_check_bn, kind="reduction")
 def batch_norm(b: Builder, call: Call) -> Value:
     """Eval mode: running statistics; training mode: batch statistics (given running stats updated in place)."""
     return _train_in_place(b, call)[0] if call.get("training", False) else _batch_norm(b, call)

@@ -176,11 +176,11 @@ def _max_with_indices(b: Builder, x: Value, w: Window, out: tuple[int, ...]) -> 
     "aten.max_pool1d.default",
     "aten.max_pool2d.default",
     "aten.max_pool3d.default",
-    "aten.max_pool1d_with_indices.default",
     "aten.max_pool2d_with_indices.default",
-    "aten.max_pool3d_with_indices.default",
     check=_check_pool,
+    kind="movement",
 )
+@lowers("aten.max_pool1d_with_indices.default", "aten.max_pool3d_with_indices.default", check=_check_pool)
 def max_pool(b: Builder, call: Call) -> Value | list[Value | None]:
     """Max over each (dilated) window; padding never wins; indices are flat into the input's spatial plane.
 
@@ -220,7 +220,9 @@ def _avg_divisors(call: Call, in_sp: tuple[int, ...], out: tuple[int, ...], w: W
     return divisor
 
 
-@lowers("aten.avg_pool1d.default", "aten.avg_pool2d.default", "aten.avg_pool3d.default", check=_check_pool)
+@lowers(
+    "aten.avg_pool1d.default", "aten.avg_pool2d.default", "aten.avg_pool3d.default", check=_check_pool, kind="reduction"
+)
 def avg_pool(b: Builder, call: Call) -> Value:
     """Window sum (padding counts as 0) divided by torch's divisor map (count_include_pad, ceil_mode, override);
     integers divide truncating toward zero."""
@@ -310,11 +312,11 @@ def _adaptive(b: Builder, call: Call, kind: str) -> Value:
 @lowers(
     "aten.adaptive_avg_pool1d.default",
     "aten.adaptive_avg_pool2d.default",
-    "aten._adaptive_avg_pool2d.default",
     "aten.adaptive_avg_pool3d.default",
-    "aten._adaptive_avg_pool3d.default",
     check=_check_adaptive,
+    kind="reduction",
 )
+@lowers("aten._adaptive_avg_pool2d.default", "aten._adaptive_avg_pool3d.default", check=_check_adaptive)
 def adaptive_avg_pool(b: Builder, call: Call) -> Value:
     """Mean over torch's adaptive windows [floor(i*In/Out), ceil((i+1)*In/Out)) per spatial axis."""
     return _adaptive(b, call, "Mean")

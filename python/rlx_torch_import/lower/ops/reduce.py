@@ -31,10 +31,10 @@ def _reduce(op: str):  # noqa: ANN202 - factory returning a lowering
     return lower_reduce
 
 
-lowers("aten.mean.dim", "aten.mean.default")(_reduce("Mean"))
-lowers("aten.sum.dim_IntList", "aten.sum.default")(_reduce("Sum"))
-lowers("aten.amax.default")(_reduce("Max"))
-lowers("aten.amin.default")(_reduce("Min"))
+lowers("aten.mean.dim", "aten.mean.default", kind="reduction")(_reduce("Mean"))
+lowers("aten.sum.dim_IntList", "aten.sum.default", kind="reduction")(_reduce("Sum"))
+lowers("aten.amax.default", kind="reduction")(_reduce("Max"))
+lowers("aten.amin.default", kind="reduction")(_reduce("Min"))
 
 
 @lowers("aten.any.dim", "aten.any.dims", "aten.any.default")
@@ -52,7 +52,7 @@ def _check_softmax(call: Call) -> str | None:
     return None
 
 
-@lowers("aten._softmax.default", "aten.softmax.int", check=_check_softmax)
+@lowers("aten._softmax.default", "aten.softmax.int", check=_check_softmax, kind="reduction")
 def softmax(b: Builder, call: Call) -> Value:
     """Softmax along one axis."""
     x = b.cast(call.tensor("self"), call.out_dtype)
@@ -60,7 +60,7 @@ def softmax(b: Builder, call: Call) -> Value:
     return b.emit({"Softmax": {"axis": axis}}, [x], x.dims, x.dtype)
 
 
-@lowers("aten._log_softmax.default", "aten.log_softmax.int", check=_check_softmax)
+@lowers("aten._log_softmax.default", "aten.log_softmax.int", check=_check_softmax, kind="reduction")
 def log_softmax(b: Builder, call: Call) -> Value:
     """x - max - log(sum(exp(x - max))) along one axis (stable; no log of a tiny softmax)."""
     x = b.cast(call.tensor("self"), call.out_dtype)
@@ -92,8 +92,8 @@ def _scan(kind: str):  # noqa: ANN202 - factory returning a lowering
     return lower_scan
 
 
-lowers("aten.cumsum.default")(_scan("Cumsum"))
-lowers("aten.cumprod.default")(_scan("CumProd"))
+lowers("aten.cumsum.default", kind="reduction")(_scan("Cumsum"))
+lowers("aten.cumprod.default", kind="reduction")(_scan("CumProd"))
 
 
 def _log_add_exp(b: Builder, p: Value, q: Value) -> Value:
@@ -112,7 +112,7 @@ def _check_logcumsumexp(call: Call) -> str | None:
     return None
 
 
-@lowers("aten.logcumsumexp.default", check=_check_logcumsumexp)
+@lowers("aten.logcumsumexp.default", check=_check_logcumsumexp, kind="reduction")
 def logcumsumexp(b: Builder, call: Call) -> Value:
     """log(cumsum(exp(x))) along `dim`, stably: a scan in log2(n) steps (Hillis-Steele) whose step is
     log-add-exp of running values (no exp of a large value, no log of an underflowed sum), in torch's
@@ -158,7 +158,7 @@ def cummax_cummin(b: Builder, call: Call) -> list[Value | None]:
     return [b.cast(b.transpose(values, back), x.dtype), b.transpose(indices, back)]
 
 
-lowers("aten.prod.dim_int", "aten.prod.default")(_reduce("Prod"))
+lowers("aten.prod.dim_int", "aten.prod.default", kind="reduction")(_reduce("Prod"))
 
 
 @lowers("aten.all.dim", "aten.all.dims", "aten.all.default")
@@ -170,7 +170,7 @@ def all_(b: Builder, call: Call) -> Value:
     return b.cast(b.reshape(b.compare("Ne", m, b.const(0.0, "float32")), call.out_dims), call.out_dtype)
 
 
-@lowers("aten.max.default", "aten.min.default")
+@lowers("aten.max.default", "aten.min.default", kind="reduction")
 def max_min_all(b: Builder, call: Call) -> Value:
     """Largest / smallest element of the whole tensor."""
     x = call.tensor("self")
@@ -178,7 +178,7 @@ def max_min_all(b: Builder, call: Call) -> Value:
     return b.reshape(b.reduce(op, x, list(range(x.rank)), keep_dim=False), call.out_dims)
 
 
-@lowers("aten.max.dim", "aten.min.dim")
+@lowers("aten.max.dim", "aten.min.dim", kind="reduction")
 def max_min_dim(b: Builder, call: Call) -> list[Value | None]:
     """(values, indices) of the largest / smallest element along `dim`."""
     x = call.tensor("self")
@@ -207,13 +207,13 @@ def _var_mean(b: Builder, call: Call) -> tuple[Value, Value]:
     return b.reshape(var, call.out_dims), b.reshape(mean, call.out_dims)
 
 
-@lowers("aten.var.correction", "aten.var.dim", "aten.var.default")
+@lowers("aten.var.correction", "aten.var.dim", "aten.var.default", kind="reduction")
 def var(b: Builder, call: Call) -> Value:
     """sum((x - mean)^2) / (N - correction) over `dim` (unbiased=True means correction 1)."""
     return _var_mean(b, call)[0]
 
 
-@lowers("aten.std.correction", "aten.std.dim", "aten.std.default")
+@lowers("aten.std.correction", "aten.std.dim", "aten.std.default", kind="reduction")
 def std(b: Builder, call: Call) -> Value:
     """sqrt(var) over `dim`."""
     return b.unary("Sqrt", _var_mean(b, call)[0])
@@ -226,6 +226,7 @@ def std(b: Builder, call: Call) -> Value:
     "aten.std_mean.correction",
     "aten.std_mean.dim",
     "aten.std_mean.default",
+    kind="reduction",
 )
 def var_std_mean(b: Builder, call: Call) -> list[Value | None]:
     """(var or sqrt(var), mean) over `dim`."""

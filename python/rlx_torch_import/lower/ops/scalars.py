@@ -77,7 +77,7 @@ def _operand_dtype(args: list[Any]) -> str:
     return tensors[0].dtype if tensors else "int64"
 
 
-@lowers("aten.item.default", "aten._local_scalar_dense.default")
+@lowers("aten.item.default", "aten._local_scalar_dense.default", kind="movement")
 def item(b: Builder, call: Call) -> Value:
     """The one element of `self`, as a 0-d tensor of its dtype (torch.Tensor.item)."""
     x = call.tensor("self")

@@ -17,12 +17,13 @@ from ..registry import lowers
     "aten.reshape.default",
     "aten._unsafe_view.default",
     "aten.flatten.using_ints",
-    "aten.unflatten.int",
     "aten.unsqueeze.default",
     "aten.squeeze.dim",
     "aten.squeeze.dims",
     "aten.squeeze.default",
+    kind="movement",
 )
+@lowers("aten.unflatten.int")
 def reshape(b: Builder, call: Call) -> Value:
     """Row-major reshape to the shape torch recorded (so -1 and squeezes are already resolved)."""
     return b.reshape(call.tensor("self"), call.out_dims)
@@ -45,6 +46,7 @@ def _check_dropout(call: Call) -> str | None:
     "aten.detach.default",
     "aten.detach_.default",
     "aten.lift_fresh_copy.default",
+    kind="movement",
 )
 def identity(b: Builder, call: Call) -> Value:
     """Same values (memory format does not change numbers)."""
@@ -66,14 +68,14 @@ def native_dropout(b: Builder, call: Call) -> list[Value]:
     return [out, b.expand(b.const(not drop_all, "bool"), x.dims)]
 
 
-@lowers("aten.permute.default")
+@lowers("aten.permute.default", kind="movement")
 def permute(b: Builder, call: Call) -> Value:
     """Reorder axes."""
     x = call.tensor("self")
     return b.transpose(x, [norm_axis(d, x.rank) for d in call["dims"]])
 
 
-@lowers("aten.transpose.int")
+@lowers("aten.transpose.int", kind="movement")
 def transpose(b: Builder, call: Call) -> Value:
     """Swap two axes."""
     x = call.tensor("self")
@@ -83,20 +85,20 @@ def transpose(b: Builder, call: Call) -> Value:
     return b.transpose(x, perm)
 
 
-@lowers("aten.t.default")
+@lowers("aten.t.default", kind="movement")
 def t(b: Builder, call: Call) -> Value:
     """2-D transpose (identity on 0/1-D)."""
     x = call.tensor("self")
     return b.transpose(x, [1, 0]) if x.rank == 2 else x
 
 
-@lowers("aten.expand.default")
+@lowers("aten.expand.default", kind="movement")
 def expand(b: Builder, call: Call) -> Value:
     """Broadcast to the recorded shape."""
     return b.expand(call.tensor("self"), call.out_dims)
 
 
-@lowers("aten.slice.Tensor", tensor_scalars=("start", "end"))
+@lowers("aten.slice.Tensor", tensor_scalars=("start", "end"), kind="movement")
 def slice_(b: Builder, call: Call) -> Value:
     """x[start:end:step] along one axis (Narrow when step is 1, else strided Slice). A start read
     from a tensor (`x[n:n + 2]`, `narrow(0, n, 2)` with `n = i.item()`), whose slice length torch
@@ -112,7 +114,7 @@ def slice_(b: Builder, call: Call) -> Value:
     return b.strided(x, axis, start, call.out_dims[axis], step)
 
 
-@lowers("aten.narrow.default", tensor_scalars=("start",))
+@lowers("aten.narrow.default", tensor_scalars=("start",), kind="movement")
 def narrow(b: Builder, call: Call) -> Value:
     """x.narrow(dim, start, length): `length` elements from `start` (a start read from a tensor
     is a Gather, as in `slice`)."""
@@ -140,7 +142,7 @@ def _gathered_run(b: Builder, x: Value, axis: int, start: Value | int, out_dims:
     return b.emit({"Gather": {"axis": axis}}, [x, index], tuple(out_dims), x.dtype)
 
 
-@lowers("aten.select.int", tensor_scalars=("index",))
+@lowers("aten.select.int", tensor_scalars=("index",), kind="movement")
 def select(b: Builder, call: Call) -> Value:
     """x[..., index, ...]: narrow to one element, then drop the axis; an index read from a tensor
     (`x[i.item()]`) is a Gather of it, a negative one counted from the end as torch counts it."""
@@ -161,7 +163,7 @@ def _one(x: Value, axis: int) -> tuple[int, ...]:
     return tuple(1 if i == axis else d for i, d in enumerate(x.dims))
 
 
-@lowers("aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default")
+@lowers("aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default", kind="movement")
 def split(b: Builder, call: Call) -> list[Value | None]:
     """Consecutive narrows along one axis, one per output."""
     x = call.tensor("self")
@@ -175,7 +177,7 @@ def split(b: Builder, call: Call) -> list[Value | None]:
     return outs
 
 
-@lowers("aten.cat.default")
+@lowers("aten.cat.default", kind="movement")
 def cat(b: Builder, call: Call) -> Value:
     """Concatenate along one axis (empty tensors are dropped, as torch does)."""
     tensors = [t for t in call["tensors"] if t.numel > 0]
@@ -186,7 +188,7 @@ def cat(b: Builder, call: Call) -> Value:
     return b.emit({"Concat": {"axis": axis}}, [b.cast(t, dtype) for t in tensors], call.out_dims, dtype)
 
 
-@lowers("aten.stack.default")
+@lowers("aten.stack.default", kind="movement")
 def stack(b: Builder, call: Call) -> Value:
     """Insert a unit axis in each tensor, then concatenate along it."""
     dims = call.out_dims
@@ -197,7 +199,7 @@ def stack(b: Builder, call: Call) -> Value:
     return b.emit({"Concat": {"axis": axis}}, parts, dims, call.out_dtype)
 
 
-@lowers("aten.gather.default")
+@lowers("aten.gather.default", kind="movement")
 def gather(b: Builder, call: Call) -> Value:
     """out[i][j] = self[i][index[i][j]] along `dim` (torch.gather)."""
     x, index = call.tensor("self"), call.tensor("index")
@@ -205,7 +207,7 @@ def gather(b: Builder, call: Call) -> Value:
     return b.emit({"GatherElements": {"axis": axis}}, [x, index], call.out_dims, x.dtype)
 
 
-@lowers("aten.flip.default")
+@lowers("aten.flip.default", kind="movement")
 def flip(b: Builder, call: Call) -> Value:
     """Reverse the element order along each axis in `dims`."""
     x = call.tensor("self")
@@ -215,7 +217,7 @@ def flip(b: Builder, call: Call) -> Value:
     return b.emit({"Reverse": {"axes": axes}}, [x], x.dims, x.dtype)
 
 
-@lowers("aten.index_select.default")
+@lowers("aten.index_select.default", kind="movement")
 def index_select(b: Builder, call: Call) -> Value:
     """x.index_select(dim, index): a Gather along `dim` (negative indices are not allowed by torch)."""
     x = call.tensor("self")
@@ -226,7 +228,7 @@ def index_select(b: Builder, call: Call) -> Value:
     return b.emit({"Gather": {"axis": axis}}, [x, call.tensor("index")], call.out_dims, x.dtype)
 
 
-@lowers("aten.repeat.default")
+@lowers("aten.repeat.default", kind="movement")
 def repeat(b: Builder, call: Call) -> Value:
     """Tile the tensor `repeats[i]` times along axis i (leading repeats add axes)."""
     x = call.tensor("self")
@@ -235,7 +237,7 @@ def repeat(b: Builder, call: Call) -> Value:
     return b.emit({"Tile": {"reps": reps}}, [x], call.out_dims, x.dtype)
 
 
-@lowers("aten.roll.default")
+@lowers("aten.roll.default", kind="movement")
 def roll(b: Builder, call: Call) -> Value:
     """Cyclic shift: out[i] = x[(i - shift) mod n] per (shift, dim); no dims means the flattened tensor."""
     x = call.tensor("self")
@@ -247,7 +249,7 @@ def roll(b: Builder, call: Call) -> Value:
     return b.emit({"Roll": {"shifts": shifts, "dims": axes}}, [x], x.dims, x.dtype)
 
 
-@lowers("aten.tril.default", "aten.triu.default")
+@lowers("aten.tril.default", "aten.triu.default", kind="movement")
 def tril_triu(b: Builder, call: Call) -> Value:
     """Keep the lower (tril) or upper (triu) triangle of the last two axes relative to `diagonal`."""
     x = call.tensor("self")
@@ -332,7 +334,7 @@ def _check_as_strided(call: Call) -> str | None:
     return index if isinstance(index, str) else None
 
 
-@lowers("aten.as_strided.default", "aten.as_strided_copy.default", check=_check_as_strided)
+@lowers("aten.as_strided.default", "aten.as_strided_copy.default", check=_check_as_strided, kind="movement")
 def as_strided(b: Builder, call: Call) -> Value:
     """out[i...] = storage[storage_offset + sum(i_k * stride_k)], read as one Gather of `self`'s elements
     (which element sits at each storage position comes from the layout torch traced for `self`)."""
@@ -387,7 +389,7 @@ def _windows(b: Builder, x: Value, axis: int, count: int, width: int, step: int,
     return b.emit({"Gather": {"axis": axis}}, [x, index], dims, x.dtype)
 
 
-@lowers("aten.unfold.default")
+@lowers("aten.unfold.default", kind="movement")
 def unfold(b: Builder, call: Call) -> Value:
     """out[..., i, ..., j] = self[..., i*step + j, ...]: every window of `size` elements `step` apart along
     `dimension`, the window as a new last axis (a Gather of index windows; a reshape when step == size)."""

@@ -20,7 +20,7 @@ def _unary(activation: str):  # noqa: ANN202 - factory returning a lowering
     return lower_unary
 
 
-lowers("aten.relu.default")(_unary("Relu"))
+lowers("aten.relu.default", kind="movement")(_unary("Relu"))
 lowers("aten.silu.default")(_unary("Silu"))
 lowers("aten.sigmoid.default")(_unary("Sigmoid"))
 lowers("aten.tanh.default")(_unary("Tanh"))

@@ -139,11 +139,6 @@ def _image(call: Call) -> Value:
     return call.tensor("input") if call.target.endswith(".vec") else call.tensor("self")
 
 
-_NEAREST = (
-    "aten.upsample_nearest1d.vec",
-    "aten.upsample_nearest2d.vec",
-    "aten.upsample_nearest3d.vec",
-)
 _NEAREST_EXACT = (
     "aten._upsample_nearest_exact1d.vec",
     "aten._upsample_nearest_exact2d.vec",
@@ -151,7 +146,14 @@ _NEAREST_EXACT = (
 )
 
 
-@lowers(*_NEAREST, *_NEAREST_EXACT)
+@lowers(
+    "aten.upsample_nearest1d.vec",
+    "aten.upsample_nearest2d.vec",
+    "aten.upsample_nearest3d.vec",
+    "aten._upsample_nearest_exact1d.vec",
+    "aten._upsample_nearest_exact2d.vec",
+    "aten._upsample_nearest_exact3d.vec",
+)
 def upsample_nearest(b: Builder, call: Call) -> Value:
     """out[.., o] = x[.., min(floor(o * s), in - 1)] per spatial axis (nearest-exact: (o + 0.5) * s)."""
     x = _image(call)
@@ -187,16 +189,12 @@ def _matrix_upsample(matrix_fn: Callable[[int, int, bool, float | None], np.ndar
 
 _linear = _matrix_upsample(_linear_matrix, "upsample_linear")
 _linear.__doc__ = "out = A_d @ x along each spatial axis, A_d holding torch's two-tap linear weights."
-lowers(
-    "aten.upsample_linear1d.vec",
-    "aten.upsample_bilinear2d.vec",
-    "aten.upsample_trilinear3d.vec",
-    check=_check_float_input,
-)(_linear)
+lowers("aten.upsample_linear1d.vec", "aten.upsample_trilinear3d.vec", check=_check_float_input)(_linear)
+lowers("aten.upsample_bilinear2d.vec", check=_check_float_input, kind="reduction")(_linear)
 
 _cubic = _matrix_upsample(_cubic_matrix, "upsample_bicubic")
 _cubic.__doc__ = "out = A_h @ x @ A_w^T, A holding torch's four-tap cubic weights (A = -0.75, clamped taps)."
-lowers("aten.upsample_bicubic2d.vec", check=_check_float_input)(_cubic)
+lowers("aten.upsample_bicubic2d.vec", check=_check_float_input, kind="reduction")(_cubic)
 
 _aa_bilinear = _matrix_upsample(lambda i, o, ac, s: _aa_matrix(i, o, ac, s, cubic=False), "upsample_bilinear_antialias")
 _aa_bilinear.__doc__ = "out = A_h @ x @ A_w^T, A the normalized triangle filter widened by the downscale."

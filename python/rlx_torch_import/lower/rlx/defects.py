@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from ... import _core
 from . import hits, probes
 from .harness import quiet_stderr
+from .hits import Hits
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class Defect:
     what: str
     seen: str
     workaround: str
-    hits: hits.Hits
+    hits: Hits
     probe: Callable[[], str | None]
     accepted: bool = False
     nan_only: bool = False  # only matters when an operand may hold NaN (the audit skips NaN-free operands)
