@@ -15,8 +15,9 @@ from rlx_torch_import import _core
 from rlx_torch_import.errors import LoweringError
 from rlx_torch_import.lower.builder import Builder
 from rlx_torch_import.lower.call import Value
-from rlx_torch_import.lower.rlx import audit, defects
+from rlx_torch_import.lower.rlx import audit, boundary, defects
 from rlx_torch_import.program import Program, ValueDecl
+from rlx_torch_import.torchir import Node, TensorSpec, WeightSpec
 
 RLX = Path(defects.__file__).parent
 LOWER = RLX.parent
@@ -112,3 +113,28 @@ def test_a_transpose_that_is_an_output_and_a_matmul_operand_verifies(shape: tupl
     report = rti.from_torch(Gram(), (torch.randn(*shape),), tmp_path / "o", per_node=False)
     assert report.ok, report.summary()
     assert all(o.max_abs_error == 0 for o in report.outputs[1:]), report.summary()  # the transpose is exact
+
+
+def test_int16_weights_are_refused_and_wider_ones_bound() -> None:
+    """weight-int16: the capability pass refuses an int16 parameter or buffer (RLX panics binding it),
+    naming the dtype to store it as; other integer weights pass (`tests/test_layouts.py` end to end)."""
+    weights = [WeightSpec(f"w_{d}", f"w.{d}", "buffer", [3], d) for d in ("int16", "int32", "int64", "int8")]
+    (refused,) = boundary.unbindable_weights(weights)
+    assert (refused.target, refused.node) == ("<weight>", "w_int16")
+    assert "buffer 'w.int16' is int16" in refused.reason and "int32 or int64" in refused.reason
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int64", "float32", "bool"])
+def test_a_call_whose_outputs_are_all_empty_runs_as_constants(dtype: str) -> None:
+    """zero-size-output: a call with only zero-element results becomes empty constants, which RLX
+    runs (the raw F64/I64 kernel panics, the probe shows); a call with a non-empty result is lowered."""
+    b, _ = _builder()
+    empty = Node("add", "aten.add.Tensor", [], {}, [TensorSpec("add", [0, 3], dtype)])
+    (value,) = boundary.empty_outputs(b, empty)
+    assert (value.dims, value.dtype) == ((0, 3), dtype)
+    b.program.outputs.append(b.cast(value, "float32").id)
+    model = _core.CompiledModel(_core.program_to_hir_json(b.program.to_core_json()))
+    ((data, _, dims),) = model.run([])
+    assert list(dims) == [0, 3] and len(bytes(data)) == 0
+    full = Node("add", "aten.add.Tensor", [], {}, [TensorSpec("add", [2, 0], dtype), TensorSpec("n", [1], dtype)])
+    assert boundary.empty_outputs(b, full) is None

@@ -8,13 +8,10 @@ check before anything is lowered, so the user sees every gap at once.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
-
-import numpy as np
 
 from ..dtypes import NARROW_DTYPES, compute_rlx, is_supported, to_rlx
 from ..errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
@@ -24,11 +21,8 @@ from ..torchir import TorchIR
 from .builder import Builder
 from .call import Call, Value
 from .rlx.audit import audit
-from .rlx.boundary import boundary_dtype, protect_outputs
+from .rlx.boundary import boundary_dtype, empty_outputs, protect_outputs, unbindable_weights
 from .rlx.routing import RlxLimit
-
-# Weight dtypes RLX 0.2.x's CPU backend refuses to bind (`set_param_typed` panics on I16).
-UNBINDABLE_WEIGHT_DTYPES = frozenset({"int16"})
 
 LowerFn = Callable[[Builder, Call], "Value | list[Value | None]"]
 CheckFn = Callable[[Call], "str | None"]
@@ -126,17 +120,7 @@ def _check_calls(ir: TorchIR) -> list[Unsupported]:
     for spec in [*ir.inputs, *ir.weights]:
         if not is_supported(spec.dtype):
             items.append(Unsupported("<input>", spec.name, "", f"dtype {spec.dtype} has no RLX counterpart"))
-    for w in ir.weights:
-        if w.dtype in UNBINDABLE_WEIGHT_DTYPES:
-            items.append(
-                Unsupported(
-                    "<weight>",
-                    w.name,
-                    "",
-                    f"{w.kind} {w.key!r} is {w.dtype}, which RLX's CPU backend cannot bind as a weight "
-                    "(set_param rejects I16); store it as int32 or int64",
-                )
-            )
+    items.extend(unbindable_weights(ir.weights))
     for node in ir.nodes:
         lowering = REGISTRY.get(node.target)
         if lowering is None:
@@ -289,7 +273,7 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, sha
             input_shapes=tuple(v.dims for v in call.positional if isinstance(v, Value)),
         )
         try:
-            result = _empty_outputs(builder, node) or REGISTRY[node.target].fn(builder, call)
+            result = empty_outputs(builder, node) or REGISTRY[node.target].fn(builder, call)
         except RlxLimit as e:
             items.append(Unsupported(node.target, node.name, node.module_path, str(e), node.source,
                                      node.decomposed_from))  # fmt: skip
@@ -362,17 +346,6 @@ def _uses_refused(call: Call) -> bool:
         return isinstance(v, _Refused) or (isinstance(v, list) and any(walk(i) for i in v))
 
     return any(walk(v) for v in call.arguments)
-
-
-def _empty_outputs(builder: Builder, node: Any) -> list[Value | None] | None:
-    """A call whose tensor outputs all have zero elements computes nothing: each output is an
-    empty constant. RLX's CPU kernels panic writing a zero-size float64/int result."""
-    tensors = [o for o in node.outputs if o.dtype != "none"]
-    if not tensors or any(math.prod(o.shape) for o in tensors):
-        return None
-    return [
-        None if o.dtype == "none" else builder.const(np.zeros(o.shape, dtype=np.float32), o.dtype) for o in node.outputs
-    ]
 
 
 def _rebind_mutated(node: Any, call: Call, values: dict[str, Value]) -> None:

@@ -416,6 +416,26 @@ DEFECTS: tuple[Defect, ...] = (
         probes.transpose_output,
     ),
     Defect(
+        "weight-int16",
+        "binding an I16 parameter panics (set_param_typed: widen_bytes_to_f32 rejects I16 on the CPU backend's "
+        "f32 arena)",
+        "0.2.19",
+        "the capability pass refuses an int16 parameter or buffer, naming it and the dtype to store it as "
+        "(int32 or int64; `boundary.unbindable_weights`)",
+        hits.never,  # a property of the weights, not of a node: checked by registry.lower's capability pass
+        probes.weight_int16,
+    ),
+    Defect(
+        "zero-size-output",
+        "a kernel writing a zero-element F64 or I64 result panics (a slice range out of bounds in the CPU "
+        "backend's run_typed)",
+        "0.2.19",
+        "a call whose tensor outputs all have zero elements computes nothing: each output is an empty constant "
+        "(`boundary.empty_outputs`)",
+        hits.never,  # a property of a call's output sizes: checked by registry.lower before each lowering
+        probes.zero_size_output,
+    ),
+    Defect(
         "round-fold",
         "constant folding rounds ties away from zero (the 0.2.19 kernel rounds half to even)",
         _SEEN,

@@ -394,3 +394,27 @@ def round_to_format() -> str | None:
         {"RoundToFormat": {"format": bf16, "scaling": "None"}}, [(tiny, "F32")], round_half(tiny, "bfloat16"), "F32"
     )
     return "; ".join(f"{what}: {w}" for what, w in (("overflow", wrong), ("subnormal", flushed)) if w) or None
+
+
+def weight_int16() -> str | None:
+    """Bind an I16 parameter and read it back through a Cast (an I32 one binds and reads right)."""
+    where = Provenance("p", "p")
+    program = Program("probe", params=[ValueDecl("w", (3,), "I16")], outputs=["out"])
+    program.nodes.append(RlxNode("out", {"Cast": {"to": "F32"}}, ("w",), (3,), "F32", where))
+    w = np.array([1, -2, 300], np.int16)
+    try:
+        model = _core.CompiledModel(_core.program_to_hir_json(program.to_core_json()))
+        model.set_param("w", w.view(np.uint8), "I16")
+        ((data, _, dims),) = model.run([])
+    except (RuntimeError, _core.CheckError) as e:
+        return f"RLX failed: {str(e).splitlines()[0][:160]}"
+    return differs(np.frombuffer(data, np.float32).reshape(dims), w.astype(np.float32))
+
+
+def zero_size_output() -> str | None:
+    """An op whose F64 and I64 results have zero elements (an F32 one runs)."""
+    f64, i64 = np.zeros((0, 3), np.float64), np.zeros((0, 3), np.int64)
+    return first(
+        lambda: same({"Binary": "Add"}, [(f64, "F64"), (f64, "F64")], f64, "F64"),
+        lambda: same({"Binary": "Add"}, [(i64, "I64"), (i64, "I64")], i64, "I64"),
+    )
