@@ -245,61 +245,14 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, sha
         name=ir.name, size_dependent=_size_dependent(ir), size_bounds=_size_bounds(ir), dynamic_axes=_dynamic_axes(ir)
     )
     builder = Builder(program, share_scalars=share_scalars)
-    values: dict[str, Value] = {}
-    for spec in ir.inputs:
-        carrier = boundary_dtype(spec.dtype)
-        program.inputs.append(ValueDecl(spec.name, tuple(spec.shape), carrier))
-        if carrier != to_rlx(spec.dtype):  # carried as float32, cast to its dtype as the graph's first step
-            program.carried_inputs[spec.name] = spec.dtype
-        if spec.dtype in NARROW_DTYPES:
-            builder.provenance = Provenance(aten="<boundary cast>", node=spec.name)
-            values[spec.name] = builder.cast(Value(spec.name, tuple(spec.shape), "float32"), spec.dtype)
-        else:
-            values[spec.name] = Value(spec.name, tuple(spec.shape), spec.dtype)
-    for w in ir.weights:
-        program.params.append(ValueDecl(w.key, tuple(w.shape), compute_rlx(w.dtype)))
-        values[w.name] = Value(w.key, tuple(w.shape), w.dtype)
+    values = _declare_inputs(ir, program, builder)
     for node in ir.nodes:
         call = make_call(node, values)
         if node.name in refused_nodes or _uses_refused(call):
             _refuse(node, values)
             continue
         _require_lowered_inputs(node, call, ir.decomposition)
-        builder.provenance = Provenance(
-            aten=node.target,
-            node=node.name,
-            module_path=node.module_path,
-            source=node.source,
-            input_shapes=tuple(v.dims for v in call.positional if isinstance(v, Value)),
-        )
-        try:
-            result = empty_outputs(builder, node) or REGISTRY[node.target].fn(builder, call)
-        except RlxLimit as e:
-            items.append(Unsupported(node.target, node.name, node.module_path, str(e), node.source,
-                                     node.decomposed_from))  # fmt: skip
-            _refuse(node, values)
-            continue
-        except RtiError:
-            raise
-        except Exception as e:
-            raise LoweringError(
-                f"internal error: {REGISTRY[node.target].fn.__name__} failed on {node.target} at node "
-                f"{node.name}{f' in {node.module_path}' if node.module_path else ''}: {type(e).__name__}: {e}",
-                hint="this is a bug in rlx-torch-import; please report it with torch-ir.json",
-            ) from e
-        program.aten_counts[node.target] = program.aten_counts.get(node.target, 0) + 1
-        results = result if isinstance(result, list) else [result]
-        for spec, value in zip(node.outputs, results, strict=False):
-            if value is None:
-                continue
-            if (tuple(spec.shape), spec.dtype) != (value.dims, value.dtype):
-                raise LoweringError(
-                    f"internal error: lowering {REGISTRY[node.target].fn.__name__} of {node.target} at node "
-                    f"{node.name} produced {value.dtype}{list(value.dims)}, torch says {spec.dtype}{spec.shape}"
-                )
-            values[spec.name] = value
-            program.torch_values[spec.name] = (value.id, value.dims, value.dtype)
-        _rebind_mutated(node, call, values)
+        _lower_node(builder, node, call, values, items)
     if items:
         raise UnsupportedOpsError(items=items, decomposition=ir.decomposition)
     unresolved = [o for o in ir.outputs if o.value not in values]
@@ -316,6 +269,82 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, sha
             ],
             decomposition=ir.decomposition,
         )
+    _declare_outputs(ir, program, builder, values, probe_values)
+    audit(program, builder.nan_free_ids, builder.compensated)
+    if optimize:
+        from .passes import optimize as run_passes
+
+        program.rewrites = run_passes(program)
+    protect_outputs(program)  # after the passes, which may make an output a Transpose
+    return program
+
+
+def _declare_inputs(ir: TorchIR, program: Program, builder: Builder) -> dict[str, Value]:
+    """The graph's inputs (bool and narrow integers carried as float32 and cast inside: boundary-narrow)
+    and parameters; returns the value of each by torch-ir name."""
+    values: dict[str, Value] = {}
+    for spec in ir.inputs:
+        carrier = boundary_dtype(spec.dtype)
+        program.inputs.append(ValueDecl(spec.name, tuple(spec.shape), carrier))
+        if carrier != to_rlx(spec.dtype):  # carried as float32, cast to its dtype as the graph's first step
+            program.carried_inputs[spec.name] = spec.dtype
+        if spec.dtype in NARROW_DTYPES:
+            builder.provenance = Provenance(aten="<boundary cast>", node=spec.name)
+            values[spec.name] = builder.cast(Value(spec.name, tuple(spec.shape), "float32"), spec.dtype)
+        else:
+            values[spec.name] = Value(spec.name, tuple(spec.shape), spec.dtype)
+    for w in ir.weights:
+        program.params.append(ValueDecl(w.key, tuple(w.shape), compute_rlx(w.dtype)))
+        values[w.name] = Value(w.key, tuple(w.shape), w.dtype)
+    return values
+
+
+def _lower_node(builder: Builder, node: Any, call: Call, values: dict[str, Value], items: list[Unsupported]) -> None:
+    """Lower one node under its provenance and bind its outputs (a use RLX has no exact route for is
+    added to `items`, its outputs refused)."""
+    program = builder.program
+    builder.provenance = Provenance(
+        aten=node.target,
+        node=node.name,
+        module_path=node.module_path,
+        source=node.source,
+        input_shapes=tuple(v.dims for v in call.positional if isinstance(v, Value)),
+    )
+    try:
+        result = empty_outputs(builder, node) or REGISTRY[node.target].fn(builder, call)
+    except RlxLimit as e:
+        items.append(Unsupported(node.target, node.name, node.module_path, str(e), node.source,
+                                 node.decomposed_from))  # fmt: skip
+        _refuse(node, values)
+        return
+    except RtiError:
+        raise
+    except Exception as e:
+        raise LoweringError(
+            f"internal error: {REGISTRY[node.target].fn.__name__} failed on {node.target} at node "
+            f"{node.name}{f' in {node.module_path}' if node.module_path else ''}: {type(e).__name__}: {e}",
+            hint="this is a bug in rlx-torch-import; please report it with torch-ir.json",
+        ) from e
+    program.aten_counts[node.target] = program.aten_counts.get(node.target, 0) + 1
+    results = result if isinstance(result, list) else [result]
+    for spec, value in zip(node.outputs, results, strict=False):
+        if value is None:
+            continue
+        if (tuple(spec.shape), spec.dtype) != (value.dims, value.dtype):
+            raise LoweringError(
+                f"internal error: lowering {REGISTRY[node.target].fn.__name__} of {node.target} at node "
+                f"{node.name} produced {value.dtype}{list(value.dims)}, torch says {spec.dtype}{spec.shape}"
+            )
+        values[spec.name] = value
+        program.torch_values[spec.name] = (value.id, value.dims, value.dtype)
+    _rebind_mutated(node, call, values)
+
+
+def _declare_outputs(
+    ir: TorchIR, program: Program, builder: Builder, values: dict[str, Value], probe_values: bool
+) -> None:
+    """The graph's outputs, then (`probe_values`) every intermediate value with an RLX value; bool and
+    narrow integers cast to their float32 carrier, halves recorded as rounded on the host."""
     probes = [
         (o.name, values[o.name]) for n in ir.nodes for o in n.outputs if probe_values and o.name in program.torch_values
     ]
@@ -327,13 +356,6 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, sha
             value = builder.cast(value, "float32")
         program.outputs.append(value.id)
     program.probes = [name for name, _ in probes]
-    audit(program, builder.nan_free_ids, builder.compensated)
-    if optimize:
-        from .passes import optimize as run_passes
-
-        program.rewrites = run_passes(program)
-    protect_outputs(program)  # after the passes, which may make an output a Transpose
-    return program
 
 
 def _refuse(node: Any, values: dict[str, Value]) -> None:
