@@ -20,7 +20,7 @@ _TABLE: dict[str, tuple[str, str | None]] = {
 
 # Bool and narrow integers: RLX's f32-aliased CPU arena cannot pass them across the graph
 # boundary natively, and several kernels move them with the wrong width; the workaround
-# layer (lower/workarounds.py) carries and moves them as float32 (exact for these ranges).
+# layer (lower/rlx/workarounds.py) carries and moves them as float32 (exact for these ranges).
 NARROW_DTYPES = frozenset({"bool", "int8", "uint8", "int16"})
 # Half precision computes as float32 inside RLX and is rounded where torch rounds (casts,
 # some kernels' intermediates, the outputs), as torch's CPU opmath does. docs/design.md (l).

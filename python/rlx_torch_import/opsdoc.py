@@ -1,5 +1,5 @@
 """Generate the supported-op table (from the registry) and the RLX defect table (from
-`lower/defects.py`); neither is kept by hand.
+`lower/rlx/defects.py`); neither is kept by hand.
 
 python -m rlx_torch_import.opsdoc --write   # update README.md, docs/supported-ops.md, docs/rlx-defects.md
 python -m rlx_torch_import.opsdoc --check   # exit 1 when any is stale
@@ -43,9 +43,9 @@ def defect_table() -> str:
         rows.append(f"| `{d.key}` | {_cell(d.what)} | {d.seen} | {_cell(workaround)} | `{d.probe.__name__}` |")
     return (
         "# RLX defects and their workarounds\n\n"
-        "Generated from `python/rlx_torch_import/lower/defects.py` by `make docs`. Every workaround lives in\n"
-        "`lower/workarounds.py`, the one layer every emitted RLX node passes through; op families express\n"
-        "torch semantics only, and `workarounds.audit` rejects any program holding a raw op on a listed path\n"
+        "Generated from `python/rlx_torch_import/lower/rlx/defects.py` by `make docs`. Every workaround lives in\n"
+        "the workaround layer (`lower/rlx/`), which every emitted RLX node passes through; op families express\n"
+        "torch semantics only, and `audit.audit` rejects any program holding a raw op on a listed path\n"
         "(accepted rows excepted). Each probe runs the raw RLX op on a tiny graph; `tests/test_rlx_defects.py`\n"
         "fails when one finds the defect gone, naming the workaround that can then be dropped. Run\n"
         "`rlx-torch-import defects` to see what the installed RLX still gets wrong.\n\n"
@@ -57,7 +57,7 @@ def defect_table() -> str:
 
 
 def _cuda_rows() -> str:
-    """How RLX's CUDA backend differs from its CPU backend (`lower/cuda_defects.py`)."""
+    """How RLX's CUDA backend differs from its CPU backend (`lower/rlx/cuda_defects.py`)."""
     from .lower.rlx.cuda_defects import CUDA_DEFECTS
 
     rows = ["| difference | what RLX's CUDA backend does | how rlx-torch-import handles it | probe |"]
@@ -65,7 +65,7 @@ def _cuda_rows() -> str:
     rows += [f"| `{d.key}` | {_cell(d.what)} | {_cell(d.handling)} | `{d.probe.__name__}` |" for d in CUDA_DEFECTS]
     return (
         "\n## CUDA backend\n\n"
-        "Generated from `python/rlx_torch_import/lower/cuda_defects.py`. A bundle is one graph for every\n"
+        "Generated from `python/rlx_torch_import/lower/rlx/cuda_defects.py`. A bundle is one graph for every\n"
         "device, so these are handled where the device is chosen, in the Rust core (`src/device.rs`): a refusal\n"
         "naming the node or input (`DeviceError`, exit 7) or an RLX setting made for every CUDA compile. Each\n"
         "probe runs the raw op on the GPU: `rlx-torch-import defects --device cuda` (exit 7 without one). The\n"
