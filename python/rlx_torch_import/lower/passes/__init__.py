@@ -1,5 +1,8 @@
 """Conversion-time rewrites of the lowered program: work done once here is not done on every run.
 
+One module per pass (`layouts.py`, `batch_norm.py`, `rotary.py`, `rms_norm.py`, `constants.py`,
+`dead.py`; shared helpers in `_common.py`); `optimize` runs them in order.
+
 Each pass keeps the numbers RLX computes exactly as they were:
 
 - `fold_param_layouts`: a `Transpose` or `Reshape` of a parameter becomes a
