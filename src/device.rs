@@ -130,7 +130,7 @@ pub fn prepare(device: Device) -> Result<Vec<String>, CoreError> {
         .collect())
 }
 
-/// The CUDA defect probes (`lower/cuda_defects.py`) set this to `1` around a probe, so the raw
+/// The CUDA defect probes (`lower/rlx/cuda_defects.py`) set this to `1` around a probe, so the raw
 /// behaviour [`check_graph`] and [`check_value`] refuse can be observed on a GPU. Read at each
 /// check; nothing else should set it.
 pub const RAW_DEVICE_ENV: &str = "RLX_TORCH_IMPORT_PROBE_RAW_DEVICE";

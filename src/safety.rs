@@ -21,7 +21,7 @@
 //!   per element, past the buffer).
 //!
 //! Every finding is a [`CoreError::Check`]: the graph was refused before RLX saw it. A known
-//! crash too: our lowering never emits one (lower/workarounds.py routes around each), so only a
+//! crash too: our lowering never emits one (lower/rlx/workarounds.py routes around each), so only a
 //! hand-edited or foreign model file reaches it, and for that file it is bad input, not a failure
 //! of RLX on a graph it accepted. Every error names the node (id, label, op), and where they
 //! matter dims, dtype, bytes and the limit.

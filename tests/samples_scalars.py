@@ -1,4 +1,4 @@
-"""Parity samples: values read from tensors (`.item()`) and the Python arithmetic on them (lower/scalars.py)."""
+"""Parity samples: values read from tensors (`.item()`) and the Python arithmetic on them (lower/ops/scalars.py)."""
 
 from __future__ import annotations
 

@@ -134,7 +134,7 @@ def test_cli_device_cuda_exits_7_naming_what_is_missing(argv: list[str], convert
 def test_cuda_defect_probes_need_a_gpu() -> None:
     """`defects --device cuda` runs the CUDA probes (docs/rlx-defects.md, "CUDA backend") only where
     there is a GPU: elsewhere exit 7 naming what is missing, before any probe."""
-    from rlx_torch_import.lower.cuda_defects import CUDA_DEFECTS
+    from rlx_torch_import.lower.rlx.cuda_defects import CUDA_DEFECTS
 
     assert {d.key for d in CUDA_DEFECTS} == {"cuda-float64", "cuda-integers", "cuda-tf32", "cuda-attention-wmma"}
     r = cli("defects", "--device", "cuda")

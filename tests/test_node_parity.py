@@ -25,7 +25,7 @@ def _plant(monkeypatch: pytest.MonkeyPatch, factor: float) -> None:
         value = real.fn(b, call)
         return b.binary("Mul", value, b.const(factor, value.dtype))
 
-    monkeypatch.setitem(REGISTRY, PLANTED, Lowering(PLANTED, wrong, real.check, real.family))
+    monkeypatch.setitem(REGISTRY, PLANTED, Lowering(PLANTED, wrong, real.check, real.family, kind=real.kind))
 
 
 def _silu_node(report: rti.ParityReport) -> str:

@@ -1,4 +1,4 @@
-"""The conversion-time rewrites (lower/optimize.py): each one fires on the pattern it is for, the
+"""The conversion-time rewrites (lower/passes/): each one fires on the pattern it is for, the
 bundle still matches PyTorch, and the passes that claim the same roundings give the same bits."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ def test_every_key_is_a_real_op_overload() -> None:
     import math
     import operator
 
-    python_level = {"operator": operator, "math": math, "torch": torch}  # lower/scalars.py: Python ops on SymInts
+    python_level = {"operator": operator, "math": math, "torch": torch}  # lower/ops/scalars.py: Python ops on SymInts
     for target in REGISTRY:
         if target.count(".") == 1:
             module, name = target.split(".")

@@ -1,7 +1,7 @@
 """RLX kernels alone vs the same op in PyTorch: the rows to show RLX's maintainers.
 
 Where a converted model is still slower than eager PyTorch after every conversion-time
-rewrite (`lower/optimize.py`) and runtime setting (`rlx_config`), the time is in RLX's
+rewrite (`lower/passes/`) and runtime setting (`rlx_config`), the time is in RLX's
 own kernels. Each row here builds one RLX op at a shape taken from a benchmark model,
 runs it through the same core and settings as a bundle, and times PyTorch's op on the
 same data with the same thread count. `python -m tools.bench` prints the

@@ -442,10 +442,10 @@ def _run(argv: Sequence[str]) -> int:
     if argv and argv[0] == "defects":
         args = _defects_parser().parse_args(argv[1:])
         if args.device == "cuda":
-            from .lower.cuda_defects import main as cuda_defects_main
+            from .lower.rlx.cuda_defects import main as cuda_defects_main
 
             return cuda_defects_main()
-        from .lower.defects import main as defects_main
+        from .lower.rlx.defects import main as defects_main
 
         return defects_main()
     if argv and argv[0] == "build":

@@ -73,7 +73,7 @@ BY_RLX: dict[str, DtypeRecord] = {r.rlx: r for r in RECORDS.values()}
 
 # Bool and narrow integers: RLX's f32-aliased CPU arena cannot pass them across the graph
 # boundary natively, and several kernels move them with the wrong width; the workaround
-# layer (lower/workarounds.py) carries and moves them as float32 (exact for these ranges).
+# layer (lower/rlx/) carries and moves them as float32 (exact for these ranges).
 NARROW_DTYPES = frozenset(BY_RLX[d].name for d in _core.BOUNDARY_NARROW)
 # Half precision computes as float32 inside RLX and is rounded where torch rounds (casts,
 # some kernels' intermediates, the outputs), as torch's CPU opmath does. docs/design.md (l).

@@ -49,7 +49,7 @@ class RlxNode:
 
 @dataclass(frozen=True)
 class DerivedParam:
-    """A parameter computed once at conversion from stored weights (`lower/optimize.py`).
+    """A parameter computed once at conversion from stored weights (`lower/passes/`).
 
     `steps` apply in order to the weight `source`: ("transpose", perm) or ("reshape", dims).
     Both only move elements, so the derived tensor holds exactly the weight's values.
@@ -112,7 +112,7 @@ class Program:
     aten_counts: dict[str, int] = field(default_factory=dict)
     # Parameters made at conversion from stored weights (a weight in the layout RLX's kernels read).
     derived_params: dict[str, DerivedParam | FoldedBatchNorm] = field(default_factory=dict)
-    # What the conversion-time passes changed (`lower/optimize.py`), e.g. {"constants_folded": 3}.
+    # What the conversion-time passes changed (`lower/passes/`), e.g. {"constants_folded": 3}.
     rewrites: dict[str, int] = field(default_factory=dict)
     # torch-ir nodes whose sizes depend on a dynamic dim (a program lowered at one binding of a
     # dynamic program): their values are not folded into constants, which would fix their size.

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 
 from .. import _core, safetensors_io
-from ..lower.optimize import derived_spec, materialize
 from ..outdir import write_text
 from ..program import Program
 from ..torchir import TorchIR
+from ..weights import derived_spec, materialize
 from .format import HIR, META, SYMBOLIC, WEIGHTS, meta_for, write_meta
 
 

@@ -1,19 +1,21 @@
-"""The explicit list of op families; importing this module registers every lowering."""
+"""The explicit list of op families (modules of `lower/ops/`); importing this module registers every lowering."""
 
 from importlib import import_module
 from types import ModuleType
 
 NAMES = (
+    "arithmetic",
     "attention",
     "backward",
     "conv",
     "convert",
     "creation",
-    "elementwise",
     "embedding",
+    "grid_sample",
     "image",
     "indexing",
     "linalg",
+    "logical",
     "moe",
     "norm",
     "pool",
@@ -22,6 +24,8 @@ NAMES = (
     "rnn",
     "scalars",
     "shape",
+    "unary",
+    "upsample",
 )
 
-FAMILIES: tuple[ModuleType, ...] = tuple(import_module(f"{__package__}.{name}") for name in NAMES)
+FAMILIES: tuple[ModuleType, ...] = tuple(import_module(f"{__package__}.ops.{name}") for name in NAMES)

@@ -8,24 +8,21 @@ check before anything is lowered, so the user sees every gap at once.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
-
-import numpy as np
 
 from ..dtypes import NARROW_DTYPES, boundary_dtype, compute_rlx, is_supported, to_rlx
 from ..errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
 from ..program import Program, Provenance, ValueDecl
 from ..symbolic import evaluate_shape, is_static, values_of
 from ..torchir import TorchIR, specialize
-from .context import Builder, Call, Value
-from .workarounds import RlxLimit, audit, protect_outputs
-
-# Weight dtypes RLX 0.2.x's CPU backend refuses to bind (`set_param_typed` panics on I16).
-UNBINDABLE_WEIGHT_DTYPES = frozenset({"int16"})
+from .builder import Builder
+from .call import Call, Value
+from .rlx.audit import audit
+from .rlx.boundary import empty_outputs, protect_outputs, unbindable_weights
+from .rlx.routing import RlxLimit
 
 LowerFn = Callable[[Builder, Call], "Value | list[Value | None]"]
 CheckFn = Callable[[Call], "str | None"]
@@ -41,24 +38,37 @@ class Lowering:
     family: str
     # int arguments the lowering also takes as a 0-d tensor (a value read from a tensor, `.item()`)
     tensor_scalars: tuple[str, ...] = ()
+    # the numerical character of a float result, which picks the per-node parity budget
+    # (`verify.nodes.op_kind`): one of KINDS
+    kind: str = "elementwise"
 
 
 REGISTRY: dict[str, Lowering] = {}
 
+# What a float result's per-node budget follows (`verify.nodes.op_kind`): movement (data movement
+# and selection, every element a copy of an input element: exact), elementwise (a few ULP of the
+# tensor's largest value), contraction (K the contracted length: sqrt of in0 * in1 elements over the
+# output's) and reduction, normalizations included (K the reduced length: input elements over output
+# elements, at least the last axis for the per-row normalizations), both eps * (16 + 2K) of their scale.
+KINDS = ("movement", "elementwise", "contraction", "reduction")
+
 
 def lowers(
-    *targets: str, check: CheckFn | None = None, tensor_scalars: tuple[str, ...] = ()
+    *targets: str, check: CheckFn | None = None, tensor_scalars: tuple[str, ...] = (), kind: str = "elementwise"
 ) -> Callable[[LowerFn], LowerFn]:
     """Register `fn` as the lowering of each ATen overload in `targets`. `tensor_scalars` names the
     int arguments `fn` also lowers when they arrive as a 0-d tensor (a value read from a tensor);
-    any other int/bool/float/list argument arriving so is refused by the capability pass."""
+    any other int/bool/float/list argument arriving so is refused by the capability pass. `kind`
+    (one of KINDS) is the numerical character of the op's float results (per-node budgets)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r} is not one of {KINDS}")
 
     def register(fn: LowerFn) -> LowerFn:
         family = fn.__module__.rsplit(".", 1)[-1]
         for target in targets:
             if target in REGISTRY:
                 raise RuntimeError(f"{target} is registered twice ({REGISTRY[target].fn.__name__}, {fn.__name__})")
-            REGISTRY[target] = Lowering(target, fn, check, family, tuple(tensor_scalars))
+            REGISTRY[target] = Lowering(target, fn, check, family, tuple(tensor_scalars), kind)
         return fn
 
     return register
@@ -110,17 +120,7 @@ def _check_calls(ir: TorchIR) -> list[Unsupported]:
     for spec in [*ir.inputs, *ir.weights]:
         if not is_supported(spec.dtype):
             items.append(Unsupported("<input>", spec.name, "", f"dtype {spec.dtype} has no RLX counterpart"))
-    for w in ir.weights:
-        if w.dtype in UNBINDABLE_WEIGHT_DTYPES:
-            items.append(
-                Unsupported(
-                    "<weight>",
-                    w.name,
-                    "",
-                    f"{w.kind} {w.key!r} is {w.dtype}, which RLX's CPU backend cannot bind as a weight "
-                    "(set_param rejects I16); store it as int32 or int64",
-                )
-            )
+    items.extend(unbindable_weights(ir.weights))
     for node in ir.nodes:
         lowering = REGISTRY.get(node.target)
         if lowering is None:
@@ -230,7 +230,7 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, sha
     node computes that has an RLX value is also an output, after the graph's own
     (`program.probes` names them).
 
-    With `optimize`, the conversion-time passes of `lower/optimize.py` run last (weights
+    With `optimize`, the conversion-time passes of `lower/passes/` run last (weights
     stored in the layout RLX reads, constants folded, dead nodes dropped). A program with
     dynamic dims is lowered at its example sizes (`lower.symbolic` makes its symbolic graph, from
     lowerings without `share_scalars`: each one-element constant its own node, `Builder`)."""
@@ -245,61 +245,14 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, sha
         name=ir.name, size_dependent=_size_dependent(ir), size_bounds=_size_bounds(ir), dynamic_axes=_dynamic_axes(ir)
     )
     builder = Builder(program, share_scalars=share_scalars)
-    values: dict[str, Value] = {}
-    for spec in ir.inputs:
-        carrier = boundary_dtype(spec.dtype)
-        program.inputs.append(ValueDecl(spec.name, tuple(spec.shape), carrier))
-        if carrier != to_rlx(spec.dtype):  # carried as float32, cast to its dtype as the graph's first step
-            program.carried_inputs[spec.name] = spec.dtype
-        if spec.dtype in NARROW_DTYPES:
-            builder.provenance = Provenance(aten="<boundary cast>", node=spec.name)
-            values[spec.name] = builder.cast(Value(spec.name, tuple(spec.shape), "float32"), spec.dtype)
-        else:
-            values[spec.name] = Value(spec.name, tuple(spec.shape), spec.dtype)
-    for w in ir.weights:
-        program.params.append(ValueDecl(w.key, tuple(w.shape), compute_rlx(w.dtype)))
-        values[w.name] = Value(w.key, tuple(w.shape), w.dtype)
+    values = _declare_inputs(ir, program, builder)
     for node in ir.nodes:
         call = make_call(node, values)
         if node.name in refused_nodes or _uses_refused(call):
             _refuse(node, values)
             continue
         _require_lowered_inputs(node, call, ir.decomposition)
-        builder.provenance = Provenance(
-            aten=node.target,
-            node=node.name,
-            module_path=node.module_path,
-            source=node.source,
-            input_shapes=tuple(v.dims for v in call.positional if isinstance(v, Value)),
-        )
-        try:
-            result = _empty_outputs(builder, node) or REGISTRY[node.target].fn(builder, call)
-        except RlxLimit as e:
-            items.append(Unsupported(node.target, node.name, node.module_path, str(e), node.source,
-                                     node.decomposed_from))  # fmt: skip
-            _refuse(node, values)
-            continue
-        except RtiError:
-            raise
-        except Exception as e:
-            raise LoweringError(
-                f"internal error: {REGISTRY[node.target].fn.__name__} failed on {node.target} at node "
-                f"{node.name}{f' in {node.module_path}' if node.module_path else ''}: {type(e).__name__}: {e}",
-                hint="this is a bug in rlx-torch-import; please report it with torch-ir.json",
-            ) from e
-        program.aten_counts[node.target] = program.aten_counts.get(node.target, 0) + 1
-        results = result if isinstance(result, list) else [result]
-        for spec, value in zip(node.outputs, results, strict=False):
-            if value is None:
-                continue
-            if (tuple(spec.shape), spec.dtype) != (value.dims, value.dtype):
-                raise LoweringError(
-                    f"internal error: lowering {REGISTRY[node.target].fn.__name__} of {node.target} at node "
-                    f"{node.name} produced {value.dtype}{list(value.dims)}, torch says {spec.dtype}{spec.shape}"
-                )
-            values[spec.name] = value
-            program.torch_values[spec.name] = (value.id, value.dims, value.dtype)
-        _rebind_mutated(node, call, values)
+        _lower_node(builder, node, call, values, items)
     if items:
         raise UnsupportedOpsError(items=items, decomposition=ir.decomposition)
     unresolved = [o for o in ir.outputs if o.value not in values]
@@ -316,6 +269,82 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, sha
             ],
             decomposition=ir.decomposition,
         )
+    _declare_outputs(ir, program, builder, values, probe_values)
+    audit(program, builder.nan_free_ids, builder.compensated)
+    if optimize:
+        from .passes import optimize as run_passes
+
+        program.rewrites = run_passes(program)
+    protect_outputs(program)  # after the passes, which may make an output a Transpose
+    return program
+
+
+def _declare_inputs(ir: TorchIR, program: Program, builder: Builder) -> dict[str, Value]:
+    """The graph's inputs (bool and narrow integers carried as float32 and cast inside: boundary-narrow)
+    and parameters; returns the value of each by torch-ir name."""
+    values: dict[str, Value] = {}
+    for spec in ir.inputs:
+        carrier = boundary_dtype(spec.dtype)
+        program.inputs.append(ValueDecl(spec.name, tuple(spec.shape), carrier))
+        if carrier != to_rlx(spec.dtype):  # carried as float32, cast to its dtype as the graph's first step
+            program.carried_inputs[spec.name] = spec.dtype
+        if spec.dtype in NARROW_DTYPES:
+            builder.provenance = Provenance(aten="<boundary cast>", node=spec.name)
+            values[spec.name] = builder.cast(Value(spec.name, tuple(spec.shape), "float32"), spec.dtype)
+        else:
+            values[spec.name] = Value(spec.name, tuple(spec.shape), spec.dtype)
+    for w in ir.weights:
+        program.params.append(ValueDecl(w.key, tuple(w.shape), compute_rlx(w.dtype)))
+        values[w.name] = Value(w.key, tuple(w.shape), w.dtype)
+    return values
+
+
+def _lower_node(builder: Builder, node: Any, call: Call, values: dict[str, Value], items: list[Unsupported]) -> None:
+    """Lower one node under its provenance and bind its outputs (a use RLX has no exact route for is
+    added to `items`, its outputs refused)."""
+    program = builder.program
+    builder.provenance = Provenance(
+        aten=node.target,
+        node=node.name,
+        module_path=node.module_path,
+        source=node.source,
+        input_shapes=tuple(v.dims for v in call.positional if isinstance(v, Value)),
+    )
+    try:
+        result = empty_outputs(builder, node) or REGISTRY[node.target].fn(builder, call)
+    except RlxLimit as e:
+        items.append(Unsupported(node.target, node.name, node.module_path, str(e), node.source,
+                                 node.decomposed_from))  # fmt: skip
+        _refuse(node, values)
+        return
+    except RtiError:
+        raise
+    except Exception as e:
+        raise LoweringError(
+            f"internal error: {REGISTRY[node.target].fn.__name__} failed on {node.target} at node "
+            f"{node.name}{f' in {node.module_path}' if node.module_path else ''}: {type(e).__name__}: {e}",
+            hint="this is a bug in rlx-torch-import; please report it with torch-ir.json",
+        ) from e
+    program.aten_counts[node.target] = program.aten_counts.get(node.target, 0) + 1
+    results = result if isinstance(result, list) else [result]
+    for spec, value in zip(node.outputs, results, strict=False):
+        if value is None:
+            continue
+        if (tuple(spec.shape), spec.dtype) != (value.dims, value.dtype):
+            raise LoweringError(
+                f"internal error: lowering {REGISTRY[node.target].fn.__name__} of {node.target} at node "
+                f"{node.name} produced {value.dtype}{list(value.dims)}, torch says {spec.dtype}{spec.shape}"
+            )
+        values[spec.name] = value
+        program.torch_values[spec.name] = (value.id, value.dims, value.dtype)
+    _rebind_mutated(node, call, values)
+
+
+def _declare_outputs(
+    ir: TorchIR, program: Program, builder: Builder, values: dict[str, Value], probe_values: bool
+) -> None:
+    """The graph's outputs, then (`probe_values`) every intermediate value with an RLX value; bool and
+    narrow integers cast to their float32 carrier, halves recorded as rounded on the host."""
     probes = [
         (o.name, values[o.name]) for n in ir.nodes for o in n.outputs if probe_values and o.name in program.torch_values
     ]
@@ -327,13 +356,6 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, sha
             value = builder.cast(value, "float32")
         program.outputs.append(value.id)
     program.probes = [name for name, _ in probes]
-    audit(program, builder.nan_free_ids, builder.compensated)
-    if optimize:
-        from .optimize import optimize as run_passes
-
-        program.rewrites = run_passes(program)
-    protect_outputs(program)  # after the passes, which may make an output a Transpose
-    return program
 
 
 def _refuse(node: Any, values: dict[str, Value]) -> None:
@@ -346,17 +368,6 @@ def _uses_refused(call: Call) -> bool:
         return isinstance(v, _Refused) or (isinstance(v, list) and any(walk(i) for i in v))
 
     return any(walk(v) for v in call.arguments)
-
-
-def _empty_outputs(builder: Builder, node: Any) -> list[Value | None] | None:
-    """A call whose tensor outputs all have zero elements computes nothing: each output is an
-    empty constant. RLX's CPU kernels panic writing a zero-size float64/int result."""
-    tensors = [o for o in node.outputs if o.dtype != "none"]
-    if not tensors or any(math.prod(o.shape) for o in tensors):
-        return None
-    return [
-        None if o.dtype == "none" else builder.const(np.zeros(o.shape, dtype=np.float32), o.dtype) for o in node.outputs
-    ]
 
 
 def _rebind_mutated(node: Any, call: Call, values: dict[str, Value]) -> None:
@@ -374,7 +385,7 @@ def _rebind_mutated(node: Any, call: Call, values: dict[str, Value]) -> None:
 
 def _require_lowered_inputs(node: Any, call: Call, decomposition: str) -> None:
     """A lowering may skip an output (e.g. batch-norm's saved stats); using one is an error."""
-    from .context import _Unresolved
+    from .call import _Unresolved
 
     def walk(v: Any) -> None:
         if isinstance(v, _Unresolved):

@@ -39,52 +39,20 @@ from .budgets import budget_for
 from .compare import check_reference
 from .report import NodeError, NodeParity
 
-# Data movement and selection: every element is a copy of an input element.
-MOVEMENT = {
-    "view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "slice", "select", "cat", "stack",
-    "clone", "index", "gather", "embedding", "squeeze", "unsqueeze", "flatten", "split", "split_with_sizes",
-    "narrow", "constant_pad_nd", "alias", "contiguous", "unfold", "as_strided", "as_strided_copy", "index_select",
-    "repeat", "roll", "flip", "chunk", "unbind", "where", "detach", "lift_fresh_copy", "expand_copy", "view_copy",
-    "permute_copy", "unsqueeze_copy", "squeeze_copy", "slice_copy", "select_copy", "t_copy", "transpose_copy",
-    "max_pool2d", "max_pool2d_with_indices", "max_pool3d", "max_pool1d", "item", "_local_scalar_dense", "masked_fill",
-    "full", "zeros", "ones", "empty", "zeros_like", "ones_like", "full_like", "new_zeros", "new_ones", "fill",
-    "tril", "triu", "relu", "index_put", "scatter", "pad", "reflection_pad1d", "reflection_pad2d",
-    "replication_pad1d", "replication_pad2d", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle",
-}  # fmt: skip
-# Contractions: K is the contracted length (sqrt of in0 * in1 elements over the output's).
-CONTRACTION = {
-    "mm", "bmm", "addmm", "matmul", "linear", "baddbmm", "addbmm", "convolution", "conv1d", "conv2d", "conv3d",
-    "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "_convolution", "einsum", "_int_mm", "addmv", "mv",
-    "dot", "tensordot", "scaled_dot_product_attention", "_scaled_dot_product_flash_attention_for_cpu",
-}  # fmt: skip
-# Reductions and normalizations: K is the reduced length (input elements over output elements,
-# at least the last axis for the per-row normalizations).
-REDUCTION = {
-    "sum", "mean", "var", "std", "var_mean", "std_mean", "prod", "norm", "linalg_vector_norm", "softmax", "_softmax",
-    "log_softmax", "_log_softmax", "logsumexp", "cumsum", "cumprod", "logcumsumexp", "layer_norm",
-    "native_layer_norm", "group_norm", "native_group_norm", "batch_norm", "_native_batch_norm_legit_no_training",
-    "rms_norm", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
-    "adaptive_avg_pool3d", "mse_loss", "amax", "amin", "max", "min", "_log_softmax_backward_data", "cross_entropy",
-    "nll_loss_forward", "upsample_bilinear2d", "upsample_bicubic2d", "grid_sampler_2d", "_linalg_det", "linalg_det",
-}  # fmt: skip
-
 _EPS = {r.name: r.eps for r in RECORDS.values() if r.eps is not None}
 
 
 def op_kind(target: str, dtype: str) -> str:
-    """The numerical character a node's local budget follows: exact, movement, elementwise,
-    contraction or reduction."""
+    """The numerical character a node's local budget follows: exact for integer and bool results,
+    else the kind its lowering declares (`@lowers(..., kind=...)`: movement, elementwise,
+    contraction or reduction). Only lowered nodes get here (`node_parity` lowers the whole program
+    first, which refuses an unregistered op), so a target outside the registry is elementwise."""
+    from ..lower import REGISTRY
+
     if dtype not in _EPS:
         return "exact"
-    packet = target.split(".")[1] if target.startswith(("aten.", "prims.")) else target
-    packet = packet.rstrip("_") if packet not in ("_softmax", "_log_softmax") else packet
-    if packet in MOVEMENT:
-        return "movement"
-    if packet in CONTRACTION:
-        return "contraction"
-    if packet in REDUCTION:
-        return "reduction"
-    return "elementwise"
+    lowering = REGISTRY.get(target)
+    return lowering.kind if lowering is not None else "elementwise"
 
 
 # ---------------------------------------------------------------------------------------------

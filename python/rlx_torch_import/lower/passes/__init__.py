@@ -1,0 +1,43 @@
+"""Conversion-time rewrites of the lowered program: work done once here is not done on every run.
+
+One module per pass (`layouts.py`, `batch_norm.py`, `rotary.py`, `rms_norm.py`, `constants.py`,
+`dead.py`; shared helpers in `_common.py`); `optimize` runs them in order.
+
+Each pass keeps the numbers RLX computes exactly as they were:
+
+- `fold_param_layouts`: a `Transpose` or `Reshape` of a parameter becomes a
+  parameter stored in the new layout (`Program.derived_params`; the bundle writer
+  applies the move to the weight's bytes). `Linear` lowers to `x @ W^T`; RLX 0.2.19
+  merges that transpose into its GEMM only for 2-D, bias-free matmuls, and
+  otherwise transposes the weight on every run (docs/design.md, "Weights in the
+  layout RLX reads").
+- `fold_constants`: a value computed from constants alone (attention masks built
+  from `arange`, position tables, shape arithmetic) is evaluated once, by RLX
+  itself (`evaluate`), and stored as a `Constant`.
+- `remove_dead`: nodes and parameters nothing reads any more are dropped.
+
+`Builder.known` uses `evaluate` during lowering, so a lowering can specialize on a
+constant operand (e.g. attention with a causal mask built from `arange` becomes
+RLX's fused causal attention).
+"""
+
+from __future__ import annotations
+
+from ...program import Program
+from .batch_norm import fold_batch_norm
+from .constants import fold_constants
+from .dead import remove_dead
+from .layouts import fold_param_layouts
+from .rms_norm import fold_rms_norm
+from .rotary import fold_rotary
+
+
+def optimize(program: Program) -> dict[str, int]:
+    """Run every pass; returns what each changed (for the report and the benchmark)."""
+    stats = {"param_layouts_folded": fold_param_layouts(program)}
+    stats["batch_norms_folded"] = fold_batch_norm(program)
+    stats["rotary_embeddings_on_rope"] = fold_rotary(program)
+    stats["rms_norms_fused"] = fold_rms_norm(program)
+    stats["constants_folded"] = fold_constants(program)
+    stats["dead_nodes_removed"] = remove_dead(program)
+    return stats

@@ -1,0 +1,82 @@
+"""Derived and materialised weights: parameters a conversion-time pass computes from stored ones.
+
+`lower/passes/layouts.py` and `lower/passes/batch_norm.py` record them on the program
+(`Program.derived_params`); the bundle writer computes their elements here (`materialize`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .dtypes import RECORDS
+from .program import DerivedParam, FoldedBatchNorm, Program
+
+
+def derive(array: np.ndarray, steps: tuple[tuple[str, tuple[int, ...]], ...]) -> np.ndarray:
+    """Apply a `DerivedParam`'s moves to the weight's elements (any dtype, bytes unchanged).
+
+    The copy runs in torch (blocked and multi-threaded; numpy's strided copy of a large
+    transpose was most of the bundle-writing time)."""
+    import torch
+
+    signed = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[array.dtype.itemsize]
+    with warnings.catch_warnings():  # a read-only (mapped) weight: only read here, the moves copy it
+        warnings.simplefilter("ignore", UserWarning)
+        t = torch.from_numpy(np.ascontiguousarray(array).view(f"<i{array.dtype.itemsize}")).view(signed)
+    for kind, arg in steps:
+        t = t.permute(arg) if kind == "transpose" else t.reshape(arg)
+    return t.contiguous().numpy().view(array.dtype)
+
+
+def derived_spec(program: Program, name: str, weights: dict[str, Any]) -> tuple[str, tuple[int, ...]]:
+    """A derived parameter's stored dtype and shape, without computing it."""
+    d = program.derived_params[name]
+    if isinstance(d, FoldedBatchNorm):
+        return "float32", d.dims
+    source = d.source
+    while isinstance(program.derived_params.get(source), DerivedParam):
+        source = program.derived_params[source].source  # type: ignore[union-attr]
+    dtype = "float32" if source in program.derived_params else weights[source].dtype
+    return dtype, next(p.dims for p in program.params if p.name == name)
+
+
+def materialize(program: Program, name: str, weights: dict[str, Any]) -> tuple[str, np.ndarray]:
+    """A parameter's stored dtype and elements, derived ones computed from `weights` (safetensors_io.RawTensor).
+
+    Moves keep the source's exact bytes (the array holds them as unsigned integers of the
+    element's size); a folded batch norm is float32.
+    """
+    d = program.derived_params.get(name)
+    if d is None:
+        t = weights[name]
+        size = RECORDS[t.dtype].itemsize
+        return t.dtype, np.frombuffer(t.data, dtype=f"<u{size}").reshape(t.shape)
+    if isinstance(d, DerivedParam):
+        dtype, array = materialize(program, d.source, weights)
+        return dtype, derive(array, d.steps)
+    return "float32", _fold_values(program, d, weights).astype("<f4")
+
+
+def _float_values(program: Program, name: str, weights: dict[str, Any]) -> np.ndarray:
+    dtype, raw = materialize(program, name, weights)
+    if dtype != "float32":
+        raise ValueError(f"batch-norm folding reads float32 weights, {name!r} is {dtype}")
+    return raw.view("<f4").astype(np.float64)
+
+
+def _fold_values(program: Program, d: FoldedBatchNorm, weights: dict[str, Any]) -> np.ndarray:
+    gamma, beta, mean, var = (_float_values(program, n, weights).reshape(-1) for n in (d.gamma, d.beta, d.mean, d.var))
+    scale = gamma / np.sqrt(var + d.eps)
+    if d.role == "weight":
+        w = _float_values(program, d.conv, weights) if d.conv else None
+        assert w is not None
+        return (w * scale.reshape((-1,) + (1,) * (w.ndim - 1))).reshape(d.dims)
+    if d.role == "bias":
+        bias = _float_values(program, d.conv, weights).reshape(-1) if d.conv else 0.0
+        return ((bias - mean) * scale + beta).reshape(d.dims)
+    if d.role == "scale":
+        return scale.reshape(d.dims)
+    return (beta - mean * scale).reshape(d.dims)

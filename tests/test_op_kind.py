@@ -1,0 +1,74 @@
+"""Per-node budget classes are declared on the registration (`@lowers(..., kind=...)`) and
+`verify.nodes.op_kind` reads them: for every registered op and dtype it answers as the sets it
+replaced did (frozen below, as they were in verify/nodes.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlx_torch_import.lower import REGISTRY
+from rlx_torch_import.lower.registry import KINDS, lowers
+from rlx_torch_import.verify.nodes import op_kind
+
+# fmt: off
+_MOVEMENT = {
+    "view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "slice", "select", "cat", "stack",
+    "clone", "index", "gather", "embedding", "squeeze", "unsqueeze", "flatten", "split", "split_with_sizes",
+    "narrow", "constant_pad_nd", "alias", "contiguous", "unfold", "as_strided", "as_strided_copy", "index_select",
+    "repeat", "roll", "flip", "chunk", "unbind", "where", "detach", "lift_fresh_copy", "expand_copy", "view_copy",
+    "permute_copy", "unsqueeze_copy", "squeeze_copy", "slice_copy", "select_copy", "t_copy", "transpose_copy",
+    "max_pool2d", "max_pool2d_with_indices", "max_pool3d", "max_pool1d", "item", "_local_scalar_dense", "masked_fill",
+    "full", "zeros", "ones", "empty", "zeros_like", "ones_like", "full_like", "new_zeros", "new_ones", "fill",
+    "tril", "triu", "relu", "index_put", "scatter", "pad", "reflection_pad1d", "reflection_pad2d",
+    "replication_pad1d", "replication_pad2d", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle",
+}
+_CONTRACTION = {
+    "mm", "bmm", "addmm", "matmul", "linear", "baddbmm", "addbmm", "convolution", "conv1d", "conv2d", "conv3d",
+    "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "_convolution", "einsum", "_int_mm", "addmv", "mv",
+    "dot", "tensordot", "scaled_dot_product_attention", "_scaled_dot_product_flash_attention_for_cpu",
+}
+_REDUCTION = {
+    "sum", "mean", "var", "std", "var_mean", "std_mean", "prod", "norm", "linalg_vector_norm", "softmax", "_softmax",
+    "log_softmax", "_log_softmax", "logsumexp", "cumsum", "cumprod", "logcumsumexp", "layer_norm",
+    "native_layer_norm", "group_norm", "native_group_norm", "batch_norm", "_native_batch_norm_legit_no_training",
+    "rms_norm", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+    "adaptive_avg_pool3d", "mse_loss", "amax", "amin", "max", "min", "_log_softmax_backward_data", "cross_entropy",
+    "nll_loss_forward", "upsample_bilinear2d", "upsample_bicubic2d", "grid_sampler_2d", "_linalg_det", "linalg_det",
+}
+# fmt: on
+_FLOATS = {"float64", "float32", "float16", "bfloat16"}
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "bool")
+
+
+def _old_op_kind(target: str, dtype: str) -> str:
+    """verify.nodes.op_kind before the kinds moved onto the registrations."""
+    if dtype not in _FLOATS:
+        return "exact"
+    packet = target.split(".")[1] if target.startswith(("aten.", "prims.")) else target
+    packet = packet.rstrip("_") if packet not in ("_softmax", "_log_softmax") else packet
+    if packet in _MOVEMENT:
+        return "movement"
+    if packet in _CONTRACTION:
+        return "contraction"
+    if packet in _REDUCTION:
+        return "reduction"
+    return "elementwise"
+
+
+def test_op_kind_reads_the_registry_as_the_old_sets_answered() -> None:
+    differ = [
+        (target, dtype, _old_op_kind(target, dtype), op_kind(target, dtype))
+        for target in sorted(REGISTRY)
+        for dtype in DTYPES
+        if _old_op_kind(target, dtype) != op_kind(target, dtype)
+    ]
+    assert not differ, differ
+
+
+def test_every_registration_declares_a_known_kind() -> None:
+    assert {low.kind for low in REGISTRY.values()} <= set(KINDS)
+
+
+def test_an_unknown_kind_is_refused() -> None:
+    with pytest.raises(ValueError, match="kind"):
+        lowers("aten.test_only.default", kind="matmul")
