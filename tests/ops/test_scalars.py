@@ -1,17 +1,16 @@
-"""Parity samples: values read from tensors (`.item()`) and the Python arithmetic on them (lower/scalars.py)."""
+"""Parity samples: values read from tensors (`.item()`) and the Python arithmetic on them
+(lower/scalars.py).
+"""
 
 from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 from torch import nn
 
-from sample_utils import of_inputs
-
-
-def r(*shape: int) -> torch.Tensor:
-    return torch.randn(*shape)
+from _samples import LEVELS, Sample, check_op_sample, of_inputs, r, sample_ids
 
 
 def _float_ops(x: torch.Tensor) -> torch.Tensor:
@@ -54,7 +53,8 @@ def _indexing(x: torch.Tensor, i: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return x[n] * 2, x.select(1, n), x.narrow(0, n + 2, 2), x[n + 2 : n + 4, ::2]
 
 
-SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
+torch.manual_seed(0)
+SAMPLES: list[Sample] = [
     ("item_float_arithmetic", of_inputs(_float_ops), (r(3, 4),)),
     ("item_int_arithmetic", of_inputs(_int_ops), (r(3, 4), torch.tensor([2, 5, -1]))),
     ("item_comparisons", of_inputs(_compare_ops), (r(3, 4), torch.tensor([1, 2]))),
@@ -63,3 +63,9 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     ("item_index_positive", of_inputs(_indexing), (r(5, 4), torch.tensor(1))),
     ("item_index_negative", of_inputs(_indexing), (r(5, 4), torch.tensor(-2))),
 ]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize(("name", "module", "inputs"), SAMPLES, ids=sample_ids(SAMPLES))
+def test_op_sample(name: str, module: nn.Module, inputs: tuple[torch.Tensor, ...], level: str, tmp_path) -> None:
+    check_op_sample(name, module, inputs, level, tmp_path)

@@ -1,19 +1,19 @@
-"""Parity samples for 3-D convolution, transposed convolution, pooling and batch norm (video models),
-the legacy `_convolution` overloads, float64 transposed convolution and integer average pooling;
-tests/test_ops.py runs them at the `aten` and `core` levels.
+"""Parity samples of convolution (lower/conv.py): 1-D to 3-D, stride/padding/dilation/groups, `same`
+padding with even kernels and unbatched inputs (the generalized path), padding modes, transposed convolution,
+the legacy `_convolution` overloads (benchmark/deterministic/cudnn/tf32 flags), and float64, half and integer
+convolution (integers exact in float64 while |sums| < 2**53).
 """
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sample_utils import Fn
-from sample_utils import of_inputs as _Fn
+from _samples import LEVELS, A, Fn, Sample, check_op_sample, of_inputs, r, sample_ids
 
-_GEN = torch.Generator().manual_seed(13)
-A = torch.ops.aten
+_GEN = torch.Generator().manual_seed(3)
 
 
 def _r(*shape: int) -> torch.Tensor:
@@ -24,41 +24,10 @@ def _ri(*shape: int, lo: int = -50, hi: int = 50) -> torch.Tensor:
     return torch.randint(lo, hi, shape, generator=_GEN)
 
 
-def _ties(*shape: int) -> torch.Tensor:
-    """Small integer values as floats: many equal maxima, so the first-index rule matters."""
-    return torch.randint(0, 3, shape, generator=_GEN).float()
-
-
-def _with_nan(*shape: int) -> torch.Tensor:
-    x = _r(*shape)
-    x.view(-1)[:: max(1, x.numel() // 7)] = float("nan")
-    return x
-
-
-def _two_nans() -> torch.Tensor:
-    """[1, 2, 3, 4, 5]: channel 0 holds NaNs, several in one window (torch's index is the last one); channel 1
-    is all -inf (the index is the window's first element)."""
-    x = _r(1, 2, 3, 4, 5)
-    x[0, 0, 0, 1, 1] = x[0, 0, 0, 3, 1] = x[0, 0, 2, 3, 0] = float("nan")
-    x[0, 1] = float("-inf")
-    return x
-
-
 def _seeded(make, dtype: torch.dtype = torch.float32) -> nn.Module:
     """A module built under a fixed seed (deterministic weights), in `dtype`, eval mode."""
     torch.manual_seed(13)
     return make().to(dtype).eval()
-
-
-def _bn3d(c: int, dtype: torch.dtype = torch.float32) -> nn.Module:
-    """Eval BatchNorm3d with non-trivial running statistics and affine parameters."""
-    bn = nn.BatchNorm3d(c)
-    with torch.no_grad():
-        bn.running_mean.copy_(_r(c) * 0.5)
-        bn.running_var.copy_(torch.rand(c, generator=_GEN) + 0.5)
-        bn.weight.copy_(torch.rand(c, generator=_GEN) + 0.5)
-        bn.bias.copy_(_r(c) * 0.2)
-    return bn.to(dtype).eval()
 
 
 def _legacy(w: torch.Tensor, transposed: bool, stride, padding, dilation, output_padding, groups, bias=None):
@@ -73,7 +42,35 @@ def _legacy(w: torch.Tensor, transposed: bool, stride, padding, dilation, output
     )  # fmt: skip
 
 
-SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
+torch.manual_seed(0)
+SAMPLES: list[Sample] = [
+    ("conv1d_same", nn.Conv1d(3, 4, 5, padding="same", dilation=2), (r(2, 3, 20),)),
+    ("conv2d_stride_groups_dilation", nn.Conv2d(4, 8, 3, stride=2, padding=2, dilation=2, groups=2), (r(1, 4, 11, 9),)),
+    ("conv2d_rect_kernel_nobias", nn.Conv2d(3, 5, (3, 1), padding=(1, 0), bias=False), (r(2, 3, 6, 6),)),
+    (
+        "conv2d_same_squeeze_dim",
+        Fn(lambda m, a: F.conv2d(a, m.w, padding="same").squeeze(0).unsqueeze(1).squeeze(1), w=r(4, 3, 3, 3)),
+        (r(1, 3, 6, 6),),
+    ),
+    ("conv1d_numeric_padding", nn.Conv1d(2, 3, 3, padding=1, stride=2), (r(1, 2, 9),)),
+    # transposed convolution
+    ("conv_transpose_stride2", nn.ConvTranspose2d(3, 4, 3, stride=2), (_r(1, 3, 5, 4),)),
+    (
+        "conv_transpose_pad_outpad",
+        nn.ConvTranspose2d(4, 6, (3, 4), stride=(2, 3), padding=(1, 2), output_padding=(1, 2), bias=False),
+        (_r(2, 4, 5, 4),),
+    ),
+    (
+        "conv_transpose_groups_dilation",
+        nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, groups=2, dilation=2),
+        (_r(1, 4, 4, 5),),
+    ),
+    ("conv_transpose_1d", nn.ConvTranspose1d(3, 2, 4, stride=2, padding=1), (_r(2, 3, 7),)),
+    (
+        "conv_integer",
+        of_inputs(lambda x, w: (F.conv2d(x, w, padding=1), F.conv1d(x[:, :, 0], w[:, :, 0], stride=2))),
+        (torch.randint(-50, 50, (1, 2, 5, 6)), torch.randint(-9, 9, (3, 2, 3, 3))),
+    ),
     # 3-D convolution
     ("conv3d_plain", _seeded(lambda: nn.Conv3d(3, 4, 3)), (_r(2, 3, 5, 6, 7),)),
     (
@@ -92,8 +89,12 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
         _seeded(lambda: nn.Conv3d(2, 3, (2, 4, 3), padding="same", dilation=(1, 1, 2))),
         (_r(1, 2, 4, 6, 7),),
     ),
-    ("conv3d_valid", _Fn(lambda x, w: F.conv3d(x, w, padding="valid")), (_r(1, 2, 4, 5, 6), _r(3, 2, 2, 3, 2))),
-    ("conv3d_unbatched", _Fn(lambda x, w, b: F.conv3d(x, w, b, padding=1)), (_r(2, 3, 4, 5), _r(3, 2, 3, 3, 3), _r(3))),
+    ("conv3d_valid", of_inputs(lambda x, w: F.conv3d(x, w, padding="valid")), (_r(1, 2, 4, 5, 6), _r(3, 2, 2, 3, 2))),
+    (
+        "conv3d_unbatched",
+        of_inputs(lambda x, w, b: F.conv3d(x, w, b, padding=1)),
+        (_r(2, 3, 4, 5), _r(3, 2, 3, 3, 3), _r(3)),
+    ),
     (
         "conv3d_float64",
         _seeded(lambda: nn.Conv3d(4, 6, (3, 2, 3), stride=(2, 1, 1), padding=(1, 1, 0), groups=2), torch.float64),
@@ -112,17 +113,17 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     # integer (exact in float64 while |sums| < 2**53) and half-precision 3-D convolution
     (
         "conv3d_int64",
-        _Fn(lambda x, w: F.conv3d(x, w, stride=(1, 2, 1), padding=1, groups=2)),
+        of_inputs(lambda x, w: F.conv3d(x, w, stride=(1, 2, 1), padding=1, groups=2)),
         (_ri(1, 4, 3, 5, 4), _ri(4, 2, 2, 3, 2, lo=-5, hi=5)),
     ),
     (
         "conv3d_bfloat16",
-        _Fn(lambda x, w, b: F.conv3d(x, w, b, padding=(0, 1, 1))),
+        of_inputs(lambda x, w, b: F.conv3d(x, w, b, padding=(0, 1, 1))),
         (_r(1, 3, 3, 5, 4).bfloat16(), _r(4, 3, 2, 3, 3).bfloat16(), _r(4).bfloat16()),
     ),
     # same padding with an even kernel and unbatched input, 1-D and 2-D (the generalized path)
     ("conv2d_same_even_kernel", _seeded(lambda: nn.Conv2d(3, 4, (4, 3), padding="same")), (_r(2, 3, 7, 6),)),
-    ("conv1d_unbatched_same", _Fn(lambda x, w: F.conv1d(x, w, padding="same")), (_r(3, 9), _r(2, 3, 4))),
+    ("conv1d_unbatched_same", of_inputs(lambda x, w: F.conv1d(x, w, padding="same")), (_r(3, 9), _r(2, 3, 4))),
     # 3-D transposed convolution
     ("conv_transpose3d_plain", _seeded(lambda: nn.ConvTranspose3d(3, 4, 3)), (_r(1, 3, 3, 4, 5),)),
     (
@@ -143,7 +144,7 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     ),
     (
         "conv_transpose3d_unbatched_no_bias",
-        _Fn(lambda x, w: F.conv_transpose3d(x, w, stride=2, padding=1, output_padding=1)),
+        of_inputs(lambda x, w: F.conv_transpose3d(x, w, stride=2, padding=1, output_padding=1)),
         (_r(2, 3, 2, 4), _r(2, 3, 3, 3, 3)),
     ),
     (
@@ -158,17 +159,17 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
     ),
     (
         "conv_transpose3d_int64",
-        _Fn(lambda x, w: F.conv_transpose3d(x, w, stride=(2, 1, 2), padding=(1, 0, 0), output_padding=(1, 0, 1))),
+        of_inputs(lambda x, w: F.conv_transpose3d(x, w, stride=(2, 1, 2), padding=(1, 0, 0), output_padding=(1, 0, 1))),
         (_ri(1, 2, 3, 3, 4), _ri(2, 3, 3, 2, 2, lo=-5, hi=5)),
     ),
     (
         "conv_transpose3d_float16",
-        _Fn(lambda x, w: F.conv_transpose3d(x, w, stride=2, groups=2)),
+        of_inputs(lambda x, w: F.conv_transpose3d(x, w, stride=2, groups=2)),
         (_r(1, 4, 2, 3, 3).half(), _r(4, 1, 2, 2, 3).half()),
     ),
     (
         "conv_transpose2d_int64",
-        _Fn(lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1, dilation=2)),
+        of_inputs(lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1, dilation=2)),
         (_ri(2, 3, 4, 5), _ri(3, 2, 3, 3, lo=-5, hi=5)),
     ),
     # float64 transposed convolution in 1-D and 2-D, and col2im (fold) built on it
@@ -187,7 +188,6 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
         _seeded(lambda: nn.ConvTranspose1d(3, 2, 4, stride=3, padding=2, output_padding=1, bias=False), torch.float64),
         (_r(2, 3, 6).double(),),
     ),
-    ("fold_float64", nn.Fold((5, 6), 3, padding=1, stride=(1, 2)), (_r(2, 18, 15).double(),)),
     # the legacy aten._convolution overloads, 1-D to 3-D, plain and transposed
     ("legacy_convolution_1d", _legacy(_r(4, 3, 3), False, [2], [1], [1], [0], 1, _r(4)), (_r(2, 3, 9),)),
     (
@@ -220,61 +220,10 @@ SAMPLES: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]] = [
         ),
         (_r(1, 3, 4, 4, 5),),
     ),
-    # 3-D batch norm (eval)
-    ("batch_norm3d", _bn3d(4), (_r(2, 4, 3, 4, 5),)),
-    ("batch_norm3d_float64", _bn3d(3, torch.float64), (_r(1, 3, 2, 4, 3).double(),)),
-    # 3-D max pooling on the fused path and float64
-    ("max_pool3d_pad_ceil", nn.MaxPool3d(3, stride=2, padding=1, ceil_mode=True), (_r(1, 2, 5, 6, 7),)),
-    ("max_pool3d_float64", nn.MaxPool3d((2, 3, 2), stride=(1, 2, 2), padding=(1, 1, 0)), (_r(1, 2, 4, 6, 5).double(),)),
-    # adaptive max pooling, 1-D to 3-D, values and indices
-    ("adaptive_max_pool3d_nonuniform", nn.AdaptiveMaxPool3d((2, 3, 4)), (_r(1, 2, 5, 7, 6),)),
-    ("adaptive_max_pool3d_global", nn.AdaptiveMaxPool3d(1), (_r(2, 3, 3, 4, 5),)),
-    ("adaptive_max_pool3d_unbatched_float64", nn.AdaptiveMaxPool3d((1, 2, 3)), (_r(2, 3, 4, 7).double(),)),
-    ("adaptive_max_pool1d", nn.AdaptiveMaxPool1d(4), (_r(2, 3, 10),)),
-    (
-        "adaptive_max_pool3d_indices_ties",
-        _Fn(lambda x: F.adaptive_max_pool3d(x, (2, 3, 4), return_indices=True)),
-        (_ties(1, 2, 5, 7, 6),),
-    ),
-    (
-        "adaptive_max_pool3d_indices_float64_unbatched",
-        _Fn(lambda x: F.adaptive_max_pool3d(x, (3, 1, 2), return_indices=True)),
-        (_r(2, 4, 5, 5).double(),),
-    ),
-    (
-        "adaptive_max_pool2d_indices_nan",
-        _Fn(lambda x: F.adaptive_max_pool2d(x, (3, 4), return_indices=True)),
-        (_with_nan(1, 2, 7, 9),),
-    ),
-    (
-        "adaptive_max_pool_indices_two_nans_all_neg_inf",
-        _Fn(
-            lambda x: (
-                F.adaptive_max_pool2d(x[0, :, 0], (1, 2), return_indices=True),
-                F.adaptive_max_pool3d(x, 1, True),
-            )
-        ),
-        (_two_nans(),),
-    ),
-    (
-        "adaptive_max_pool1d_indices_unbatched",
-        _Fn(lambda x: F.adaptive_max_pool1d(x, 4, return_indices=True)),
-        (_ties(3, 10),),
-    ),
-    ("adaptive_avg_pool3d_float64", nn.AdaptiveAvgPool3d((2, 3, 2)), (_r(1, 2, 5, 7, 4).double(),)),
-    # integer average pooling: float64 sums divided by torch's divisor, truncated toward zero (int64 only:
-    # eager CPU has no other integer avg_pool kernel)
-    ("avg_pool3d_int64", nn.AvgPool3d(2), (_ri(1, 2, 4, 4, 6),)),
-    (
-        "avg_pool3d_int64_pad_ceil_exclude",
-        nn.AvgPool3d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
-        (_ri(2, 2, 5, 6, 5),),
-    ),
-    ("avg_pool3d_int64_divisor_override", nn.AvgPool3d(2, padding=1, divisor_override=3), (_ri(1, 2, 3, 4, 5),)),
-    (
-        "avg_pool2d_int64_pad_include_divisor",
-        _Fn(lambda x: (F.avg_pool2d(x, 3, 2, 1), F.avg_pool2d(x, (2, 3), 1, (1, 0), divisor_override=4))),
-        (_ri(2, 3, 7, 8),),
-    ),
-    ("avg_pool1d_int64_exclude_pad", nn.AvgPool1d(4, stride=3, padding=2, count_include_pad=False), (_ri(2, 3, 11),)),
 ]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize(("name", "module", "inputs"), SAMPLES, ids=sample_ids(SAMPLES))
+def test_op_sample(name: str, module: nn.Module, inputs: tuple[torch.Tensor, ...], level: str, tmp_path) -> None:
+    check_op_sample(name, module, inputs, level, tmp_path)
