@@ -5,7 +5,7 @@ export CARGO_TARGET_DIR ?= $(CACHE)/target
 VENV := $(or $(RTI_VENV),$(CACHE)/venv)
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test lint fmt docs bench
+.PHONY: setup demo test lint fmt docs bench golden
 
 setup:
 	@scripts/setup.sh >/dev/null
@@ -35,6 +35,12 @@ fmt:
 ## regenerate the supported-op table in README.md and docs/supported-ops.md
 docs: setup
 	$(PY) -m rlx_torch_import.opsdoc --write
+
+## accept the generated Rust as it is now: rewrite the golden crates (tests/golden/<style>/) and the
+## inline snapshots of printed ops (tests/test_golden_ops.py); review the diff before committing
+golden: setup
+	RTI_UPDATE_GOLDEN=1 EXPECTTEST_ACCEPT=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_golden_crates.py tests/test_golden_ops.py
+	$(VENV)/bin/ruff format tests/test_golden_ops.py
 
 ## RLX vs PyTorch eager vs ONNX Runtime, conversion cost, peak memory -> bench/results.md
 bench: setup
