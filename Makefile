@@ -40,6 +40,7 @@ docs: setup
 ## inline snapshots of printed ops (tests/test_golden_ops.py); review the diff before committing
 golden: setup
 	RTI_UPDATE_GOLDEN=1 EXPECTTEST_ACCEPT=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_golden_crates.py tests/test_golden_ops.py
+	rm -f tests/test_golden_ops.py.bak  # expecttest's copy of the file before its edit
 	$(VENV)/bin/ruff format tests/test_golden_ops.py
 
 ## RLX vs PyTorch eager vs ONNX Runtime, conversion cost, peak memory -> bench/results.md
