@@ -172,7 +172,7 @@ SAMPLES: list[Sample] = [
         of_inputs(lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1, dilation=2)),
         (_ri(2, 3, 4, 5), _ri(3, 2, 3, 3, lo=-5, hi=5)),
     ),
-    # float64 transposed convolution in 1-D and 2-D, and col2im (fold) built on it
+    # float64 transposed convolution in 1-D and 2-D (col2im in float64: test_pool.py)
     (
         "conv_transpose2d_float64",
         _seeded(

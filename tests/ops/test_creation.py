@@ -95,6 +95,7 @@ SAMPLES: list[Sample] = [
         ),
         (r(3, 4),),
     ),
+    # fill.Scalar and empty_strided called explicitly (torch's core table decomposes fill.Scalar)
     (
         "fill_scalar",
         of_inputs(lambda a, i, m: (A.fill.Scalar(a, 2.5), A.fill.Scalar(i, -3), A.fill.Scalar(m, True) | m)),

@@ -213,6 +213,7 @@ SAMPLES: list[Sample] = [
         of_inputs(lambda x: (F.avg_pool2d(x, 2, ceil_mode=True), F.avg_pool1d(x[0], 3, stride=1, padding=1))),
         (torch.tensor([[[-3, 0, 5, 2, -7], [-8, 1, 1, 4, 9], [2**40, 3, -1, 0, 6]]]),),
     ),
+    # col2im of im2col (F.fold of F.unfold), and in float64
     (
         "fold_of_unfold",
         of_inputs(lambda a: F.fold(F.unfold(a, 3, padding=1, stride=2), (7, 8), 3, padding=1, stride=2)),

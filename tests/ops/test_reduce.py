@@ -111,6 +111,7 @@ SAMPLES: list[Sample] = [
     ),
     ("cumsum_cumprod", Fn(lambda m, a: torch.cumsum(a, 1) + torch.cumprod(a * 0.5 + 1, dim=-2)), (r(3, 5),)),
     ("int_cumsum", Fn(lambda m, a: torch.cumsum(a, 0)), (ri(torch.int64),)),
+    # var.dim called explicitly: torch's Core ATen table decomposes it, so only `aten` reaches it
     (
         "var_dim",
         of_inputs(

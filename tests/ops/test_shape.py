@@ -147,6 +147,7 @@ SAMPLES: list[Sample] = [
         (r(3, 4, 5),),
     ),
     ("diagonal_matrix_int", of_inputs(lambda a: (torch.diag(a), a.diagonal(-1))), (ints(4, 4),)),
+    # select_scatter and squeeze.dim called explicitly: torch's core table decomposes them (only `aten` reaches them)
     (
         "select_scatter",
         of_inputs(
@@ -196,7 +197,7 @@ SAMPLES: list[Sample] = [
     ("unfold_scalar", of_inputs(lambda a: (a.sum().unfold(0, 1, 1), a.unfold(0, 1, 1))), (r(3),)),
     ("unfold_inplace_write_disjoint", of_inputs(_write_through_blocks), (r(3, 4),)),
     ("unfold_audio_frames", of_inputs(lambda s: _frames(s, _dft_basis())), (r(128),)),
-    # ── F.unfold / F.fold (im2col / col2im at aten; index / index_put at core) ──
+    # ── F.unfold (im2col at aten; index at core); F.fold of it is in test_pool.py ──
     (
         "im2col_variants",
         of_inputs(
