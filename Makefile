@@ -5,7 +5,7 @@ export CARGO_TARGET_DIR ?= $(CACHE)/target
 VENV := $(or $(RTI_VENV),$(CACHE)/venv)
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo examples test lint fmt docs bench
+.PHONY: setup demo examples test lint fmt docs bench golden
 
 setup:
 	@scripts/setup.sh >/dev/null
@@ -41,6 +41,13 @@ fmt:
 docs: setup
 	$(PY) -m tools.opsdoc --write
 	$(PY) -m tools.errors_doc --write
+
+## accept the generated Rust as it is now: rewrite the golden crates (tests/golden/<style>/) and the
+## inline snapshots of printed ops (tests/test_golden_ops.py); review the diff before committing
+golden: setup
+	RTI_UPDATE_GOLDEN=1 EXPECTTEST_ACCEPT=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_golden_crates.py tests/test_golden_ops.py
+	rm -f tests/test_golden_ops.py.bak  # expecttest's copy of the file before its edit
+	$(VENV)/bin/ruff format tests/test_golden_ops.py
 
 ## RLX vs PyTorch eager vs ONNX Runtime, conversion cost, peak memory -> bench/results.md
 bench: setup

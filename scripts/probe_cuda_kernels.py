@@ -1,6 +1,6 @@
 """Static probe of RLX's CUDA backend against every op parity sample (no GPU needed).
 
-Lowers each sample of `tests/test_ops.py` (ATen and Core ATen levels) and asks the core whether RLX's
+Lowers each sample of `tests/ops/` (`all_samples.py`; ATen and Core ATen levels) and asks the core whether RLX's
 CUDA backend can run the graph as the parity budgets need (`_core.cuda_refusal`, `src/device.rs`):
 float64 values and integer constants float32 does not hold are refused (RLX's CUDA arena stores every
 value as float32), and so are op kinds RLX's own CUDA legalization has neither a kernel nor a rewrite for.
@@ -19,7 +19,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "ops"))
 
 
 def main() -> int:
@@ -28,9 +28,10 @@ def main() -> int:
     args = parser.parse_args()
 
     import rlx_torch_import as rti
+    from _samples import LEVELS  # type: ignore[import-not-found]
+    from all_samples import SAMPLES  # type: ignore[import-not-found]
     from rlx_torch_import import _core, torchir
     from rlx_torch_import.lower import lower
-    from test_ops import LEVELS, SAMPLES  # type: ignore[import-not-found]
 
     causes: dict[str, list[str]] = defaultdict(list)
     probed = failed = 0

@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import rlx_torch_import as rti
+from _samples import of_inputs
 from rlx_torch_import.errors import ExitCode
-from sample_utils import of_inputs
 
 
 class Gaps(nn.Module):

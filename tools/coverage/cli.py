@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         "--extra-samples",
         type=Path,
         metavar="FILE.py",
-        help="also run the SAMPLES list [(name, module, inputs)] of this file (e.g. tests/test_ops.py)",
+        help="also run the SAMPLES list [(name, module, inputs)] of this file (e.g. tests/ops/all_samples.py)",
     )
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     p.add_argument(
