@@ -17,6 +17,7 @@ from typing import Any
 
 from . import jsondoc
 from .errors import BundleError, InputError, RtiError, TorchIRError
+from .layout import TORCH_IR
 from .limits import check_dtype, check_tensor_size, is_dim, short
 from .outdir import write_text
 from .symbolic import Dim, Symbol, evaluate, evaluate_shape, free_symbols
@@ -25,9 +26,6 @@ FORMAT = "rlx-torch-ir"
 VERSION = 3
 # Version 1 files (static shapes only) read as version 2 files without symbols.
 READABLE_VERSIONS = (1, 2, 3)
-FILENAME = "torch-ir.json"
-WEIGHTS = "weights.safetensors"
-REFERENCE = "reference.safetensors"
 
 # The export levels (`frontend.export.DECOMPOSITION_LEVELS`) and the weight kinds capture writes.
 DECOMPOSITIONS = ("aten", "high", "core")
@@ -193,7 +191,7 @@ class TorchIR:
                 continue
             checked.add(key)
             sizes = evaluate_shape(declared.shape, values)
-            field_path = f"{self.origin or FILENAME}: {where}.shape"
+            field_path = f"{self.origin or TORCH_IR}: {where}.shape"
             if any(d < 0 for d in sizes):
                 raise TorchIRError(f"{field_path}: {short(declared.shape)} is {sizes} at {at}: a negative size")
             check_tensor_size(sizes, declared.dtype, f"{field_path} {short(declared.shape)} at {at} ({sizes})",
@@ -257,7 +255,7 @@ class TorchIR:
         return shapes
 
     def save(self, directory: Path) -> Path:
-        path = directory / FILENAME
+        path = directory / TORCH_IR
         write_text(path, self.to_json())
         return path
 
@@ -517,7 +515,7 @@ class _Names:
         self.seen[name] = where
 
 
-def parse(doc: Any, source: str = FILENAME) -> TorchIR:
+def parse(doc: Any, source: str = TORCH_IR) -> TorchIR:
     """Validate a decoded torch-ir document; errors name the file, the field path and the value.
 
     Raises TorchIRError for: a wrong format or version; a missing field or one of the wrong JSON
@@ -687,7 +685,7 @@ def load(directory: Path) -> TorchIR:
 
     Raises TorchIRError when the file is missing, is not JSON (or repeats a key in one object),
     or fails `parse`."""
-    path = Path(directory) / FILENAME
+    path = Path(directory) / TORCH_IR
     if not path.exists():
         raise TorchIRError(f"{path}: not found", hint="point at a directory written by rlx-torch-import")
     return parse(jsondoc.read(path, TorchIRError), str(path))
@@ -701,7 +699,7 @@ def check_weights(ir: TorchIR, tensors: Mapping[str, Any], path: Path) -> list[s
 
     Raises BundleError naming the file, the tensor, and the declared vs found dtype and shape, or
     every declared key the file lacks."""
-    source = ir.origin or FILENAME
+    source = ir.origin or TORCH_IR
     missing = [(i, w) for i, w in enumerate(ir.weights) if w.key not in tensors]
     if missing:
         listed = ", ".join(f"{w.key!r} ({w.dtype}{w.shape}, weights[{i}])" for i, w in missing[:8])
@@ -718,4 +716,4 @@ def check_weights(ir: TorchIR, tensors: Mapping[str, Any], path: Path) -> list[s
     if not extra:
         return []
     listed = ", ".join(extra[:8]) + (f" and {len(extra) - 8} more" if len(extra) > 8 else "")
-    return [f"{path.name} holds {len(extra)} tensor(s) {FILENAME} does not declare (not used): {listed}"]
+    return [f"{path.name} holds {len(extra)} tensor(s) {TORCH_IR} does not declare (not used): {listed}"]

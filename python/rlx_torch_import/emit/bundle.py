@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,8 +42,12 @@ def write_bundle(
     directory: Path,
     rlxmodel: str | None = None,
     lowered_at: dict[str, list[dict[str, int]]] | None = None,
-) -> Path:
-    """Build the HIR through the Rust core and write the three bundle files into `directory`.
+    *,
+    with_meta: bool = True,
+) -> dict[str, Any]:
+    """Build the HIR through the Rust core and write the three bundle files into `directory`;
+    returns meta.json's content. Without `with_meta`, meta.json is left to `write_meta` (verification
+    decides its `flush_denormals` first; `runtime.BundleModel` takes the content as `meta`).
 
     A dynamic program (`ir.symbols`) also gets `model.rlxmodel`, its symbolic graph; then
     meta.json's shapes are symbolic and `model.hir.json` is the graph at the example sizes."""
@@ -140,5 +145,16 @@ def write_bundle(
             for n in program.nodes
         },
     }
-    write_text(directory / META, json.dumps(meta, indent=1, allow_nan=False) + "\n")
-    return directory
+    if with_meta:
+        write_meta(directory, meta)
+    return meta
+
+
+def meta_text(meta: dict[str, Any]) -> str:
+    """meta.json's text."""
+    return json.dumps(meta, indent=1, allow_nan=False) + "\n"
+
+
+def write_meta(directory: Path, meta: dict[str, Any]) -> None:
+    """Write the bundle's meta.json (`meta`: its content, from `write_bundle`)."""
+    write_text(directory / META, meta_text(meta))

@@ -21,6 +21,7 @@ from pathlib import Path
 from .. import __version__, _core
 from ..dtypes import to_rlx
 from ..errors import ExitCode, RtiError
+from ..layout import REFERENCE, sweep_prefix
 from ..outdir import copy_file, refused_write_in, write_bytes, write_failure, write_text
 from ..program import Program
 from ..symbolic import evaluate, free_symbols, line_of, values_of
@@ -145,7 +146,7 @@ def _symbol_specs(ir: TorchIR) -> list[str]:
                 if scale > 0 and all(evaluate(d, {sym: v}) == scale * v + offset for v in (2, 3, 7)):
                     axes.append(f"    ({i}, {axis}, {ids[sym]}, {scale}, {offset}), // {comment(d)}")
     sweep = [
-        f"    {rust_str(f'sweep.{i}.')}, // {comment(p['label'])}" for i, p in enumerate(ir.sweep) if "error" not in p
+        f"    {rust_str(sweep_prefix(i))}, // {comment(p['label'])}" for i, p in enumerate(ir.sweep) if "error" not in p
     ]
     return [
         "",
@@ -513,7 +514,7 @@ def write_crate(
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, text)
     (root / "testdata").mkdir(exist_ok=True)
-    copy_file(reference, root / "testdata" / "reference.safetensors")
+    copy_file(reference, root / "testdata" / REFERENCE)
     if not rustfmt(root):
         warnings.warn("rustfmt is not installed: the generated crate is valid but not formatted", stacklevel=2)
     return root

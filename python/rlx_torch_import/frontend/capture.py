@@ -17,6 +17,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from .. import __version__
 from ..dtypes import torch_name
 from ..errors import ExportError, InputError
+from ..layout import input_key, output_key, sweep_prefix
 from ..symbolic import Symbol, evaluate, evaluate_shape, free_symbols, line_of, values_of
 from ..torchir import LAYOUT_SENSITIVE, Node, OutputSpec, TensorSpec, TorchIR, WeightSpec, encode_float
 from .control_flow import inline_control_flow
@@ -661,13 +662,13 @@ def capture(
     for input_name, wrote in zip(user_names, eager.mutated, strict=True):
         if wrote:
             written.setdefault(input_name, input_name)
-    reference = {f"input.{s.name}": t.detach() for s, t in zip(inputs, example_inputs, strict=True)}
-    reference.update({f"output.{n}": t.detach() for n, t in zip(out_names, eager_tensors, strict=True)})
+    reference = {input_key(s.name): t.detach() for s, t in zip(inputs, example_inputs, strict=True)}
+    reference.update({output_key(n): t.detach() for n, t in zip(out_names, eager_tensors, strict=True)})
     for spec_in, after in zip(inputs, eager.inputs_after, strict=True):
         if spec_in.name in written:
             out_name = mutation_output_name(spec_in.name)
             outputs.append(OutputSpec(out_name, written[spec_in.name], list(spec_in.shape), torch_name(after.dtype)))
-            reference[f"output.{out_name}"] = after.detach()
+            reference[output_key(out_name)] = after.detach()
     ir = TorchIR(
         name=name,
         decomposition=decomposition,
@@ -891,8 +892,8 @@ def sweep_references(
         if returned:
             entry["values"] = returned
         for spec, t in zip(ir.inputs, inputs, strict=True):
-            reference[f"sweep.{i}.input.{spec.name}"] = t.detach()
-        reference.update({f"sweep.{i}.output.{name}": t for name, t in outputs.items()})
+            reference[input_key(spec.name, sweep_prefix(i))] = t.detach()
+        reference.update({output_key(name, sweep_prefix(i)): t for name, t in outputs.items()})
         ir.sweep.append(entry)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from .. import torchir
 from ..errors import TorchIRError
+from ..layout import TORCH_IR
 from ..limits import short
 from ..symbolic import evaluate, evaluate_shape, values_of
 from ..torchir import Node, TorchIR
@@ -293,7 +294,7 @@ def _check_nodes(ir: TorchIR, specs: dict[str, tuple[list[int], str]], values: d
 
     from ..dtypes import torch_name
 
-    source = ir.origin or torchir.FILENAME
+    source = ir.origin or TORCH_IR
     # Values read from tensors (`.item()` and arithmetic on them): numbers in torch (no dtype of
     # their own in type promotion), 0-d tensors in torch-ir. Calls reading one are not run.
     scalars: set[str] = set()

@@ -25,18 +25,18 @@ import math
 import operator
 import warnings
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import _core, safetensors_io, torchir
 from ..dtypes import NARROW_DTYPES
+from ..layout import Conversion, input_key
 from ..program import Program
+from ..progress import Progress
 from ..symbolic import values_of
 from ..torchir import Node, OutputSpec, TensorSpec, TorchIR
-from .ir_check import check_ops
-from .parity import NodeError, NodeParity, budget_for, check_reference
+from .parity import NodeError, NodeParity, budget_for
 
 # Data movement and selection: every element is a copy of an input element.
 MOVEMENT = {
@@ -281,10 +281,10 @@ def _run_debug(
     rounded, as the bundle gives its outputs). Raises DeviceError when `device` cannot run it."""
     from ..dtypes import from_rlx
     from ..errors import DeviceError
-    from ..lower import lower
+    from ..lower import registry
     from ..runtime import _bind, from_carrier, to_carrier
 
-    program: Program = lower(ir, optimize=False, probe_values=True)
+    program: Program = registry.lower(ir, optimize=False, probe_values=True)
     dtypes = {s.name: s.dtype for s in ir.inputs}
     args = [(d.name, to_carrier(feed[d.name], dtypes[d.name], from_rlx(d.dtype)), d.dtype) for d in program.inputs]
     try:
@@ -442,21 +442,21 @@ class NodeReport:
     local: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def node_parity(directory: Path, *, outputs_ok: bool = True, device: str = "cpu") -> NodeReport:
-    """Per-node parity of the conversion in `directory` (torch-ir.json, weights.safetensors,
-    reference.safetensors) at the example inputs, RLX running on `device`. `outputs_ok` (whether
-    the outputs passed) decides whether an all-local-pass result is reported as accumulated drift."""
+def node_parity(
+    conv: Conversion, *, outputs_ok: bool = True, device: str = "cpu", progress: Progress | None = None
+) -> NodeReport:
+    """Per-node parity of the conversion `conv` (torch-ir.json, weights.safetensors,
+    reference.safetensors; each read and checked once, `layout.Conversion`) at the example inputs,
+    RLX running on `device`. `outputs_ok` (whether the outputs passed) decides whether an
+    all-local-pass result is reported as accumulated drift. `progress` shows a bar over the nodes."""
     import torch
 
-    ir = torchir.load(directory)
-    check_ops(ir)  # each node against torch's schema and meta kernels, before anything runs
-    ref = check_reference(ir, directory / torchir.REFERENCE)  # BundleError naming a missing/mismatched tensor
-    raw_weights = safetensors_io.read(directory / torchir.WEIGHTS)
-    torchir.check_weights(ir, raw_weights, directory / torchir.WEIGHTS)
-    if ir.is_dynamic:
-        ir = ir.bind(values_of(ir.symbols))
+    conv.check_ops()  # each node against torch's schema and meta kernels, before anything runs
+    ref = conv.reference  # BundleError naming a missing/mismatched tensor
+    raw_weights = conv.weights
+    ir = conv.ir.bind(values_of(conv.ir.symbols)) if conv.ir.is_dynamic else conv.ir
     weights = {k: _to_torch(v) for k, v in raw_weights.items()}
-    inputs = {s.name: _to_torch(ref[f"input.{s.name}"]) for s in ir.inputs}
+    inputs = {s.name: _to_torch(ref[input_key(s.name)]) for s in ir.inputs}
     env, missing = torch_values(ir, inputs, weights)
 
     def host(name: str, dtype: str) -> np.ndarray:
@@ -484,7 +484,7 @@ def node_parity(directory: Path, *, outputs_ok: bool = True, device: str = "cpu"
     report = NodeReport(ir=ir, expected=env, local=local)
     index = 0
     with torch.no_grad():
-        for node in ir.nodes:
+        for node in (progress or Progress(False)).items(ir.nodes, "nodes"):
             for spec in node.outputs:
                 if spec.dtype == "none":
                     continue
