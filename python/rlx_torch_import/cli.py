@@ -322,7 +322,7 @@ def _run_bundle(argv: Sequence[str]) -> int:
     feed = {}
     for name in model.input_names:
         if name in tensors and input_key(name) in tensors:
-            raise InputError(f"--inputs {path} holds both {name!r} and {input_key(name)!r}; keep one")
+            raise InputError(f"--inputs {path} holds both {name!r} and '{input_key(name)}'; keep one")
         key = name if name in tensors else input_key(name)
         if key not in tensors:
             raise InputError(f"--inputs {path} has no tensor {name!r} (or input.{name}); the bundle takes "

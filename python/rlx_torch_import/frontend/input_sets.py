@@ -175,7 +175,7 @@ def resolve(specs: list[Spec], ir: TorchIR, example: ModelInputs) -> list[InputS
             if len(kept) == len(ir.inputs):
                 raise InputError(
                     f"{where}: {path} holds no tensor named after an input; expected keys such as "
-                    f"{ir.inputs[0].name!r} or 'input.{ir.inputs[0].name}' (inputs: "
+                    f"{ir.inputs[0].name!r} or '{input_key(ir.inputs[0].name)}' (inputs: "
                     f"{', '.join(s.name for s in ir.inputs)})"
                 )
             label, description = f"file:{path.name}", f"inputs from {path}"

@@ -17,7 +17,7 @@ import numpy as np
 from .. import _core, torchir
 from ..devices import check_device
 from ..errors import BundleError, InputError, RtiError
-from ..layout import Conversion, output_key, report_stem, set_prefix, sweep_prefix
+from ..layout import TORCH_IR, Conversion, output_key, report_stem, set_prefix, sweep_prefix
 from ..outdir import write_texts
 from ..progress import Progress
 from ..runtime import BundleModel, tree_children
@@ -300,6 +300,6 @@ def check_bundle_matches(ir: torchir.TorchIR, meta: dict[str, Any], bundle: Path
             show = lambda specs: ", ".join(f"{n}: {d}{s}" for n, d, s in specs) or "none"  # noqa: E731
             raise BundleError(
                 f"{bundle}: not this conversion's bundle: its meta.json {what} are ({show(found)}), "
-                f"torch-ir.json's are ({show(expected)})",
+                f"{TORCH_IR}'s are ({show(expected)})",
                 hint="convert again, or `rlx-torch-import build OUT` to write the bundle from torch-ir.json",
             )
