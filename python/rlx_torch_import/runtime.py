@@ -20,6 +20,7 @@ from .devices import check_device
 from .dtypes import numpy_dtype, to_host, to_rlx
 from .emit.bundle import HIR, META, SYMBOLIC, WEIGHTS, meta_text
 from .errors import BundleError, DeviceError, InputError, RlxError, RtiError
+from .layout import BUNDLE
 from .limits import regular_file, short
 from .symbolic import Symbol, evaluate, evaluate_shape, infer_binding
 
@@ -84,7 +85,7 @@ class BundleModel:
             raise BundleError(f"{self.path}: {'not a directory' if self.path.exists() else 'no such directory'}")
         for f in (HIR, WEIGHTS) if meta is not None else (HIR, WEIGHTS, META):
             if not (self.path / f).exists():
-                inner = self.path / "bundle"
+                inner = self.path / BUNDLE
                 hint = f"this is a conversion directory; its bundle is {inner}" if (inner / HIR).exists() else None
                 raise BundleError(f"{self.path}: not a complete bundle ({f} is missing)", hint=hint)
             regular_file(self.path / f, BundleError)
