@@ -99,16 +99,15 @@ class FrontEnd:
     @classmethod
     def check(
         cls, model: Any, example_inputs: Any, kwargs: dict[str, Any] | None, name: str | None, dynamic_shapes: Any,
-        **options: Any,
+        *, decomposition: str, strict: bool, timeout: float | None, rounds: int, set_specs: list[Spec],
     ) -> FrontEnd:  # fmt: skip
-        """The inputs, name and dynamic shapes checked (InputError, DynamicShapeError) before anything runs;
-        `options`: the other fields."""
+        """The inputs, name and dynamic shapes checked (InputError, DynamicShapeError) before anything runs."""
         given = model_inputs(model, example_inputs, kwargs)
         pristine = given.cloned()
         name = check_name(name) if name is not None else _default_name(model)
         dynamic_shapes = by_input_name(model, dynamic_shapes, len(given.args), list(given.kwargs))
         check_axes(model, dynamic_shapes, pristine)  # unknown names, missing axes, 0/1 examples: before export
-        return cls(model, pristine, name, dynamic_shapes, **options)
+        return cls(model, pristine, name, dynamic_shapes, decomposition, strict, timeout, rounds, set_specs)
 
     def run(self, stage: Path, prog: Progress, state: ModelState) -> tuple[TorchIR, Program, dict[str, str]]:
         """Export, capture, lower (auto-decomposing) and write torch-ir.json, weights.safetensors and
