@@ -37,10 +37,11 @@ def say(text: str) -> None:
 def _feed(directory: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """The example's inputs and PyTorch's outputs from reference.safetensors, by name."""
     from rlx_torch_import import safetensors_io
+    from rlx_torch_import.layout import INPUT, OUTPUT, REFERENCE
 
-    ref = safetensors_io.read(directory / "reference.safetensors")
-    inputs = {k[len("input.") :]: v.to_numpy() for k, v in ref.items() if k.startswith("input.")}
-    outputs = {k[len("output.") :]: v.to_numpy() for k, v in ref.items() if k.startswith("output.")}
+    ref = safetensors_io.read(directory / REFERENCE)
+    inputs = {k[len(INPUT) :]: v.to_numpy() for k, v in ref.items() if k.startswith(INPUT)}
+    outputs = {k[len(OUTPUT) :]: v.to_numpy() for k, v in ref.items() if k.startswith(OUTPUT)}
     return inputs, outputs
 
 

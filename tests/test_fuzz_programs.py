@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rlx_torch_import as rti
-from rlx_torch_import import safetensors_io, torchir
+from rlx_torch_import import layout, safetensors_io, torchir
 
 RUNS = 200  # hypothesis examples per run of the suite (each is one `build`: lower, compile, verify; ~10 ms)
 
@@ -134,9 +134,9 @@ def _write(
     directory: Path, doc: dict[str, Any], weights: dict[str, torch.Tensor], ref: dict[str, torch.Tensor]
 ) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / torchir.FILENAME).write_text(json.dumps(doc, indent=1))
-    safetensors_io.write(directory / torchir.WEIGHTS, dict(safetensors_io.iter_torch(weights)))
-    safetensors_io.write(directory / torchir.REFERENCE, dict(safetensors_io.iter_torch(ref)))
+    (directory / layout.TORCH_IR).write_text(json.dumps(doc, indent=1))
+    safetensors_io.write(directory / layout.WEIGHTS, dict(safetensors_io.iter_torch(weights)))
+    safetensors_io.write(directory / layout.REFERENCE, dict(safetensors_io.iter_torch(ref)))
 
 
 @settings(max_examples=RUNS, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

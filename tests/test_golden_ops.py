@@ -12,14 +12,14 @@ from tempfile import TemporaryDirectory
 
 import pytest
 import torch
-from rlx_torch_import.crate.graph import graph_statements
-from rlx_torch_import.crate.tensor import tensor_statements
-from rlx_torch_import.crate.rust_names import RustNames
 from torch import nn
 
 import rlx_torch_import as rti
 from _samples import of_inputs
 from rlx_torch_import import torchir
+from rlx_torch_import.crate.graph import graph_statements
+from rlx_torch_import.crate.rust_names import RustNames
+from rlx_torch_import.crate.tensor import tensor_statements
 from rlx_torch_import.lower import lower
 
 expecttest = pytest.importorskip("expecttest")

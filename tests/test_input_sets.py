@@ -15,7 +15,7 @@ from torch import nn
 from torch.export import Dim
 
 import rlx_torch_import as rti
-from rlx_torch_import import safetensors_io, torchir
+from rlx_torch_import import layout, safetensors_io, torchir
 from rlx_torch_import.cli import main as cli_main
 from rlx_torch_import.errors import ExitCode, InputError
 
@@ -26,7 +26,7 @@ def _sets(out: Path) -> dict[str, tuple[int, dict]]:
 
 
 def _stored(out: Path, key: str) -> torch.Tensor:
-    raw = safetensors_io.read(out / torchir.REFERENCE)[key]
+    raw = safetensors_io.read(out / layout.REFERENCE)[key]
     t = torch.from_numpy(raw.to_numpy().copy())
     return t.to(torch.bfloat16) if raw.dtype == "bfloat16" else t
 
@@ -140,7 +140,7 @@ def test_explicit_sets_dict_file_tuple_and_an_eager_error(tmp_path: Path) -> Non
         assert torch.equal(_stored(out, "set.1.output.output"), model({"a": a2, "b": torch.ones(2, 3)}))
     assert torch.equal(_stored(out, "set.0.input.d_b"), b)
     entries = torchir.load(out).input_sets
-    assert "error" in entries[2] and "set.2.input.d_a" not in safetensors_io.read(out / torchir.REFERENCE)
+    assert "error" in entries[2] and "set.2.input.d_a" not in safetensors_io.read(out / layout.REFERENCE)
     assert json.loads((out / "report.json").read_text())["input_sets"][2]["ok"] is False
     # Mistakes in the call itself are bad input, before anything runs or after capture names the inputs.
     with pytest.raises(InputError, match="no input named 'z'"):
@@ -162,9 +162,9 @@ def test_build_reverifies_the_sets_from_the_files(tmp_path: Path) -> None:
     assert [(r.label, r.ok) for r in again.input_sets] == [(r.label, r.ok) for r in first.input_sets]
     assert again.ok and len(again.input_sets) == 6
     # Change one stored eager output: build now reports that set (and only it) failing.
-    ref = {k: torch.from_numpy(t.to_numpy().copy()) for k, t in safetensors_io.read(out / torchir.REFERENCE).items()}
+    ref = {k: torch.from_numpy(t.to_numpy().copy()) for k, t in safetensors_io.read(out / layout.REFERENCE).items()}
     ref["set.5.output.output_1"] = ref["set.5.output.output_1"] + 1
-    safetensors_io.write(out / torchir.REFERENCE, dict(safetensors_io.iter_torch(ref)))
+    safetensors_io.write(out / layout.REFERENCE, dict(safetensors_io.iter_torch(ref)))
     broken = rti.build(out)
     assert not broken.ok and [r.ok for r in broken.input_sets] == [True] * 5 + [False]
     assert "BAD input set inputs:1: output_1" in broken.summary()

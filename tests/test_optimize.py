@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import rlx_torch_import as rti
-from rlx_torch_import import safetensors_io, torchir
+from rlx_torch_import import layout, safetensors_io, torchir
 from rlx_torch_import.bundle.write import write_bundle
 from rlx_torch_import.lower import lower
 
@@ -27,8 +27,8 @@ def _convert(model: nn.Module, inputs: tuple[torch.Tensor, ...], out: Path) -> d
 def _run_both(out: Path) -> tuple[np.ndarray, np.ndarray]:
     """The bundle's output with the passes on and off (same torch-ir, same inputs)."""
     ir = torchir.load(out)
-    weights = safetensors_io.read(out / torchir.WEIGHTS)
-    ref = safetensors_io.read(out / torchir.REFERENCE)
+    weights = safetensors_io.read(out / layout.WEIGHTS)
+    ref = safetensors_io.read(out / layout.REFERENCE)
     feed = {s.name: ref[f"input.{s.name}"].to_numpy() for s in ir.inputs}
     got = []
     for on in (True, False):

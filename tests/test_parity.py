@@ -363,7 +363,7 @@ def test_planted_small_element_error_fails_through_the_float64_judge(tmp_path) -
 
 def test_float64_judge_of_a_conversion_directory(tmp_path) -> None:
     """verify/judge.py runs torch-ir's nodes in float64: a float32 running sum's judge is float64's."""
-    from rlx_torch_import import torchir
+    from rlx_torch_import.conversion import Conversion
     from rlx_torch_import.verify.judge import Judge
 
     class Scan(nn.Module):
@@ -374,14 +374,13 @@ def test_float64_judge_of_a_conversion_directory(tmp_path) -> None:
     out = tmp_path / "o"
     report = rti.from_torch(Scan(), (x,), out)
     assert report.ok and all(o.max_abs_error == 0 for o in report.outputs)  # torch's float64 accumulation
-    ir = torchir.load(out)
-    wide, why = Judge(ir, out, safetensors_io.read(out / "reference.safetensors")).outputs("")
+    wide, why = Judge(Conversion.load(out)).outputs("")
     assert why == "" and list(wide) == ["output_0"]  # the int64 argmax needs no judge
     assert wide["output_0"].dtype == np.float64 and wide["output_0"].tolist() == [[1e8, 1e8 + 1, 1.0, 1.5]]
 
 
 def test_float64_judge_at_a_sweep_point_of_a_dynamic_program(tmp_path) -> None:
-    from rlx_torch_import import torchir
+    from rlx_torch_import.conversion import Conversion
     from rlx_torch_import.verify.judge import Judge
 
     class Scan(nn.Module):
@@ -392,9 +391,9 @@ def test_float64_judge_at_a_sweep_point_of_a_dynamic_program(tmp_path) -> None:
     out = tmp_path / "o"
     n = torch.export.Dim("n", min=2, max=16)
     assert rti.from_torch(Scan(), (x,), out, dynamic_shapes={"x": {1: n}}).ok
-    ir = torchir.load(out)
-    ref = safetensors_io.read(out / "reference.safetensors")
-    judge = Judge(ir, out, ref)
+    conv = Conversion.load(out)
+    ir, ref = conv.ir, conv.reference
+    judge = Judge(conv)
     for i, point in enumerate(ir.sweep):
         wide, why = judge.outputs(f"sweep.{i}.", dict(point["binding"]))
         inputs = ref[f"sweep.{i}.input.x"].to_numpy().astype(np.float64)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlx_torch_import import errors
+from rlx_torch_import.layout import TORCH_IR
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
 
@@ -99,7 +100,7 @@ def _converted(then: Callable[[Path], None] | None = None) -> Callable[[Path], N
 
 
 def _duplicate_node(work: Path) -> None:
-    path = work / "out" / "torch-ir.json"
+    path = work / "out" / TORCH_IR
     doc = json.loads(path.read_text(encoding="utf-8"))
     doc["nodes"][1]["name"] = doc["nodes"][0]["name"]
     path.write_text(json.dumps(doc, indent=1), encoding="utf-8")

@@ -84,12 +84,12 @@ def rows(names: list[str], runs: int) -> list[str]:
 
 
 def _write_time(report: object, directory: Path) -> float:
-    from rlx_torch_import.api import _write_reports
+    from rlx_torch_import.verify.run import write_reports
 
     target = directory / "reports"
     target.mkdir(exist_ok=True)
     start = time.perf_counter()
-    _write_reports(report, target)  # type: ignore[arg-type]
+    write_reports(report, target)  # type: ignore[arg-type]
     return time.perf_counter() - start
 
 

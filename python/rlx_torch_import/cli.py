@@ -292,6 +292,7 @@ def _run_bundle(argv: Sequence[str]) -> int:
 
     from . import safetensors_io
     from .bundle.model import BundleModel
+    from .layout import NOT_INPUTS, input_key, output_key
 
     args = _run_parser().parse_args(argv)
     from .devices import check_device
@@ -321,17 +322,16 @@ def _run_bundle(argv: Sequence[str]) -> int:
     model = BundleModel(args.bundle, threads=args.threads, device=args.device)
     feed = {}
     for name in model.input_names:
-        if name in tensors and f"input.{name}" in tensors:
-            raise InputError(f"--inputs {path} holds both {name!r} and 'input.{name}'; keep one")
-        key = name if name in tensors else f"input.{name}"
+        if name in tensors and input_key(name) in tensors:
+            raise InputError(f"--inputs {path} holds both {name!r} and '{input_key(name)}'; keep one")
+        key = name if name in tensors else input_key(name)
         if key not in tensors:
             raise InputError(f"--inputs {path} has no tensor {name!r} (or input.{name}); the bundle takes "
                              f"{', '.join(model.input_names)}")  # fmt: skip
         feed[name] = tensors[key]
     # A reference.safetensors holds outputs (and sweep/set entries) next to the inputs: those are not inputs.
-    reference_keys = ("output.", "sweep.", "set.")
-    used = set(model.input_names) | {f"input.{n}" for n in model.input_names}
-    unknown = sorted(k for k in tensors if k not in used and not k.startswith(reference_keys))
+    used = set(model.input_names) | {input_key(n) for n in model.input_names}
+    unknown = sorted(k for k in tensors if k not in used and not k.startswith(NOT_INPUTS))
     if unknown:
         raise InputError(
             f"--inputs {path} holds tensor(s) {', '.join(map(repr, unknown[:10]))} that are no input of the bundle "
@@ -348,7 +348,7 @@ def _run_bundle(argv: Sequence[str]) -> int:
     if save is not None:
         import torch
 
-        found = {f"output.{k}": torch.from_numpy(np.ascontiguousarray(v)) for k, v in outputs.items()}
+        found = {output_key(k): torch.from_numpy(np.ascontiguousarray(v)) for k, v in outputs.items()}
         try:
             safetensors_io.write(save, dict(safetensors_io.iter_torch(found)))
         except OSError as e:

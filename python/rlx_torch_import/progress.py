@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class Progress:
-    """Prints `[rlx-torch-import] phase ... done in 1.2s` lines; silent when disabled."""
+    """Prints `[rlx-torch-import] phase ... done in 1.2s` lines, and a tqdm bar over the items of a
+    long phase (`items`: per-node parity, sweep points, input sets); silent when disabled."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
@@ -27,3 +31,13 @@ class Progress:
             self.timings[name] = round(elapsed, 4)
         if self.enabled:
             print(f"[rlx-torch-import] {name} done in {elapsed:.2f}s", file=sys.stderr, flush=True)
+
+    def items(self, items: Sequence[T], what: str) -> Iterator[T]:
+        """`items` in order; when enabled, with a progress bar on stderr counting `what`."""
+        if not self.enabled:
+            yield from items
+            return
+        from tqdm import tqdm
+
+        with tqdm(items, desc=f"[rlx-torch-import] {what}", unit="", file=sys.stderr, leave=False) as bar:
+            yield from bar

@@ -126,9 +126,14 @@ def _outputs_meta(program: Program, ir: TorchIR) -> list[dict[str, Any]]:
     ]
 
 
+def meta_text(meta: dict[str, Any]) -> str:
+    """meta.json's text: indented, no NaN, one trailing newline."""
+    return json.dumps(meta, indent=1, allow_nan=False) + "\n"
+
+
 def write_meta(path: Path, meta: dict[str, Any]) -> None:
-    """Write meta.json (indented, no NaN, one trailing newline)."""
-    write_text(path, json.dumps(meta, indent=1, allow_nan=False) + "\n")
+    """Write meta.json at `path` (`meta`: its content, from `meta_for`)."""
+    write_text(path, meta_text(meta))
 
 
 def read_meta(path: Path) -> dict[str, Any]:

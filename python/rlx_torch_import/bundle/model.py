@@ -18,14 +18,24 @@ from .. import _core, rlx_config, safetensors_io
 from ..devices import check_device
 from ..dtypes import numpy_dtype, to_rlx
 from ..errors import BundleError, DeviceError, InputError, RlxError, RtiError
+from ..layout import BUNDLE
 from ..limits import regular_file, short
 from ..symbolic import Symbol, evaluate, evaluate_shape, infer_binding
-from .format import HIR, META, SYMBOLIC, WEIGHTS, check_params, read_meta
+from .format import HIR, META, SYMBOLIC, WEIGHTS, check_meta, check_params, meta_text, read_meta
 from .host import _bind, as_input, from_carrier, to_carrier
 
 # Compiled bindings a dynamic bundle keeps (least recently used dropped first); each holds its
 # own copy of the weights (RLX's CPU backend cannot share one between compiled graphs).
 DEFAULT_BINDING_CACHE = 4
+
+
+def _unwritten_meta(meta: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A meta.json's content not yet written to `path`, as `read_meta` would read and check it."""
+    import json
+
+    found = json.loads(meta_text(meta))
+    check_meta(found, path)
+    return found
 
 
 class BundleModel:
@@ -39,6 +49,8 @@ class BundleModel:
     `flush_denormals` runs RLX's threads with flush-to-zero / denormals-are-zero;
     the default (None) follows the bundle's `meta.json`, where verification set it
     only if flushing left the verified outputs bit-identical (docs/design.md).
+    `meta`: the content of a new bundle's meta.json before it is written (verification runs the
+    bundle to decide its `flush_denormals`, then `bundle.format.write_meta` writes it once).
 
     A dynamic bundle (one with `model.rlxmodel`) runs at any input sizes in its symbols'
     ranges: `run` infers the binding from the input shapes, compiles the graph for a new
@@ -60,6 +72,7 @@ class BundleModel:
         flush_denormals: bool | None = None,
         binding_cache: int = DEFAULT_BINDING_CACHE,
         device: str = "cpu",
+        meta: dict[str, Any] | None = None,
     ) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise InputError(f"path must be a bundle directory (str or path), got {type(path).__name__} {short(path)}")
@@ -70,13 +83,13 @@ class BundleModel:
         self.threads = rlx_config.set_threads(threads)
         if not self.path.is_dir():
             raise BundleError(f"{self.path}: {'not a directory' if self.path.exists() else 'no such directory'}")
-        for f in (HIR, WEIGHTS, META):
+        for f in (HIR, WEIGHTS) if meta is not None else (HIR, WEIGHTS, META):
             if not (self.path / f).exists():
-                inner = self.path / "bundle"
+                inner = self.path / BUNDLE
                 hint = f"this is a conversion directory; its bundle is {inner}" if (inner / HIR).exists() else None
                 raise BundleError(f"{self.path}: not a complete bundle ({f} is missing)", hint=hint)
             regular_file(self.path / f, BundleError)
-        self.meta = read_meta(self.path / META)
+        self.meta = read_meta(self.path / META) if meta is None else _unwritten_meta(meta, self.path / META)
         # Every weight checked against meta.json's params before anything is bound.
         check_params(self.meta["params"], safetensors_io.read(self.path / WEIGHTS), self.path / WEIGHTS)
         if not isinstance(binding_cache, int) or isinstance(binding_cache, bool) or binding_cache < 1:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -31,8 +32,12 @@ def write_bundle(
     directory: Path,
     rlxmodel: str | None = None,
     lowered_at: dict[str, list[dict[str, int]]] | None = None,
-) -> Path:
-    """Build the HIR through the Rust core and write the three bundle files into `directory`.
+    *,
+    with_meta: bool = True,
+) -> dict[str, Any]:
+    """Build the HIR through the Rust core and write the three bundle files into `directory`;
+    returns meta.json's content. Without `with_meta`, meta.json is left to `format.write_meta`
+    (verification decides its `flush_denormals` first; `BundleModel` takes the content as `meta`).
 
     A dynamic program (`ir.symbols`) also gets `model.rlxmodel`, its symbolic graph; then
     meta.json's shapes are symbolic and `model.hir.json` is the graph at the example sizes."""
@@ -61,5 +66,7 @@ def write_bundle(
                 weights[leaf].release()
 
     safetensors_io.write(directory / WEIGHTS, tensors, {n: (lambda n=n: done(n)) for n in tensors})
-    write_meta(directory / META, meta_for(program, ir, tensors, rlxmodel, lowered_at))
-    return directory
+    meta = meta_for(program, ir, tensors, rlxmodel, lowered_at)
+    if with_meta:
+        write_meta(directory / META, meta)
+    return meta

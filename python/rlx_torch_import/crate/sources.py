@@ -15,6 +15,7 @@ from importlib import resources
 
 from .. import _core
 from ..dtypes import to_rlx
+from ..layout import sweep_prefix
 from ..program import Program
 from ..symbolic import evaluate, free_symbols, line_of, values_of
 from ..torchir import TorchIR, specialize
@@ -100,7 +101,7 @@ def _symbol_specs(ir: TorchIR) -> str:
                 if scale > 0 and all(evaluate(d, {sym: v}) == scale * v + offset for v in (2, 3, 7)):
                     axes.append(f"    ({i}, {axis}, {ids[sym]}, {scale}, {offset}), // {comment(d)}")
     sweep = [
-        f"    {rust_str(f'sweep.{i}.')}, // {comment(p['label'])}" for i, p in enumerate(ir.sweep) if "error" not in p
+        f"    {rust_str(sweep_prefix(i))}, // {comment(p['label'])}" for i, p in enumerate(ir.sweep) if "error" not in p
     ]
     values = {"SYMBOLS": symbols, "AXES": axes, "SWEEP": sweep}
     return fill(_fragment("specs_dynamic.rs"), values, "specs_dynamic.rs")

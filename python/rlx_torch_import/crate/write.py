@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 from ..errors import RtiError
+from ..layout import REFERENCE
 from ..outdir import copy_file, refused_write_in, write_bytes, write_failure, write_text
 from ..program import Program
 from ..torchir import TorchIR
@@ -68,7 +69,7 @@ def write_crate(
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, text)
     (root / "testdata").mkdir(exist_ok=True)
-    copy_file(reference, root / "testdata" / "reference.safetensors")
+    copy_file(reference, root / "testdata" / REFERENCE)
     if not rustfmt(root):
         warnings.warn("rustfmt is not installed: the generated crate is valid but not formatted", stacklevel=2)
     return root

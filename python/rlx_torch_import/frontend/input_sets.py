@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import InputError
+from ..layout import NOT_INPUTS, input_key, output_key, set_prefix
 from ..torchir import TensorSpec, TorchIR
 from .inputs import ModelInputs
 
@@ -87,7 +88,7 @@ def _as_tensor(value: Any, where: str) -> torch.Tensor:
 def _keys(spec: TensorSpec) -> list[str]:
     """The names an input may be given by in a set: its name and its path, bare or as `input.<...>`."""
     names = [spec.name] + ([spec.path] if spec.path and spec.path != spec.name else [])
-    return names + [f"input.{n}" for n in names]
+    return names + [input_key(n) for n in names]
 
 
 def _from_mapping(
@@ -116,7 +117,7 @@ def _from_mapping(
 
 
 # Keys a file of tensors may hold beside the inputs: outputs and other sets of a reference file.
-_OTHER_KEYS = ("output.", "sweep.", "set.")
+_OTHER_KEYS = NOT_INPUTS
 
 
 def _read_file(path: Path) -> dict[str, torch.Tensor]:
@@ -174,7 +175,7 @@ def resolve(specs: list[Spec], ir: TorchIR, example: ModelInputs) -> list[InputS
             if len(kept) == len(ir.inputs):
                 raise InputError(
                     f"{where}: {path} holds no tensor named after an input; expected keys such as "
-                    f"{ir.inputs[0].name!r} or 'input.{ir.inputs[0].name}' (inputs: "
+                    f"{ir.inputs[0].name!r} or '{input_key(ir.inputs[0].name)}' (inputs: "
                     f"{', '.join(s.name for s in ir.inputs)})"
                 )
             label, description = f"file:{path.name}", f"inputs from {path}"
@@ -217,8 +218,8 @@ def record_input_sets(
         if values:
             entry["values"] = values
         for spec, t in zip(ir.inputs, s.tensors, strict=True):
-            reference[f"set.{k}.input.{spec.name}"] = t.detach()
-        reference.update({f"set.{k}.output.{name}": t for name, t in outputs.items()})
+            reference[input_key(spec.name, set_prefix(k))] = t.detach()
+        reference.update({output_key(name, set_prefix(k)): t for name, t in outputs.items()})
 
 
 # ---- "auto": adversarial sets from the example's shapes, dtypes and value ranges ----

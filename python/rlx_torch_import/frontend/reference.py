@@ -11,6 +11,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..errors import InputError
+from ..layout import input_key, output_key, sweep_prefix
 from ..symbolic import evaluate_shape, values_of
 from ..torchir import TorchIR
 from .inputs import ModelInputs
@@ -137,8 +138,8 @@ def sweep_references(
         if returned:
             entry["values"] = returned
         for spec, t in zip(ir.inputs, inputs, strict=True):
-            reference[f"sweep.{i}.input.{spec.name}"] = t.detach()
-        reference.update({f"sweep.{i}.output.{name}": t for name, t in outputs.items()})
+            reference[input_key(spec.name, sweep_prefix(i))] = t.detach()
+        reference.update({output_key(name, sweep_prefix(i)): t for name, t in outputs.items()})
         ir.sweep.append(entry)
 
 

@@ -11,6 +11,7 @@ from torch.export.graph_signature import InputKind
 
 from ..dtypes import torch_name
 from ..errors import InputError
+from ..layout import input_key, output_key
 from ..symbolic import values_of
 from ..torchir import Node, TensorSpec, TorchIR, WeightSpec
 from ..version import __version__
@@ -68,11 +69,11 @@ def capture(
     out_node = next(n for n in graph.nodes if n.op == "output")
     returned = list(zip(out_node.args[0], ep.graph_signature.output_specs, strict=True))
     outputs, tree, eager_tensors = user_outputs(returned, eager.outputs, encode, examples)
-    reference = {f"input.{s.name}": t.detach() for s, t in zip(inputs, example_inputs, strict=True)}
-    reference.update({f"output.{n}": t.detach() for n, t in eager_tensors.items()})
+    reference = {input_key(s.name): t.detach() for s, t in zip(inputs, example_inputs, strict=True)}
+    reference.update({output_key(n): t.detach() for n, t in eager_tensors.items()})
     for spec, after in written_inputs(returned, encode, inputs, eager.mutated, eager.inputs_after):
         outputs.append(spec)
-        reference[f"output.{spec.name}"] = after.detach()
+        reference[output_key(spec.name)] = after.detach()
     ir = TorchIR(
         name=name,
         decomposition=decomposition,

@@ -8,6 +8,6 @@ are `passes/`; dynamic dims are generalized by `symbolic.py`.
 """
 
 from . import families
-from .registry import REGISTRY, find_unsupported, lower
+from .registry import REGISTRY, lower, try_lower
 
-__all__ = ["REGISTRY", "families", "find_unsupported", "lower"]
+__all__ = ["REGISTRY", "families", "lower", "try_lower"]

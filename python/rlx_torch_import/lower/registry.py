@@ -174,14 +174,16 @@ def _scalars_from_tensors(node: Any, lowering: Lowering) -> str | None:
     return None
 
 
-def find_unsupported(ir: TorchIR) -> list[Unsupported]:
-    """Every op overload, argument value and dtype we cannot lower: the checks' verdicts plus the
-    ops the RLX workaround layer has no exact route for (found by lowering the graph)."""
+def try_lower(ir: TorchIR) -> tuple[Program | None, list[Unsupported]]:
+    """Capability pass and lowering in one: the program `lower(ir)` builds and no gaps, or None and
+    every op overload, argument value and dtype we cannot lower (the checks' verdicts plus the ops
+    the RLX workaround layer has no exact route for, found by lowering the graph). The program is
+    the one the bundle is written from (a dynamic program's at its example sizes, which
+    `lower.symbolic.lower_symbolic` takes as its `example`)."""
     try:
-        lower(ir)
+        return lower(ir), []
     except UnsupportedOpsError as e:
-        return list(e.items)
-    return []
+        return None, list(e.items)
 
 
 class _Refused(Value):

@@ -124,13 +124,16 @@ class SymbolicProgram:
     unreproduced: list[dict[str, int]]
 
 
-def lower_symbolic(ir: TorchIR, *, optimize: bool = True) -> SymbolicProgram:
+def lower_symbolic(ir: TorchIR, *, optimize: bool = True, example: Program | None = None) -> SymbolicProgram:
     """TorchIR with symbols -> the example-size program plus the symbolic `.rlxmodel` graph.
+    `example`: the program `lower(ir)` already built at the example sizes (`registry.try_lower`),
+    so it is not lowered again.
 
     Raises UnsupportedOpsError as `lower` does, InputError for a symbol range too narrow
     to probe, and LoweringError naming the node when the program's RLX graph is not the
     same at every size (a constant or a structure that depends on a size)."""
-    example = lower(specialize(ir, values_of(ir.symbols)), optimize=optimize)
+    if example is None:
+        example = lower(specialize(ir, values_of(ir.symbols)), optimize=optimize)
     probes = probe_bindings(ir.symbols)
     lowered = list(probes)
     # The sweep points (sizes >= 2) too: four probes can fit a wrong formula (a pooled height read

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import TorchIRError
+from ..layout import TORCH_IR
 from ..limits import check_tensor_size, short
 from ..symbolic import Dim, evaluate, evaluate_shape
-from .schema import FILENAME, Node, OutputSpec, TensorSpec, TorchIR
+from .schema import Node, OutputSpec, TensorSpec, TorchIR
 
 
 def specialize(ir: TorchIR, values: dict[str, int]) -> TorchIR:
@@ -83,7 +84,7 @@ def _check_sizes(ir: TorchIR, values: dict[str, int]) -> None:
             continue
         checked.add(key)
         sizes = evaluate_shape(declared.shape, values)
-        field_path = f"{ir.origin or FILENAME}: {where}.shape"
+        field_path = f"{ir.origin or TORCH_IR}: {where}.shape"
         if any(d < 0 for d in sizes):
             raise TorchIRError(f"{field_path}: {short(declared.shape)} is {sizes} at {at}: a negative size")
         check_tensor_size(sizes, declared.dtype, f"{field_path} {short(declared.shape)} at {at} ({sizes})",

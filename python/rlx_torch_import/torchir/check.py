@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..errors import BundleError, TorchIRError
+from ..layout import TORCH_IR
 from ..limits import short
 from ..symbolic import evaluate, evaluate_shape, values_of
-from .schema import FILENAME, LAYOUT_SENSITIVE, Node, TorchIR, decode_float
+from .schema import LAYOUT_SENSITIVE, Node, TorchIR, decode_float
 
 # Targets that are not torch ops: Python operators on sizes (the registry lowers them itself).
 _PYTHON_PREFIXES = ("operator.", "math.", "torch.", "builtins.", "_operator.")
@@ -64,15 +65,14 @@ _KIND_NAMES = {"Tensor": "a tensor", "str": "a string", "ScalarType": "a dtype",
                "Device": "a device", "MemoryFormat": "a memory format"}  # fmt: skip
 
 
-def resolve(target: str, where: str) -> Any | None:
+def resolve(target: str, where: str, lowerable: Container[str]) -> Any | None:
     """The torch OpOverload `target` names; None for a target this check leaves alone (a Python
-    operator, an op the registry cannot lower, an `ns.op.overload` of a namespace other than aten
-    and prims that torch does not know here: a library's op, which lowering reports as unsupported).
+    operator; an op not in `lowerable`, the lowering registry's targets, which lowering reports; an
+    `ns.op.overload` of a namespace other than aten and prims that torch does not know here: a
+    library's op, which lowering reports as unsupported).
     Raises TorchIRError for an aten/prims target torch does not know, an overload missing or
     unknown, or a target that is not `namespace.op.overload`."""
     import torch
-
-    from ..lower.registry import REGISTRY
 
     if target.startswith(_PYTHON_PREFIXES) or " " in target:
         return None
@@ -85,8 +85,8 @@ def resolve(target: str, where: str) -> Any | None:
         except (AttributeError, RuntimeError):
             op = None
     if op is not None and isinstance(op, torch._ops.OpOverload):
-        return op if target in REGISTRY else None
-    if target in REGISTRY:  # a library's custom op that is not loaded in this process
+        return op if target in lowerable else None
+    if target in lowerable:  # a library's custom op that is not loaded in this process
         return None
     if len(parts) == 3 and all(p.isidentifier() for p in parts) and parts[0] not in ("aten", "prims"):
         return None  # an op of a library not loaded here, perhaps: lowering reports it as unsupported
@@ -262,8 +262,9 @@ def _refused(node: Node, bound: dict[str, tuple[Any, dict[str, Any], str]], spec
     )
 
 
-def check_ops(ir: TorchIR) -> dict[str, str]:
-    """Check every node of `ir` (as read from disk, symbolic if dynamic) against torch: its target,
+def check_ops(ir: TorchIR, lowerable: Container[str]) -> dict[str, str]:
+    """Check every node of `ir` (as read from disk, symbolic if dynamic) whose target is in `lowerable`
+    (the lowering registry's targets; lowering reports the others as unsupported) against torch: its target,
     its arguments against the op's schema, and its declared outputs against what the op gives on
     fake tensors (torch's meta kernels, as torch.export ran them) of its declared inputs, a dynamic
     program at its example sizes. Returns the nodes not run on fake tensors (node name -> why).
@@ -283,20 +284,26 @@ def check_ops(ir: TorchIR) -> dict[str, str]:
     try:
         with torch.no_grad(), FakeTensorMode(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _check_nodes(ir, specs, values, at, skipped)
+            _check_nodes(ir, specs, values, at, skipped, lowerable)
     finally:
         log.setLevel(level)
     return skipped
 
 
-def _check_nodes(ir: TorchIR, specs: dict[str, tuple[list[int], str]], values: dict[str, int], at: str,
-                 skipped: dict[str, str]) -> None:  # fmt: skip
+def _check_nodes(
+    ir: TorchIR,
+    specs: dict[str, tuple[list[int], str]],
+    values: dict[str, int],
+    at: str,
+    skipped: dict[str, str],
+    lowerable: Container[str],
+) -> None:
     """`check_ops`'s node loop, inside a FakeTensorMode; fills `skipped`."""
     import torch
 
     from ..dtypes import torch_name
 
-    source = ir.origin or FILENAME
+    source = ir.origin or TORCH_IR
     # Values read from tensors (`.item()` and arithmetic on them): numbers in torch (no dtype of
     # their own in type promotion), 0-d tensors in torch-ir. Calls reading one are not run.
     scalars: set[str] = set()
@@ -313,7 +320,7 @@ def _check_nodes(ir: TorchIR, specs: dict[str, tuple[list[int], str]], values: d
                 specs[o.name] = (shape, o.dtype)
         if node.sym:
             continue
-        op = resolve(node.target, where)
+        op = resolve(node.target, where, lowerable)
         if op is None:
             skipped[node.name] = "not an op this check runs"
             scalars.update(o.name for o in node.outputs if not o.shape)
@@ -364,7 +371,7 @@ def check_weights(ir: TorchIR, tensors: Mapping[str, Any], path: Path) -> list[s
 
     Raises BundleError naming the file, the tensor, and the declared vs found dtype and shape, or
     every declared key the file lacks."""
-    source = ir.origin or FILENAME
+    source = ir.origin or TORCH_IR
     missing = [(i, w) for i, w in enumerate(ir.weights) if w.key not in tensors]
     if missing:
         listed = ", ".join(f"{w.key!r} ({w.dtype}{w.shape}, weights[{i}])" for i, w in missing[:8])
@@ -381,4 +388,4 @@ def check_weights(ir: TorchIR, tensors: Mapping[str, Any], path: Path) -> list[s
     if not extra:
         return []
     listed = ", ".join(extra[:8]) + (f" and {len(extra) - 8} more" if len(extra) > 8 else "")
-    return [f"{path.name} holds {len(extra)} tensor(s) {FILENAME} does not declare (not used): {listed}"]
+    return [f"{path.name} holds {len(extra)} tensor(s) {TORCH_IR} does not declare (not used): {listed}"]

@@ -10,12 +10,12 @@ from typing import Any
 
 from .. import jsondoc
 from ..errors import InputError, RtiError, TorchIRError
+from ..layout import TORCH_IR
 from ..limits import check_dtype, check_tensor_size, is_dim, short
 from ..symbolic import Dim, Symbol, evaluate_shape, free_symbols
 from .schema import (
     ARG_TAGS,
     DECOMPOSITIONS,
-    FILENAME,
     FORMAT,
     READABLE_VERSIONS,
     WEIGHT_KINDS,
@@ -266,7 +266,7 @@ class _Names:
         self.seen[name] = where
 
 
-def parse(doc: Any, source: str = FILENAME) -> TorchIR:
+def parse(doc: Any, source: str = TORCH_IR) -> TorchIR:
     """Validate a decoded torch-ir document; errors name the file, the field path and the value.
 
     Raises TorchIRError for: a wrong format or version; a missing field or one of the wrong JSON
@@ -475,7 +475,7 @@ def load(directory: Path) -> TorchIR:
 
     Raises TorchIRError when the file is missing, is not JSON (or repeats a key in one object),
     or fails `parse`."""
-    path = Path(directory) / FILENAME
+    path = Path(directory) / TORCH_IR
     if not path.exists():
         raise TorchIRError(f"{path}: not found", hint="point at a directory written by rlx-torch-import")
     return parse(jsondoc.read(path, TorchIRError), str(path))

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..layout import TORCH_IR
 from ..outdir import write_text
 from ..symbolic import Dim, Symbol
 
@@ -20,9 +21,6 @@ FORMAT = "rlx-torch-ir"
 VERSION = 3
 # Version 1 files (static shapes only) read as version 2 files without symbols.
 READABLE_VERSIONS = (1, 2, 3)
-FILENAME = "torch-ir.json"
-WEIGHTS = "weights.safetensors"
-REFERENCE = "reference.safetensors"
 
 # The export levels (`frontend.export.DECOMPOSITION_LEVELS`) and the weight kinds capture writes.
 DECOMPOSITIONS = ("aten", "high", "core")
@@ -179,7 +177,7 @@ class TorchIR:
         return shapes
 
     def save(self, directory: Path) -> Path:
-        path = directory / FILENAME
+        path = directory / TORCH_IR
         write_text(path, self.to_json())
         return path
 

@@ -38,6 +38,7 @@ import numpy as np
 
 from .. import safetensors_io
 from ..errors import BundleError
+from ..layout import TORCH_IR, input_key, output_key, set_prefix, sweep_prefix
 from ..symbolic import Dim, evaluate_shape, values_of
 from .budgets import JUDGE_FACTOR, JUDGED, Budget, budget_for, is_exact
 
@@ -434,7 +435,7 @@ def check_reference(ir: TorchIR, path: Path) -> dict[str, safetensors_io.RawTens
 
     Raises BundleError naming the file, the tensor, and the expected vs found dtype and shape."""
     ref = safetensors_io.read(path)
-    source = ir.origin or "torch-ir.json"
+    source = ir.origin or TORCH_IR
 
     def expect(key: str, what: str, dtype: str, shape: Sequence[Dim]) -> None:
         declared = f"{dtype}{list(shape)}"
@@ -453,16 +454,16 @@ def check_reference(ir: TorchIR, path: Path) -> dict[str, safetensors_io.RawTens
     def check_point(prefix: str, binding: dict[str, int] | None, label: str) -> None:
         for i, s in enumerate(ir.inputs):
             shape = s.shape if binding is None else evaluate_shape(s.shape, binding)
-            expect(f"{prefix}input.{s.name}", f"inputs[{i}] ({label})", s.dtype, shape)
+            expect(input_key(s.name, prefix), f"inputs[{i}] ({label})", s.dtype, shape)
         for i, o in enumerate(ir.outputs):
             shape = o.shape if binding is None else evaluate_shape(o.shape, binding)
-            expect(f"{prefix}output.{o.name}", f"outputs[{i}] ({label})", o.dtype, shape)
+            expect(output_key(o.name, prefix), f"outputs[{i}] ({label})", o.dtype, shape)
 
     check_point("", values_of(ir.symbols), "the example")
     for i, point in enumerate(ir.sweep):
         if "error" not in point:
-            check_point(f"sweep.{i}.", dict(point["binding"]), f"at sweep[{i}], {point['label']}")
+            check_point(sweep_prefix(i), dict(point["binding"]), f"at sweep[{i}], {point['label']}")
     for k, entry in enumerate(ir.input_sets):
         if "error" not in entry:
-            check_point(f"set.{k}.", None, f"in input_sets[{k}], {entry['label']}")
+            check_point(set_prefix(k), None, f"in input_sets[{k}], {entry['label']}")
     return ref

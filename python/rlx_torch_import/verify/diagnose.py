@@ -15,9 +15,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .. import _core, safetensors_io, torchir
+from .. import _core, safetensors_io
+from ..conversion import Conversion
 from ..crate.rust_names import code_span, comment
 from ..errors import InputError
+from ..layout import REFERENCE, REPORT, TORCH_IR
 from ..outdir import path_component, write_text
 from ..torchir import Node, OutputSpec, TensorSpec
 from .nodes import NodeReport, node_parity
@@ -43,18 +45,18 @@ def diagnose(directory: Path | str, *, node: str | None = None, repro_dir: Path 
     if not directory.is_dir():
         what = "not a directory" if directory.exists() else "no such directory"
         raise InputError(f"{directory}: {what}", hint="point at the OUT/ directory of a conversion")
-    if not (directory / torchir.FILENAME).exists() or not (directory / torchir.REFERENCE).exists():
+    if not (directory / TORCH_IR).exists() or not (directory / REFERENCE).exists():
         raise InputError(
-            f"{directory}: not a conversion directory (needs {torchir.FILENAME} and {torchir.REFERENCE})",
+            f"{directory}: not a conversion directory (needs {TORCH_IR} and {REFERENCE})",
             hint="point at the OUT/ directory from_torch or the CLI wrote",
         )
     outputs_ok = True  # the example's outputs in report.json (not the sweep or extra input sets)
-    report_json = directory / "report.json"
+    report_json = directory / f"{REPORT}.json"
     if report_json.is_file():
         outputs_ok = all(
             o.get("ok", True) for o in json.loads(report_json.read_text(encoding="utf-8")).get("outputs", [])
         )
-    found = node_parity(directory, outputs_ok=outputs_ok)
+    found = node_parity(Conversion.load(directory), outputs_ok=outputs_ok)
     chosen = found.first_divergence
     if node is not None:
         chosen = next((r for r in found.nodes if node in (r.node, r.value)), None)

@@ -9,12 +9,11 @@ program's semantics at about 29 more bits than a float32 run. It is computed onl
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import numpy as np
 
-from .. import safetensors_io, torchir
+from .. import safetensors_io
+from ..conversion import Conversion
+from ..layout import input_key
 from ..torchir import TorchIR, specialize
 
 
@@ -75,23 +74,22 @@ def float64_outputs(
 
 
 class Judge:
-    """Float64 outputs for the points of one conversion directory, computed on first use per point;
-    the weights are read once."""
+    """Float64 outputs for the points of one conversion, computed on first use per point; its weights
+    are read once (`conversion.Conversion`)."""
 
-    def __init__(self, ir: TorchIR, directory: Path, reference: dict[str, Any]) -> None:
-        self.ir, self.directory, self.reference = ir, directory, reference
-        self._weights: dict[str, safetensors_io.RawTensor] | None = None
+    def __init__(self, conversion: Conversion) -> None:
+        self.conversion = conversion
         self._points: dict[str, tuple[dict[str, np.ndarray], str]] = {}
 
     def outputs(self, prefix: str, binding: dict[str, int] | None = None) -> tuple[dict[str, np.ndarray], str]:
         """(output name -> float64 array, why none) at the point whose reference keys start `prefix`
         (a dynamic program's sizes: `binding`, torch symbol name -> size, or read from the inputs)."""
         if prefix not in self._points:
+            conv = self.conversion
             try:
-                if self._weights is None:
-                    self._weights = safetensors_io.read(self.directory / torchir.WEIGHTS)
-                inputs = {s.name: self.reference[f"{prefix}input.{s.name}"] for s in self.ir.inputs}
-                self._points[prefix] = float64_outputs(self.ir, inputs, self._weights, binding)
+                weights = conv.raw_weights
+                inputs = {s.name: conv.reference[input_key(s.name, prefix)] for s in conv.ir.inputs}
+                self._points[prefix] = float64_outputs(conv.ir, inputs, weights, binding)
             except Exception as e:  # the judge is extra evidence: without it the scale budget decides
                 self._points[prefix] = ({}, f"the float64 run failed ({type(e).__name__}: {str(e)[:120]})")
         return self._points[prefix]

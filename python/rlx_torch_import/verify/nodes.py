@@ -16,7 +16,7 @@ of disconnected single-node graphs whose tensor inputs are fresh graph inputs.
 Local budgets follow the op's numerical character (`op_kind`): integer/bool results and data
 movement are exact; elementwise ops may differ by a few ULP of the tensor's largest value;
 contractions and reductions by eps * (16 + 2K) of their scale, K the reduction length.
-Cumulative budgets are the output budgets (`parity.compare_output`).
+Cumulative budgets are the output budgets (`compare.compare_output`).
 """
 
 from __future__ import annotations
@@ -25,18 +25,19 @@ import math
 import operator
 import warnings
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import _core, safetensors_io, torchir
+from ..conversion import Conversion
 from ..dtypes import NARROW_DTYPES, RECORDS
+from ..layout import input_key
 from ..program import Program
+from ..progress import Progress
 from ..symbolic import values_of
 from ..torchir import Node, OutputSpec, TensorSpec, TorchIR
 from .budgets import budget_for
-from .compare import check_reference
 from .report import NodeError, NodeParity
 
 _EPS = {r.name: r.eps for r in RECORDS.values() if r.eps is not None}
@@ -153,7 +154,7 @@ def torch_values(
     could not evaluate here, why (its outputs and what depends on them are then absent).
 
     `float64`: the float32/float16/bfloat16 inputs, weights and dtype arguments become float64, so every
-    float value is computed in float64 (the judge of `parity.compare_output`)."""
+    float value is computed in float64 (the judge of `compare.compare_output`)."""
     import torch
 
     env: dict[str, Any] = dict(inputs)
@@ -251,9 +252,9 @@ def _run_debug(
     from ..bundle.host import _bind, from_carrier, to_carrier
     from ..dtypes import from_rlx
     from ..errors import DeviceError
-    from ..lower import lower
+    from ..lower import registry
 
-    program: Program = lower(ir, optimize=False, probe_values=True)
+    program: Program = registry.lower(ir, optimize=False, probe_values=True)
     dtypes = {s.name: s.dtype for s in ir.inputs}
     args = [(d.name, to_carrier(feed[d.name], dtypes[d.name], from_rlx(d.dtype)), d.dtype) for d in program.inputs]
     try:
@@ -382,7 +383,7 @@ def local_error(m: Measured, dtype: str, kind: str, k: int, scale: float) -> Nod
 
 
 def cumulative_error(m: Measured, dtype: str) -> NodeError:
-    """The cumulative verdict: the output budget of the dtype (`parity.budget_for`)."""
+    """The cumulative verdict: the output budget of the dtype (`budgets.budget_for`)."""
     if not m.shape_ok:
         return NodeError(math.inf, math.inf, math.inf, 0.0, 0.0, False)
     budget = budget_for(dtype)
@@ -411,21 +412,21 @@ class NodeReport:
     local: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def node_parity(directory: Path, *, outputs_ok: bool = True, device: str = "cpu") -> NodeReport:
-    """Per-node parity of the conversion in `directory` (torch-ir.json, weights.safetensors,
-    reference.safetensors) at the example inputs, RLX running on `device`. `outputs_ok` (whether
-    the outputs passed) decides whether an all-local-pass result is reported as accumulated drift."""
+def node_parity(
+    conv: Conversion, *, outputs_ok: bool = True, device: str = "cpu", progress: Progress | None = None
+) -> NodeReport:
+    """Per-node parity of the conversion `conv` (torch-ir.json, weights.safetensors,
+    reference.safetensors; each read and checked once, `conversion.Conversion`) at the example inputs,
+    RLX running on `device`. `outputs_ok` (whether the outputs passed) decides whether an
+    all-local-pass result is reported as accumulated drift. `progress` shows a bar over the nodes."""
     import torch
 
-    ir = torchir.load(directory)
-    torchir.check_ops(ir)  # each node against torch's schema and meta kernels, before anything runs
-    ref = check_reference(ir, directory / torchir.REFERENCE)  # BundleError naming a missing/mismatched tensor
-    raw_weights = safetensors_io.read(directory / torchir.WEIGHTS)
-    torchir.check_weights(ir, raw_weights, directory / torchir.WEIGHTS)
-    if ir.is_dynamic:
-        ir = torchir.specialize(ir, values_of(ir.symbols))
+    conv.check_ops()  # each node against torch's schema and meta kernels, before anything runs
+    ref = conv.reference  # BundleError naming a missing/mismatched tensor
+    raw_weights = conv.weights
+    ir = torchir.specialize(conv.ir, values_of(conv.ir.symbols)) if conv.ir.is_dynamic else conv.ir
     weights = {k: _to_torch(v) for k, v in raw_weights.items()}
-    inputs = {s.name: _to_torch(ref[f"input.{s.name}"]) for s in ir.inputs}
+    inputs = {s.name: _to_torch(ref[input_key(s.name)]) for s in ir.inputs}
     env, missing = torch_values(ir, inputs, weights)
 
     def host(name: str, dtype: str) -> np.ndarray:
@@ -453,7 +454,7 @@ def node_parity(directory: Path, *, outputs_ok: bool = True, device: str = "cpu"
     report = NodeReport(ir=ir, expected=env, local=local)
     index = 0
     with torch.no_grad():
-        for node in ir.nodes:
+        for node in (progress or Progress(False)).items(ir.nodes, "nodes"):
             for spec in node.outputs:
                 if spec.dtype == "none":
                     continue

@@ -1,0 +1,184 @@
+"""The front half of `from_torch`: a module and its example inputs to a conversion folder's torch-ir.json,
+weights.safetensors and reference.safetensors, plus the program lowered from that torch-ir.
+
+    export (torch.export) -> reference (eager PyTorch) -> capture (torch-ir) -> lower, and
+    auto-decompose what does not lower (re-capture, lower again) -> sweep and input-set
+    references -> write the three files
+
+The lowering here is the capability pass and the bundle's lowering in one (`lower.registry.try_lower`):
+the program of the last capture that lowered is the one `api` writes (a dynamic program's at its
+example sizes, which `lower.symbolic.lower_symbolic` generalizes), so nothing is lowered twice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .. import safetensors_io
+from ..errors import ExportError, InputError, UnsupportedOpsError
+from ..layout import REFERENCE, WEIGHTS
+from ..lower import registry
+from ..program import Program
+from ..progress import Progress
+from ..torchir import TorchIR
+from .dynamic import DynamicShapes, parse_dynamic_shapes
+from .export import export_program
+from .fallback import decompose_targets
+from .input_sets import Spec, record_input_sets
+from .inputs import ModelInputs, model_inputs
+from .reference import eager_outputs, sweep_references
+from .state import ModelState
+from .to_torchir import capture
+
+TRAINING_NOTE = (
+    "the model was in training mode: it was converted and verified in eval mode (dropout off, batch norm on its "
+    "running statistics); its own mode is left as it was"
+)
+
+
+def check_name(name: object) -> str:
+    """A model name given by the caller: any non-blank text a UTF-8 file can hold (emit/crate.py and
+    emit/rust_names.py derive safe folder and Rust names from it); InputError otherwise."""
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"name must be non-blank text, got {name!r}")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(f"name {name!r} is not valid Unicode (it holds lone surrogates)") from None
+    return name
+
+
+def _default_name(model: Any) -> str:
+    raw = type(model).__name__
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", raw).lower() or "model"
+
+
+@contextmanager
+def eval_mode(model: Any) -> Iterator[bool]:
+    """Run the conversion with `model` in eval mode (inference), then give every submodule back the
+    mode it had; yields whether any submodule was training."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        yield False
+        return
+    modes = [(m, m.training) for m in model.modules()]
+    try:
+        yield any(t for _, t in modes)
+    finally:
+        for m, training in modes:
+            m.training = training
+
+
+def with_fallback_reasons(err: UnsupportedOpsError, skipped: dict[str, str]) -> UnsupportedOpsError:
+    """Say, per op, why automatic decomposition could not help."""
+    items = [
+        replace(i, reason=f"{i.reason}; auto-decomposition: {skipped[i.target]}") if i.target in skipped else i
+        for i in err.items
+    ]
+    return UnsupportedOpsError(items=items, decomposition=err.decomposition)
+
+
+@dataclass
+class FrontEnd:
+    """What `from_torch` asks of the front end, checked before anything runs (`FrontEnd.check`)."""
+
+    model: Any
+    pristine: ModelInputs  # the reference inputs: as given, before any run could write them
+    name: str
+    dynamic: DynamicShapes  # the user's dynamic_shapes, parsed once
+    decomposition: str
+    strict: bool
+    timeout: float | None
+    rounds: int  # auto-decompose rounds (0: none)
+    set_specs: list[Spec]
+
+    @classmethod
+    def check(
+        cls, model: Any, example_inputs: Any, kwargs: dict[str, Any] | None, name: str | None, dynamic_shapes: Any,
+        *, decomposition: str, strict: bool, timeout: float | None, rounds: int, set_specs: list[Spec],
+    ) -> FrontEnd:  # fmt: skip
+        """The inputs, name and dynamic shapes checked (InputError, DynamicShapeError) before anything runs."""
+        given = model_inputs(model, example_inputs, kwargs)
+        pristine = given.cloned()
+        name = check_name(name) if name is not None else _default_name(model)
+        dynamic = parse_dynamic_shapes(model, dynamic_shapes, pristine)  # refused here, before export
+        return cls(model, pristine, name, dynamic, decomposition, strict, timeout, rounds, set_specs)
+
+    def run(self, stage: Path, prog: Progress, state: ModelState) -> tuple[TorchIR, Program, dict[str, str]]:
+        """Export, capture, lower (auto-decomposing) and write torch-ir.json, weights.safetensors and
+        reference.safetensors into `stage`, every eager run from `state`. Returns the torch-ir, the program
+        lowered from it and, per op auto-decomposition skipped, why. Raises UnsupportedOpsError before any
+        file is written when the program does not lower."""
+        from ..timeout import user_code
+
+        model, pristine, timeout = self.model, self.pristine, self.timeout
+        shape_log: list[str] = []  # torch's symbolic-shape log: why a dynamic dim was specialized
+        with prog.phase("export"), user_code("torch.export", timeout):
+            try:
+                ep = export_program(  # traces with fake tensors: the inputs' values are neither read nor written
+                    model, pristine.args, kwargs=pristine.kwargs, decomposition=self.decomposition,
+                    dynamic_shapes=self.dynamic.spec, strict=self.strict, shape_log=shape_log,
+                )  # fmt: skip
+            except ExportError:
+                eager_outputs(model, pristine, state=state)  # a model that fails in eager PyTorch too is bad input
+                raise
+        state.keep_written(ep)  # the parameters the program writes are cloned too
+        with prog.phase("reference"), user_code("the eager PyTorch run (reference outputs)", timeout):
+            eager = eager_outputs(model, pristine, state=state)  # runs on its own copies
+        user_inputs = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+        requested = self.dynamic.requested(user_inputs)
+
+        def recapture(auto_decomposed: list[str] | None = None) -> Any:
+            extra = {} if auto_decomposed is None else {"auto_decomposed": auto_decomposed}
+            return capture(
+                ep, pristine, eager, name=self.name, decomposition=self.decomposition, **extra,
+                requested=requested, shape_log=shape_log,
+            )  # fmt: skip
+
+        with prog.phase("capture"):
+            cap = recapture()
+        program, missing = registry.try_lower(cap.ir)
+        auto: list[str] = []
+        skipped: dict[str, str] = {}
+        for round_no in range(1, self.rounds + 1):
+            targets = sorted({m.target for m in missing} - set(auto) - set(skipped))
+            if not targets:
+                break
+            with prog.phase(f"auto-decompose round {round_no} ({len(targets)} op(s))"):
+                ep, rnd = decompose_targets(ep, targets)
+                auto += rnd.decomposed
+                skipped.update(rnd.skipped)
+                if rnd.decomposed:
+                    cap = recapture(auto)
+                    program, missing = registry.try_lower(cap.ir)
+            if not rnd.decomposed:
+                break
+        if program is None:  # reported before any file is written (safetensors has no complex dtype to write)
+            raise with_fallback_reasons(UnsupportedOpsError(items=missing, decomposition=self.decomposition), skipped)
+        self._references(cap.ir, cap.reference, prog, state)
+        with prog.phase("write torch-ir"):
+            cap.ir.save(stage)
+            safetensors_io.write(stage / WEIGHTS, dict(safetensors_io.iter_torch(cap.weights)))
+            safetensors_io.write(stage / REFERENCE, dict(safetensors_io.iter_torch(cap.reference)))
+        return cap.ir, program, skipped
+
+    def _references(self, ir: TorchIR, reference: dict[str, Any], prog: Progress, state: ModelState) -> None:
+        """Eager PyTorch's values at a dynamic program's sweep points and on the extra input sets, into
+        `reference` (and `ir.sweep`, `ir.input_sets`)."""
+        from ..timeout import user_code
+
+        if ir.is_dynamic:
+            with prog.phase("sweep references"), user_code("the eager PyTorch runs at the sweep points", self.timeout):
+                sweep_references(self.model, ir, self.pristine, reference, state)
+        if self.set_specs:
+            with (
+                prog.phase("input set references"),
+                user_code("the eager PyTorch runs on the input sets", self.timeout),
+            ):
+                record_input_sets(self.model, ir, self.pristine, reference, self.set_specs, state)
