@@ -95,8 +95,12 @@ def child_tf32(directory: Path, runs: int) -> dict[str, Any]:
     env = dict(os.environ, RLX_CUDA_PARITY="0", RLX_CUDA_ATTENTION="auto")
     found = subprocess.run(
         [sys.executable, __file__, str(directory), "--child-tf32", "--runs", str(runs)],
-        env=env, capture_output=True, text=True, timeout=240, check=False,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     if found.returncode != 0:
         return {"error": (found.stderr.strip().splitlines() or ["no output"])[-1][:200]}
     return json.loads(found.stdout.strip().splitlines()[-1])
@@ -205,8 +209,10 @@ def main() -> int:
         rows.append(row)
 
     print()
-    print(f"| model | parity on {args.device} | RLX {args.device} ms | RLX cpu ms | {args.device}/cpu "
-          "| torch eager ms | RLX/eager | TF32 max_abs / allowed | TF32 ms |")  # fmt: skip
+    print(
+        f"| model | parity on {args.device} | RLX {args.device} ms | RLX cpu ms | {args.device}/cpu "
+        "| torch eager ms | RLX/eager | TF32 max_abs / allowed | TF32 ms |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print("| " + " | ".join(_cells(r)) + " |")

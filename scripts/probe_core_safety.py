@@ -108,8 +108,16 @@ def _conv_t3d_spec(n: int) -> Spec:
 
 
 def _attention_spec(n: int, mask: str) -> Spec:
-    op = {"Attention": {"num_heads": 1, "head_dim": 8, "v_head_dim": None, "mask_kind": mask, "score_scale": 0.5,
-                        "attn_logit_softcap": None}}  # fmt: skip
+    op = {
+        "Attention": {
+            "num_heads": 1,
+            "head_dim": 8,
+            "v_head_dim": None,
+            "mask_kind": mask,
+            "score_scale": 0.5,
+            "attn_logit_softcap": None,
+        }
+    }
     inputs: list[In] = [("q", [2, n, 8], "data"), ("k", [2, n, 8], "data"), ("v", [2, n, 8], "data")]
     if mask == "Bias":
         inputs.append(("bias", [2, 1, n, n], "data"))
@@ -264,8 +272,18 @@ def _values(count: int) -> list[float]:
 def _encode(values: list[float], dtype: str) -> bytes:
     import numpy as np
 
-    np_dtype = {"F32": "<f4", "F64": "<f8", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2", "I8": "i1",
-                "U8": "u1", "Bool": "?", "U32": "<u4"}.get(dtype)  # fmt: skip
+    np_dtype = {
+        "F32": "<f4",
+        "F64": "<f8",
+        "F16": "<f2",
+        "I64": "<i8",
+        "I32": "<i4",
+        "I16": "<i2",
+        "I8": "i1",
+        "U8": "u1",
+        "Bool": "?",
+        "U32": "<u4",
+    }.get(dtype)
     if dtype == "BF16":
         return (np.asarray(values, "<f4").view("<u4") >> 16).astype("<u2").tobytes()
     return np.asarray(values).astype(np_dtype).tobytes()

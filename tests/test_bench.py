@@ -157,8 +157,11 @@ def test_thread_table_runs_one_bundle_from_4_threads(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(thread_bench, "_cases", lambda: [("mlp", lambda: make("mlp"))])
     head, _rule, row = thread_bench.rows(runs=8)
-    cells = dict(zip([c.strip() for c in head.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")],
-                     strict=True))  # fmt: skip
+    cells = dict(
+        zip(
+            [c.strip() for c in head.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")], strict=True
+        )
+    )
     assert float(cells["1 thread runs/s"]) > 0 and float(cells["4 threads runs/s"]) > 0
     assert cells["results equal"] == "yes" and cells["4 / 1"].endswith("x")
 
@@ -167,6 +170,9 @@ def test_per_node_cost_table() -> None:
     from tools import verify_bench
 
     head, _rule, row = verify_bench.rows(["tests.transformer_block"], 1)
-    cells = dict(zip([c.strip() for c in head.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")],
-                     strict=True))  # fmt: skip
+    cells = dict(
+        zip(
+            [c.strip() for c in head.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")], strict=True
+        )
+    )
     assert int(cells["nodes"]) > 10 and float(cells["per-node phase s"]) >= 0 and cells["extra"].endswith("%"), cells

@@ -91,21 +91,33 @@ def test_python_numbers_are_literals(model: BundleModel) -> None:
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
-        ("x", np.zeros((3, 4), np.float64), r"input 'x' has dtype float64; the bundle expects float32 \(only casts "
-         r"numpy makes without loss are applied: cast it first, e\.g\. x\.astype\(np\.float32\)\)"),
+        (
+            "x",
+            np.zeros((3, 4), np.float64),
+            r"input 'x' has dtype float64; the bundle expects float32 \(only casts "
+            r"numpy makes without loss are applied: cast it first, e\.g\. x\.astype\(np\.float32\)\)",
+        ),
         ("n", np.zeros(3, np.int64), r"input 'n' has dtype int64; the bundle expects int32 \(only casts"),
         ("n", np.zeros(3, np.float32), r"input 'n' has dtype float32; the bundle expects int32"),
         ("n", np.zeros(3, np.uint32), r"input 'n' has dtype uint32; the bundle expects int32"),
         ("m", np.zeros(3, np.uint8), r"input 'm' has dtype uint8; the bundle expects bool"),
-        ("h", np.zeros(2, np.float64), r"input 'h' has dtype float64; the bundle expects bfloat16 \(bfloat16 inputs "
-         r"take float32 values\)"),
-        ("n", [1.5, 2.0, 3.0], r"input 'n' has dtype float64; the bundle expects int32 \(Python numbers convert to "
-         r"it when of the same kind and in range\)"),
+        (
+            "h",
+            np.zeros(2, np.float64),
+            r"input 'h' has dtype float64; the bundle expects bfloat16 \(bfloat16 inputs "
+            r"take float32 values\)",
+        ),
+        (
+            "n",
+            [1.5, 2.0, 3.0],
+            r"input 'n' has dtype float64; the bundle expects int32 \(Python numbers convert to "
+            r"it when of the same kind and in range\)",
+        ),
         ("n", [2**40, 0, 0], r"input 'n' has dtype int64; the bundle expects int32 \(Python numbers convert"),
         ("m", [1, 0, 1], r"input 'm' has dtype int64; the bundle expects bool \(Python numbers"),
         ("x", np.zeros((3, 4), np.complex64), r"input 'x' holds complex64 values, not numbers"),
     ],
-)  # fmt: skip
+)
 def test_lossy_or_other_kind_dtypes_are_refused(model: BundleModel, name: str, value: Any, message: str) -> None:
     with pytest.raises(InputError, match=message):
         model.run({**_feed(), name: value})
@@ -124,16 +136,25 @@ class Opaque:
         (b"\x00" * 48, r"input 'x' is bytes b'\\x00.*, not an array of float32"),
         (Opaque(), r"input 'x' is Opaque <Opaque>, not an array of float32"),
         ({"a": 1}, r"input 'x' is dict \{'a': 1\}, not an array of float32"),
-        ([[1.0, 2.0], [3.0]], r"input 'x' cannot be read as an array \(ValueError: setting an array element with a "
-         r"sequence"),
+        (
+            [[1.0, 2.0], [3.0]],
+            r"input 'x' cannot be read as an array \(ValueError: setting an array element with a "
+            r"sequence",
+        ),
         ([["a", "b"]], r"input 'x' holds <U1 values, not numbers; the bundle expects float32"),
         ([None, 1.0], r"input 'x' holds object values, not numbers"),
-        (torch.zeros(3, 4, requires_grad=True), r"input 'x' cannot be read as an array \(RuntimeError: Can't call "
-         r"numpy\(\) on Tensor that requires grad"),
-        (torch.zeros(3, 4, dtype=torch.bfloat16), r"input 'x' cannot be read as an array \(TypeError: Got unsupported "
-         r"ScalarType BFloat16"),
+        (
+            torch.zeros(3, 4, requires_grad=True),
+            r"input 'x' cannot be read as an array \(RuntimeError: Can't call "
+            r"numpy\(\) on Tensor that requires grad",
+        ),
+        (
+            torch.zeros(3, 4, dtype=torch.bfloat16),
+            r"input 'x' cannot be read as an array \(TypeError: Got unsupported "
+            r"ScalarType BFloat16",
+        ),
     ],
-)  # fmt: skip
+)
 def test_values_that_are_not_arrays_are_refused(model: BundleModel, value: Any, message: str) -> None:
     with pytest.raises(InputError, match=message):
         model.run({**_feed(), "x": value})
@@ -150,8 +171,11 @@ def test_names_count_and_container_are_checked(model: BundleModel) -> None:
     with pytest.raises(InputError, match=rf"^expected 4 inputs \(x, n, m, h\), got 3; the bundle takes {ACCEPTED}$"):
         model.run([feed["x"], feed["n"], feed["m"]])
     for wrong in (feed["x"], "xnmh", 7):
-        with pytest.raises(InputError, match=rf"inputs must be a mapping of input name to array, or a list or tuple in "
-                                             rf"input order; got {type(wrong).__name__}"):  # fmt: skip
+        with pytest.raises(
+            InputError,
+            match=rf"inputs must be a mapping of input name to array, or a list or tuple in "
+            rf"input order; got {type(wrong).__name__}",
+        ):
             model.run(wrong)  # type: ignore[arg-type]
     with pytest.raises(InputError, match=r"missing input\(s\) 'h'"):
         rti.run_bundle(model.path, {k: v for k, v in feed.items() if k != "h"})
@@ -249,8 +273,11 @@ def test_dynamic_inputs(dynamic: tuple[nn.Module, BundleModel]) -> None:
         model.run([np.zeros((2, 6))])
     with pytest.raises(InputError, match=r"input 'input' cannot be read as an array"):
         model.run([[[0.0] * 6, [0.0] * 5]])
-    with pytest.raises(InputError, match=r"input 'input' axis 0 has size 9 for symbol batch .* outside its declared "
-                                         r"range 1\.\.8"):  # fmt: skip
+    with pytest.raises(
+        InputError,
+        match=r"input 'input' axis 0 has size 9 for symbol batch .* outside its declared "
+        r"range 1\.\.8",
+    ):
         model.run([np.zeros((9, 6), np.float32)])
     with pytest.raises(InputError, match=r"input 'input' has no shape"):
         model.binding({"input": [[0.0] * 6, [0.0] * 5]})

@@ -47,8 +47,13 @@ def test_dict_list_keyword_and_python_values(tmp_path) -> None:
     assert names == ["out", "pair.0", "pair.1.0", "rows", "flag", "ratio"]
     meta = json.loads((tmp_path / "bundle" / "meta.json").read_text())
     assert [(i["name"], i["path"]) for i in meta["inputs"]] == [
-        ("x", "x"), ("d_a", "d.a"), ("d_b", "d.b"), ("xs_0", "xs.0"), ("xs_1", "xs.1"), ("mask", "mask"),
-    ]  # fmt: skip
+        ("x", "x"),
+        ("d_a", "d.a"),
+        ("d_b", "d.b"),
+        ("xs_0", "xs.0"),
+        ("xs_1", "xs.1"),
+        ("mask", "mask"),
+    ]
     assert meta["constant_inputs"] == [{"path": "scale", "value": 3.0}, {"path": "mode", "value": "add"}]
     assert meta["call_args"] == ["x", "d", "xs", "scale", "mode", "mask"]  # forward's positional parameters
     assert meta["output_tree"]["dict"]["rows"] == {"constant": 2, "name": "rows"}
@@ -64,8 +69,16 @@ def test_dict_list_keyword_and_python_values(tmp_path) -> None:
     np.testing.assert_allclose(got["pair"][1][0], want["pair"][1][0].numpy(), rtol=1e-5, atol=1e-6)
     assert (got["rows"], got["flag"], got["ratio"]) == (2, True, 0.5)
     # run() takes inputs by name or by path
-    by_path = bundle.run({"x": np_args[0], "d.a": np_args[1]["a"], "d.b": np_args[1]["b"], "xs.0": np_args[2][0],
-                          "xs.1": np_args[2][1], "mask": kwargs["mask"].numpy()})  # fmt: skip
+    by_path = bundle.run(
+        {
+            "x": np_args[0],
+            "d.a": np_args[1]["a"],
+            "d.b": np_args[1]["b"],
+            "xs.0": np_args[2][0],
+            "xs.1": np_args[2][1],
+            "mask": kwargs["mask"].numpy(),
+        }
+    )
     np.testing.assert_array_equal(by_path["out"], got["out"])
     with pytest.raises(rti.InputError, match=r"missing input 'xs\.1'"):
         bundle.call(np_args[0], np_args[1], np_args[2][:1], mask=kwargs["mask"].numpy())
@@ -78,18 +91,26 @@ def test_hugging_face_keywords(tmp_path) -> None:
     T = pytest.importorskip("transformers")
     torch.manual_seed(0)
     cfg = T.LlamaConfig(
-        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=64,
-    )  # fmt: skip
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
     model = T.LlamaForCausalLM(cfg).eval()
     ids = torch.randint(0, 128, (2, 8))
     mask = torch.ones(2, 8, dtype=torch.int64)
     mask[1, :3] = 0  # left padding
     seq = Dim("seq", min=2, max=32)
     report = rti.from_torch(
-        model, (), tmp_path, kwargs={"input_ids": ids, "attention_mask": mask},
+        model,
+        (),
+        tmp_path,
+        kwargs={"input_ids": ids, "attention_mask": mask},
         dynamic_shapes={"input_ids": {1: seq}, "attention_mask": {1: seq}},
-    )  # fmt: skip
+    )
     assert report.ok, report.summary()
     assert len(report.sweep) == 4 and all(row.ok for row in report.sweep)
     names = [o.name for o in report.outputs]
@@ -233,8 +254,12 @@ class Pair(nn.Module):
 
 def test_a_shared_dim_marked_on_one_input_only_names_the_fix(tmp_path) -> None:
     with pytest.raises(rti.ExportError) as info:
-        rti.from_torch(Pair(), (torch.randn(4, 3), torch.randn(4, 3)), tmp_path / "o",
-                       dynamic_shapes={"x": {0: Dim("n")}, "y": None})  # fmt: skip
+        rti.from_torch(
+            Pair(),
+            (torch.randn(4, 3), torch.randn(4, 3)),
+            tmp_path / "o",
+            dynamic_shapes={"x": {0: Dim("n")}, "y": None},
+        )
     assert "mark that axis of every such input" in (info.value.hint or "")
 
 
@@ -283,14 +308,26 @@ def test_outputs_that_are_only_sizes_follow_the_binding(tmp_path) -> None:
             bundle.values(binding)
     np.savez(tmp_path / "x.npz", x=np.zeros((7, 4), np.float32))
     printed = subprocess.run(
-        [sys.executable, "-m", "rlx_torch_import.cli", "run", str(tmp_path / "s" / "bundle"), "--inputs",
-         str(tmp_path / "x.npz")], capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "rlx_torch_import.cli",
+            "run",
+            str(tmp_path / "s" / "bundle"),
+            "--inputs",
+            str(tmp_path / "x.npz"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "binding: b=7" in printed and "output = 14 (Python int" in printed
     report = rti.from_torch(
-        ReadsOneOfTwo(), (torch.randn(3, 4), torch.randn(2, 4)), tmp_path / "r",
+        ReadsOneOfTwo(),
+        (torch.randn(3, 4), torch.randn(2, 4)),
+        tmp_path / "r",
         dynamic_shapes=({0: Dim("b", min=1, max=8)}, {0: Dim("c", min=1, max=8)}),
-    )  # fmt: skip
+    )
     assert report.ok, report.summary()
     x = np.ones((2, 4), np.float32)
     got, size = rti.BundleModel(tmp_path / "r" / "bundle").call(x, np.ones((6, 4), np.float32))

@@ -191,9 +191,11 @@ def test_cond_under_a_dynamic_batch(tmp_path) -> None:
 def test_scan_over_a_dynamic_length_is_refused(tmp_path) -> None:
     with pytest.raises(rti.InputError, match=r"scan \(node scan, File .*test_control_flow.py.*dynamic leading dim"):
         rti.from_torch(
-            Scanned(), (torch.randn(6, 2, 4), torch.randn(2, 4)), tmp_path / "o",
+            Scanned(),
+            (torch.randn(6, 2, 4), torch.randn(2, 4)),
+            tmp_path / "o",
             dynamic_shapes={"xs": {0: Dim("t", min=2, max=16)}, "h": None},
-        )  # fmt: skip
+        )
 
 
 def test_value_read_from_a_tensor_as_an_int_argument_is_refused() -> None:
@@ -203,15 +205,22 @@ def test_value_read_from_a_tensor_as_an_int_argument_is_refused() -> None:
     from rlx_torch_import.torchir import Node, OutputSpec, TensorSpec, TorchIR
 
     ir = TorchIR(
-        name="m", decomposition="aten", weights=[],
+        name="m",
+        decomposition="aten",
+        weights=[],
         inputs=[TensorSpec("x", [3], "float32"), TensorSpec("i", [], "int64")],
         nodes=[
             Node("item", "aten.item.default", [{"tensor": "i"}], {}, [TensorSpec("item", [], "int64")]),
-            Node("cumsum", "aten.cumsum.default", [{"tensor": "x"}], {"dim": {"tensor": "item"}},
-                 [TensorSpec("cumsum", [3], "float32")]),
+            Node(
+                "cumsum",
+                "aten.cumsum.default",
+                [{"tensor": "x"}],
+                {"dim": {"tensor": "item"}},
+                [TensorSpec("cumsum", [3], "float32")],
+            ),
         ],
         outputs=[OutputSpec("output", "cumsum", [3], "float32")],
-    )  # fmt: skip
+    )
     program, (item,) = try_lower(ir)
     assert program is None
     assert item.node == "cumsum" and "argument 'dim' (int) is a value read from a tensor (node item" in item.reason

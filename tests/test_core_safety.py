@@ -315,11 +315,15 @@ MODEL = {
     "inputs": [{"name": "x", "shape": {"dims": [{"Static": 2}, {"Static": 3}], "dtype": "F32"}}],
     "params": [{"name": "w", "shape": {"dims": [{"Static": 3}, {"Static": 2}], "dtype": "F32"}}],
     "nodes": [
-        {"id": "mm", "op": "MatMul", "inputs": ["x", "w"],
-         "shape": {"dims": [{"Static": 2}, {"Static": 2}], "dtype": "F32"}},
+        {
+            "id": "mm",
+            "op": "MatMul",
+            "inputs": ["x", "w"],
+            "shape": {"dims": [{"Static": 2}, {"Static": 2}], "dtype": "F32"},
+        },
     ],
     "outputs": ["mm"],
-}  # fmt: skip
+}
 
 
 def _model() -> _core.CompiledModel:

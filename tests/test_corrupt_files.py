@@ -391,9 +391,12 @@ def test_reference_sweep_and_set_entries_are_checked(conversion: Path) -> None:
         check_reference(ir, ref)
     ir.sweep = [{"label": "batch=max (3)", "binding": {}, "error": "eager raised"}]  # none stored: fine
     ir.input_sets = [{"label": "inputs:0", "description": "mine"}]
-    with pytest.raises(BundleError, match=r"no tensor 'set\.0\.input\.input' \(.*torch-ir.json inputs\[0\] \(in "
-                                          r"input_sets\[0\], inputs:0\): float32\[3, 6\]\); the file holds "
-                                          r"input\.input, output\.output"):  # fmt: skip
+    with pytest.raises(
+        BundleError,
+        match=r"no tensor 'set\.0\.input\.input' \(.*torch-ir.json inputs\[0\] \(in "
+        r"input_sets\[0\], inputs:0\): float32\[3, 6\]\); the file holds "
+        r"input\.input, output\.output",
+    ):
         check_reference(ir, ref)
     ir.input_sets = [{"label": "inputs:0", "description": "mine", "error": "eager raised"}]  # none stored: fine
     assert set(check_reference(ir, ref)) == {"input.input", "output.output"}

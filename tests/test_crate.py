@@ -316,9 +316,14 @@ def _dynamic_block(out: Path, style: str = "graph") -> rti.ParityReport:
     torch.manual_seed(0)
     ds = {"x": {0: Dim("batch", min=1, max=4), 1: Dim("seq", min=2, max=24)}}
     return rti.from_torch(
-        MaskedBlock(causal=True).eval(), (torch.randn(2, 7, 64),), out, dynamic_shapes=ds,
-        emit=("bundle", "crate"), emit_style=style, name="dynamic_block",
-    )  # fmt: skip
+        MaskedBlock(causal=True).eval(),
+        (torch.randn(2, 7, 64),),
+        out,
+        dynamic_shapes=ds,
+        emit=("bundle", "crate"),
+        emit_style=style,
+        name="dynamic_block",
+    )
 
 
 @needs_cargo
@@ -369,10 +374,14 @@ def test_dynamic_crate_of_a_graph_that_reads_an_input_only_for_its_size(tmp_path
             return x * 2, y.shape[0] + 1
 
     report = rti.from_torch(
-        ReadsOneOfTwo(), (torch.randn(3, 4), torch.randn(2, 4)), tmp_path / "o",
+        ReadsOneOfTwo(),
+        (torch.randn(3, 4), torch.randn(2, 4)),
+        tmp_path / "o",
         dynamic_shapes=({0: Dim("b", min=1, max=8)}, {0: Dim("c", min=1, max=8)}),
-        emit=("bundle", "crate"), per_node=False, name="reads_one",
-    )  # fmt: skip
+        emit=("bundle", "crate"),
+        per_node=False,
+        name="reads_one",
+    )
     assert report.ok, report.summary()
     (crate,) = (tmp_path / "o").glob("rlx-*")
     printed = cargo(crate, "test", "--release", "--quiet", "--test", "parity", "--", "--nocapture")

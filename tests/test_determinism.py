@@ -59,13 +59,30 @@ def assert_same(a: Path, b: Path, expect: tuple[str, ...]) -> None:
     assert report_facts(a) == report_facts(b), "the reports differ beyond timings and paths"
 
 
-CORE = ("torch-ir.json", "weights.safetensors", "reference.safetensors", "bundle/model.hir.json",
-        "bundle/weights.safetensors", "bundle/meta.json")  # fmt: skip
+CORE = (
+    "torch-ir.json",
+    "weights.safetensors",
+    "reference.safetensors",
+    "bundle/model.hir.json",
+    "bundle/weights.safetensors",
+    "bundle/meta.json",
+)
 
 
 def crate_files(package: str, *extra: str) -> tuple[str, ...]:
-    rels = ("Cargo.toml", "Cargo.lock", "README.md", "src/lib.rs", "src/graph.rs", "src/host.rs", "src/weights.rs",
-            "examples/run.rs", "tests/parity.rs", "testdata/reference.safetensors", *extra)  # fmt: skip
+    rels = (
+        "Cargo.toml",
+        "Cargo.lock",
+        "README.md",
+        "src/lib.rs",
+        "src/graph.rs",
+        "src/host.rs",
+        "src/weights.rs",
+        "examples/run.rs",
+        "tests/parity.rs",
+        "testdata/reference.safetensors",
+        *extra,
+    )
     return tuple(f"{package}/{r}" for r in rels)
 
 
@@ -89,10 +106,23 @@ def test_bundled_example_in_process_and_in_a_subprocess(tmp_path: Path) -> None:
     elsewhere.mkdir()
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     done = subprocess.run(
-        [sys.executable, "-m", "rlx_torch_import.cli", str(REPO / "examples/mlp.py"), "-o", "there", "--emit",
-         "crate", "-q"],
-        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "rlx_torch_import.cli",
+            str(REPO / "examples/mlp.py"),
+            "-o",
+            "there",
+            "--emit",
+            "crate",
+            "-q",
+        ],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert_same(tmp_path / "here", elsewhere / "there", CORE + crate_files("rlx-mlp"))
 
@@ -106,9 +136,13 @@ def test_dynamic_model_with_a_crate_twice(tmp_path: Path) -> None:
         torch.manual_seed(0)
         ds = {"x": {0: Dim("batch", min=1, max=4), 1: Dim("seq", min=2, max=24)}}
         report = rti.from_torch(
-            MaskedBlock(causal=True).eval(), (torch.randn(2, 7, 64),), tmp_path / run, dynamic_shapes=ds,
-            emit="crate", name="dynamic_block",
-        )  # fmt: skip
+            MaskedBlock(causal=True).eval(),
+            (torch.randn(2, 7, 64),),
+            tmp_path / run,
+            dynamic_shapes=ds,
+            emit="crate",
+            name="dynamic_block",
+        )
         assert report.ok and report.sweep, report.summary()
     expect = (*CORE, "bundle/model.rlxmodel", *crate_files("rlx-dynamic-block", "src/model.rlxmodel"))
     assert_same(tmp_path / "first", tmp_path / "second", expect)
@@ -142,14 +176,30 @@ def test_the_locale_does_not_change_the_bytes(tmp_path: Path) -> None:
     path = tmp_path / "m.py"
     path.write_text(UNICODE_MODEL, encoding="utf-8")
     outs = {}
-    for label, extra in (("utf8", {"PYTHONUTF8": "1"}), ("posix", {"LC_ALL": "POSIX", "PYTHONUTF8": "0",
-                                                                  "PYTHONCOERCECLOCALE": "0"})):  # fmt: skip
+    for label, extra in (
+        ("utf8", {"PYTHONUTF8": "1"}),
+        ("posix", {"LC_ALL": "POSIX", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}),
+    ):
         env = {**os.environ, **extra}
         done = subprocess.run(
-            [sys.executable, "-m", "rlx_torch_import.cli", str(path), "-o", str(tmp_path / label), "--emit", "crate",
-             "--name", "ü", "-q"],
-            env=env, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "rlx_torch_import.cli",
+                str(path),
+                "-o",
+                str(tmp_path / label),
+                "--emit",
+                "crate",
+                "--name",
+                "ü",
+                "-q",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, f"{label}: {done.stderr}"
         outs[label] = tmp_path / label
     assert_same(outs["utf8"], outs["posix"], CORE + crate_files("rlx-model"))

@@ -279,8 +279,14 @@ def test_reverify_refuses_another_conversions_bundle(converted: Path, tmp_path: 
 
 
 def test_parity_report_names_the_device(converted: Path) -> None:
-    report = rti.ParityReport(name="m", ok=True, verified=True, out_dir="o", device="cuda: NVIDIA H200",
-                              device_settings=["RLX_CUDA_PARITY=1", "RLX_CUDA_ATTENTION=scalar"])  # fmt: skip
+    report = rti.ParityReport(
+        name="m",
+        ok=True,
+        verified=True,
+        out_dir="o",
+        device="cuda: NVIDIA H200",
+        device_settings=["RLX_CUDA_PARITY=1", "RLX_CUDA_ATTENTION=scalar"],
+    )
     assert report.summary().startswith("PASS m (high) on cuda: NVIDIA H200 -> o")
     assert "device cuda: NVIDIA H200 with RLX_CUDA_PARITY=1, RLX_CUDA_ATTENTION=scalar" in report.markdown()
     cpu = json.loads((converted / "report.json").read_text())

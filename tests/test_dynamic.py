@@ -285,8 +285,10 @@ def test_symbolic_expressions_and_binding_inference() -> None:
 
 
 def test_probes_step_in_no_proportion_and_sweeps_cover_the_edges() -> None:
-    syms = [symbolic.Symbol(i, f"s{i}", f"d{i}", lo, hi, ex) for i, (lo, hi, ex) in enumerate(
-        [(1, 4, 2), (2, 512, 8), (1, None, 3), (2, 5, 3), (0, 64, 4), (1, 9, 2)])]  # fmt: skip
+    syms = [
+        symbolic.Symbol(i, f"s{i}", f"d{i}", lo, hi, ex)
+        for i, (lo, hi, ex) in enumerate([(1, 4, 2), (2, 512, 8), (1, None, 3), (2, 5, 3), (0, 64, 4), (1, 9, 2)])
+    ]
     probes = symbolic.probe_bindings(syms)
     assert len(probes) == symbolic.PROBES
     steps = [[p[s.name] - probes[0][s.name] for p in probes[1:]] for s in syms]
@@ -299,10 +301,17 @@ def test_probes_step_in_no_proportion_and_sweeps_cover_the_edges() -> None:
     points = symbolic.sweep_points(syms[:2])
     # d1's typical point is d0's (every symbol at its example); then the corners
     assert [p.label for p in points] == [
-        "d0=min (1)", "d0=typical (2)", "d0=max-1 (3)", "d0=max (4)",
-        "d1=min (2)", "d1=max-1 (511)", "d1=max (512)",
-        "all=min", "all=max", "min/max alternating",
-    ]  # fmt: skip
+        "d0=min (1)",
+        "d0=typical (2)",
+        "d0=max-1 (3)",
+        "d0=max (4)",
+        "d1=min (2)",
+        "d1=max-1 (511)",
+        "d1=max (512)",
+        "all=min",
+        "all=max",
+        "min/max alternating",
+    ]
     assert [p.binding for p in points[-3:]] == [{"s0": 1, "s1": 2}, {"s0": 4, "s1": 512}, {"s0": 1, "s1": 512}]
     assert any(p.binding == {"s0": 2, "s1": 512} for p in points)
 
@@ -396,9 +405,13 @@ def test_bert_with_attention_mask_dynamic_sequence(tmp_path: Path) -> None:
         def __init__(self) -> None:
             super().__init__()
             cfg = transformers.BertConfig(
-                vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                vocab_size=128,
+                hidden_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                intermediate_size=128,
                 max_position_embeddings=64,
-            )  # fmt: skip
+            )
             self.bert = transformers.BertModel(cfg)
 
         def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -18,28 +18,57 @@ EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
 # Example -> strings its output must hold (besides "example: OK"). Slowest first: they start first.
 EXPECTED: dict[str, list[str]] = {
-    "hf_llm": ["PASS llama_for_causal_lm", "bundle inputs: input_ids int64[2, 8], attention_mask int64[2, 8]",
-               "call() returned ['logits']"],
-    "diagnose": ["FAIL net", "report.first_divergence: relu (aten.relu.default)", "first divergence: relu",
-                 "repro.py  -> exit 1"],
+    "hf_llm": [
+        "PASS llama_for_causal_lm",
+        "bundle inputs: input_ids int64[2, 8], attention_mask int64[2, 8]",
+        "call() returned ['logits']",
+    ],
+    "diagnose": [
+        "FAIL net",
+        "report.first_divergence: relu (aten.relu.default)",
+        "first divergence: relu",
+        "repro.py  -> exit 1",
+    ],
     "cli": ["PASS mlp_cli", "exit code 0", "outputs written to", "exit code 2"],
-    "crate_styles": ["PASS mlp (high)", "crate (graph)", "crate (tensor)", "src/flow.rs",
-                     "// aten.linear.default `linear` in fc1", "CrateStyleError (exit 3)"],
+    "crate_styles": [
+        "PASS mlp (high)",
+        "crate (graph)",
+        "crate (tensor)",
+        "src/flow.rs",
+        "// aten.linear.default `linear` in fc1",
+        "CrateStyleError (exit 3)",
+    ],
     "rnn": ["PASS lstm", "PASS gru", "output_1.1 float32[4, 2, 8]"],
-    "options": ["PASS tiny_mlp", "name in meta.json: True", "per_node=False: 0", "export done in",
-                "build(OUT): PASS", "reverify(OUT): PASS", "TimeLimitError (exit 6)"],
+    "options": [
+        "PASS tiny_mlp",
+        "name in meta.json: True",
+        "per_node=False: 0",
+        "export done in",
+        "build(OUT): PASS",
+        "reverify(OUT): PASS",
+        "TimeLimitError (exit 6)",
+    ],
     "decomposition": ["PASS mlp (aten)", "PASS mlp (high)", "PASS mlp (core)", "aten.addmm.default x2"],
-    "control_flow": ["PASS gate", "both branches inlined", "true branch): matches PyTorch: True",
-                     "false branch): matches PyTorch: True", "ExportError, exit code 4"],
-    "dynamic_shapes": ["PASS token_mixer", "10/10 points pass", "run at {'batch': 8, 'seq': 64}",
-                       "shape (5, 17, 16), matches PyTorch: True"],
+    "control_flow": [
+        "PASS gate",
+        "both branches inlined",
+        "true branch): matches PyTorch: True",
+        "false branch): matches PyTorch: True",
+        "ExportError, exit code 4",
+    ],
+    "dynamic_shapes": [
+        "PASS token_mixer",
+        "10/10 points pass",
+        "run at {'batch': 8, 'seq': 64}",
+        "shape (5, 17, 16), matches PyTorch: True",
+    ],
     "transformer_decoder": ["PASS decoder_lm", "last token changes: True"],
     "transformer_encoder": ["PASS encoder", "src_key_padding_mask bool[2, 10]", "another padding mask"],
     "verify_inputs": ["PASS masked_softmax", "input sets: 8/8 pass", "auto:masked-row", "inputs:2"],
     "vit": ["PASS vision_transformer", "Conv x1", "Attention x2"],
     "cnn": ["PASS small_cnn", "features.0.weight.bn_folded"],
     "mlp": ["PASS mlp (high)", "BundleModel on new inputs"],
-}  # fmt: skip
+}
 
 _pool = ThreadPoolExecutor(max_workers=2)
 _runs: dict[str, Future[subprocess.CompletedProcess[str]]] = {}
@@ -76,8 +105,12 @@ def test_every_example_is_checked() -> None:
 
 
 def test_run_all_refuses_an_unknown_name() -> None:
-    done = subprocess.run([sys.executable, str(EXAMPLES_DIR / "run_all.py"), "no_such_example"],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES_DIR / "run_all.py"), "no_such_example"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "no example no_such_example" in done.stderr, done.stderr
 
 

@@ -76,8 +76,11 @@ def programs(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, torch.Tensor], 
     shape = draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
     seed = draw(st.integers(0, 2**16))
     gen = torch.Generator().manual_seed(seed)
-    make = (lambda: torch.randn(shape, generator=gen, dtype=dtype)) if floating else (
-        lambda: torch.randint(-9, 10, shape, generator=gen, dtype=dtype))  # fmt: skip
+    make = (
+        (lambda: torch.randn(shape, generator=gen, dtype=dtype))
+        if floating
+        else (lambda: torch.randint(-9, 10, shape, generator=gen, dtype=dtype))
+    )
     b = Builder(dtype)
     b.values = {"x": make(), "w": make()}
     live = ["x", "w"]

@@ -59,8 +59,24 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, rti.BundleMod
 
 
 NAMES = ["x", "ids", "mask"]
-ANY_DTYPE = st.sampled_from(["float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool",
-                             "complex64", "uint64", "datetime64[s]", "U3", "O"])  # fmt: skip
+ANY_DTYPE = st.sampled_from(
+    [
+        "float32",
+        "float64",
+        "float16",
+        "int64",
+        "int32",
+        "int16",
+        "int8",
+        "uint8",
+        "bool",
+        "complex64",
+        "uint64",
+        "datetime64[s]",
+        "U3",
+        "O",
+    ]
+)
 ANY_SHAPE = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=20)
 
 
@@ -69,8 +85,14 @@ def arrays(draw: st.DrawFn) -> Any:
     """Any numpy array (sometimes a strided view), or a value that is no array at all."""
     kind = draw(st.sampled_from(["array", "array", "array", "view", "other"]))
     if kind == "other":
-        return draw(st.none() | st.text(max_size=5) | st.integers() | st.lists(st.integers(), max_size=3)
-                    | st.just([[1.0, 2.0], [3.0]]) | st.just(object()))  # fmt: skip
+        return draw(
+            st.none()
+            | st.text(max_size=5)
+            | st.integers()
+            | st.lists(st.integers(), max_size=3)
+            | st.just([[1.0, 2.0], [3.0]])
+            | st.just(object())
+        )
     dtype = np.dtype(draw(ANY_DTYPE))
     if dtype.kind in "OUM":
         return np.empty(draw(ANY_SHAPE), dtype)

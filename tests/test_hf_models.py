@@ -126,9 +126,13 @@ def llava() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, image_size=32, patch_size=8
     )
     text = T.LlamaConfig(
-        vocab_size=320, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        vocab_size=320,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
         num_key_value_heads=2,
-    )  # fmt: skip
+    )
     cfg = T.LlavaConfig(vision_config=vision, text_config=text, image_token_index=300, vision_feature_layer=-1)
     image_tokens = torch.full((1, (32 // 8) ** 2), 300)
     tokens = torch.cat([torch.tensor([[1]]), image_tokens, torch.randint(2, 299, (1, 6))], dim=1)

@@ -38,8 +38,9 @@ def copy(converted: Path, tmp_path: Path) -> Path:
 
 
 def cli(*args: str, timeout: float = 120, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rlx_torch_import.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, **kw)  # type: ignore[call-overload]  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "rlx_torch_import.cli", *args], capture_output=True, text=True, timeout=timeout, **kw
+    )  # type: ignore[call-overload]
 
 
 def edit_meta(out: Path, change: object) -> None:
@@ -59,8 +60,11 @@ def test_meta_and_graph_that_disagree_are_refused(converted: Path, tmp_path: Pat
     with pytest.raises(BundleError, match=r"outputs\[0\]: dtype 'int64' cannot be carried as rlx_dtype 'float32'"):
         rti.BundleModel(out / "bundle")
     edit_meta(out, lambda m: m["outputs"][0].update(dtype="float32", shape=[9, 9]))
-    with pytest.raises(BundleError, match=r"output 0 \('output'\) of model.hir.json's graph is F32\[2, 4\]; "
-                                          r"meta.json outputs\[0\] declares F32\[9, 9\]"):  # fmt: skip
+    with pytest.raises(
+        BundleError,
+        match=r"output 0 \('output'\) of model.hir.json's graph is F32\[2, 4\]; "
+        r"meta.json outputs\[0\] declares F32\[9, 9\]",
+    ):
         rti.BundleModel(out / "bundle").run(X)
     edit_meta(out, lambda m: m.update(outputs=[*m["outputs"], {**m["outputs"][0], "name": "extra"}]))
     edit_meta(out, lambda m: m["outputs"][0].update(shape=[2, 4]))
@@ -131,10 +135,15 @@ def test_model_files_that_fork_thread_or_fail_to_format(tmp_path: Path) -> None:
 
 
 def test_sigterm_leaves_no_staging_folder(tmp_path: Path) -> None:
-    (tmp_path / "slow.py").write_text(LINEAR + "import torch\nclass Slow(torch.nn.Module):\n    def forward(self, x):\n"
-                                      "        import time; time.sleep(60); return x\nmodel = Slow()\n")  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "rlx_torch_import.cli", str(tmp_path / "slow.py"), "-o",
-                             str(tmp_path / "out"), "-q"], stderr=subprocess.PIPE, text=True)  # fmt: skip
+    (tmp_path / "slow.py").write_text(
+        LINEAR + "import torch\nclass Slow(torch.nn.Module):\n    def forward(self, x):\n"
+        "        import time; time.sleep(60); return x\nmodel = Slow()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlx_torch_import.cli", str(tmp_path / "slow.py"), "-o", str(tmp_path / "out"), "-q"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(12)  # inside the eager run, with the staging folder made
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)

@@ -243,8 +243,9 @@ def test_cli_verify_inputs(tmp_path: Path) -> None:
     )
     data = tmp_path / "x.safetensors"
     safetensors_io.write(data, dict(safetensors_io.iter_torch({"x": torch.arange(12.0).reshape(2, 6)})))
-    code = cli_main([str(model_file), "-o", str(tmp_path / "o"), "-q", "--verify-inputs", str(data),
-                     "--verify-inputs", "auto"])  # fmt: skip
+    code = cli_main(
+        [str(model_file), "-o", str(tmp_path / "o"), "-q", "--verify-inputs", str(data), "--verify-inputs", "auto"]
+    )
     assert code == ExitCode.OK
     labels = [e["label"] for e in torchir.load(tmp_path / "o").input_sets]
     assert labels[0] == "file:x.safetensors" and "auto:rounding" in labels

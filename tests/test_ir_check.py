@@ -58,35 +58,66 @@ def _set(path: str, value: Any) -> Edit:
 
 REFUSED = [
     # P1: targets torch does not know
-    ("nodes.0.target", "aten.frobnicate.default",
-     "nodes[0] (linear).target: 'aten.frobnicate.default' is not an op torch knows"),
-    ("nodes.0.target", "aten.linear", "nodes[0] (linear).target: 'aten.linear' names no overload; torch has "
-     "aten.linear.default"),
-    ("nodes.0.target", "aten.linear.nope",
-     "nodes[0] (linear).target: 'aten.linear.nope' is not an overload torch knows; torch has aten.linear.default"),
+    (
+        "nodes.0.target",
+        "aten.frobnicate.default",
+        "nodes[0] (linear).target: 'aten.frobnicate.default' is not an op torch knows",
+    ),
+    (
+        "nodes.0.target",
+        "aten.linear",
+        "nodes[0] (linear).target: 'aten.linear' names no overload; torch has aten.linear.default",
+    ),
+    (
+        "nodes.0.target",
+        "aten.linear.nope",
+        "nodes[0] (linear).target: 'aten.linear.nope' is not an overload torch knows; torch has aten.linear.default",
+    ),
     ("nodes.0.target", "prims.nope.default", "nodes[0] (linear).target: 'prims.nope.default' is not an op torch knows"),
     ("nodes.0.target", "linear", "nodes[0] (linear).target: 'linear' is not an op torch knows"),
     # P2: outputs and arguments inconsistent with the op
-    ("nodes.0.outputs.0.dtype", "int8",
-     "nodes[0] (linear): outputs[0] declares int8[2, 4]; aten.linear.default gives float32[2, 4] for these inputs"),
-    ("nodes.0.outputs.0.shape", [2, 5],
-     "nodes[0] (linear): outputs[0] declares float32[2, 5]; aten.linear.default gives float32[2, 4] for these inputs"),
-    ("nodes.1.args", [{"int": 3}],
-     "nodes[1] (relu).args[0]: {'int': 3} is not a tensor, as aten.relu.default's argument 'self' (Tensor) takes"),
-    ("nodes.0.args.1", {"tensor": "input"},
-     "nodes[0] (linear): aten.linear.default refuses the declared inputs (input: float32[2, 8], weight: "
-     "float32[2, 8], bias: float32[4]): RuntimeError"),
+    (
+        "nodes.0.outputs.0.dtype",
+        "int8",
+        "nodes[0] (linear): outputs[0] declares int8[2, 4]; aten.linear.default gives float32[2, 4] for these inputs",
+    ),
+    (
+        "nodes.0.outputs.0.shape",
+        [2, 5],
+        "nodes[0] (linear): outputs[0] declares float32[2, 5]; aten.linear.default gives float32[2, 4] "
+        "for these inputs",
+    ),
+    (
+        "nodes.1.args",
+        [{"int": 3}],
+        "nodes[1] (relu).args[0]: {'int': 3} is not a tensor, as aten.relu.default's argument 'self' (Tensor) takes",
+    ),
+    (
+        "nodes.0.args.1",
+        {"tensor": "input"},
+        "nodes[0] (linear): aten.linear.default refuses the declared inputs (input: float32[2, 8], weight: "
+        "float32[2, 8], bias: float32[4]): RuntimeError",
+    ),
     ("nodes.0.args", [{"tensor": "input"}], "nodes[0] (linear): aten.linear.default needs argument(s) weight"),
     # P13: calls torch would not accept, and top-level values nothing writes
-    ("nodes.1.args", [{"tensor": "linear"}] * 3,
-     "nodes[1] (relu).args: 3 positional argument(s); aten.relu.default takes at most 1 (self)"),
-    ("nodes.0.kwargs", {"bogus": {"int": 1}},
-     "nodes[0] (linear).kwargs: 'bogus' is not an argument of aten.linear.default (input, weight, bias)"),
-    ("nodes.0.kwargs", {"weight": {"tensor": "p_0_weight"}},
-     "nodes[0] (linear).kwargs['weight']: argument 'weight' of aten.linear.default is also given positionally"),
+    (
+        "nodes.1.args",
+        [{"tensor": "linear"}] * 3,
+        "nodes[1] (relu).args: 3 positional argument(s); aten.relu.default takes at most 1 (self)",
+    ),
+    (
+        "nodes.0.kwargs",
+        {"bogus": {"int": 1}},
+        "nodes[0] (linear).kwargs: 'bogus' is not an argument of aten.linear.default (input, weight, bias)",
+    ),
+    (
+        "nodes.0.kwargs",
+        {"weight": {"tensor": "p_0_weight"}},
+        "nodes[0] (linear).kwargs['weight']: argument 'weight' of aten.linear.default is also given positionally",
+    ),
     ("decomposition", "weird", "decomposition: 'weird' is not one of aten, high, core"),
     ("weights.0.kind", "alien", "weights[0].kind: 'alien' is not one of parameter, buffer, constant"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("path", "value", "message"), REFUSED, ids=[f"{p}={v}" for p, v, _ in REFUSED])
@@ -167,8 +198,11 @@ def test_dynamic_model_builds_and_a_wrong_symbolic_shape_is_refused(tmp_path) ->
     assert isinstance(node["outputs"][0]["shape"][0], str)
     node["outputs"][0]["shape"] = [node["outputs"][0]["shape"][0], 9]
     (out / "torch-ir.json").write_text(json.dumps(doc))
-    with pytest.raises(TorchIRError, match=rf"nodes\[{i}\] \(linear\): outputs\[0\] declares float32\[s\w+, 9\] "
-                       r"\(float32\[3, 9\] at batch=3\); aten.linear.default gives float32\[3, 8\]"):  # fmt: skip
+    with pytest.raises(
+        TorchIRError,
+        match=rf"nodes\[{i}\] \(linear\): outputs\[0\] declares float32\[s\w+, 9\] "
+        r"\(float32\[3, 9\] at batch=3\); aten.linear.default gives float32\[3, 8\]",
+    ):
         rti.build(out, verify=False)
 
 

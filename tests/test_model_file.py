@@ -110,8 +110,10 @@ def test_cli_sys_exit_in_forward_exits_2_not_the_models_code(tmp_path: Path) -> 
     )
     r = subprocess.run(
         [sys.executable, "-m", "rlx_torch_import.cli", str(path), "-o", str(tmp_path / "o"), "-q"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == ExitCode.BAD_INPUT, (r.returncode, r.stderr)
     assert "torch.export: the model called sys.exit(3) at model.py:7 (sys.exit(3))" in r.stderr, r.stderr
 
@@ -274,8 +276,10 @@ def test_watchdog_ends_code_that_never_returns_to_python(tmp_path: Path) -> None
     start = time.monotonic()
     r = subprocess.run(
         [sys.executable, "-m", "rlx_torch_import.cli", str(path), "-o", str(tmp_path / "o"), "-q", "--timeout", "1"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     took = time.monotonic() - start
     assert r.returncode == ExitCode.TIMED_OUT, (r.returncode, r.stderr)
     assert f"error: running {path} did not finish within the time limit of 1 s" in r.stderr, r.stderr

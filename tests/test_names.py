@@ -229,12 +229,40 @@ def test_staging_folder_names_stay_short(tmp_path: Path) -> None:
 # torch's own limits: a module or parameter name cannot hold "." or be empty, and quotes, line
 # breaks and NUL break its decompositions (test below), so the end-to-end model exports at
 # `aten` to carry them into the crate.
-MODULE_NAMES = ["fn", "self", "crate", "r#type", 'q"uo\'te', "back\\slash", "new\nline", "sl/ash", "ü模型",
-                "\u202eevil", "@@LOAD@@", "nul\0", "*/ }", "z" * 10_000]  # fmt: skip
+MODULE_NAMES = [
+    "fn",
+    "self",
+    "crate",
+    "r#type",
+    "q\"uo'te",
+    "back\\slash",
+    "new\nline",
+    "sl/ash",
+    "ü模型",
+    "\u202eevil",
+    "@@LOAD@@",
+    "nul\0",
+    "*/ }",
+    "z" * 10_000,
+]
 WEIGHT_NAME = 'w/"e\\ird\n@@NAME@@\u202e'
 MODEL_NAME = '../../evil"\n}@@LOAD@@ \u202e`ü` fn crate ' + "A" * 10_000
-NODE_NAMES = ["../../x", "fn", "self", 'a"b', "a\\b", "new\nline", "ü模型", "\u202erev", "*/ }", "nul\0",
-              "y" * 10_000, "crate", "r#type", "@@LOAD@@"]  # fmt: skip
+NODE_NAMES = [
+    "../../x",
+    "fn",
+    "self",
+    'a"b',
+    "a\\b",
+    "new\nline",
+    "ü模型",
+    "\u202erev",
+    "*/ }",
+    "nul\0",
+    "y" * 10_000,
+    "crate",
+    "r#type",
+    "@@LOAD@@",
+]
 
 
 class Hostile(nn.Module):

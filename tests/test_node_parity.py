@@ -39,8 +39,12 @@ def test_a_correct_conversion_has_no_divergence(tmp_path: Path) -> None:
     assert report.ok and report.first_divergence is None and not report.drift
     assert len(report.nodes) > 10
     assert all(r.note or (r.local is not None and r.local.ok and r.cumulative is not None) for r in report.nodes)
-    done = subprocess.run([sys.executable, "-m", "rlx_torch_import.cli", "diagnose", str(tmp_path)],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "rlx_torch_import.cli", "diagnose", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0 and "no divergence" in done.stdout, done.stdout + done.stderr
 
 

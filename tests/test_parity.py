@@ -107,8 +107,9 @@ def test_outliers_cancelling_matmul_passes() -> None:
     a, b = rng.standard_normal((64, 512)) * 300, rng.standard_normal((512, 96)) * 300
     judge = a @ b
     blas = a.astype(np.float32) @ b.astype(np.float32)
-    rowwise = np.stack([np.cumsum(a[i].astype(np.float32)[:, None] * b.astype(np.float32), 0, dtype=np.float32)[-1]
-                        for i in range(64)])  # fmt: skip
+    rowwise = np.stack(
+        [np.cumsum(a[i].astype(np.float32)[:, None] * b.astype(np.float32), 0, dtype=np.float32)[-1] for i in range(64)]
+    )
     p = compare_output("y", rowwise, blas, "float32", "float32", judge)
     assert p.ok, p.reasons
     assert compare_output("y", blas, rowwise, "float32", "float32", judge).ok

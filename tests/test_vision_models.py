@@ -29,9 +29,13 @@ class MnistCnn(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        )  # fmt: skip
+            nn.Conv2d(1, 8, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
         self.head = nn.Sequential(nn.Flatten(), nn.Linear(16 * 7 * 7, 32), nn.ReLU(), nn.Linear(32, 10))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -44,11 +48,14 @@ class Decoder(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.net = nn.Sequential(
-            nn.ConvTranspose2d(16, 12, 4, stride=2, padding=1), nn.ReLU(),
-            nn.ConvTranspose2d(12, 8, 3, stride=2, padding=1, output_padding=1, groups=2), nn.ReLU(),
-            nn.ConvTranspose2d(8, 4, 3, stride=1, padding=2, dilation=2, bias=False), nn.Tanh(),
+            nn.ConvTranspose2d(16, 12, 4, stride=2, padding=1),
+            nn.ReLU(),
+            nn.ConvTranspose2d(12, 8, 3, stride=2, padding=1, output_padding=1, groups=2),
+            nn.ReLU(),
+            nn.ConvTranspose2d(8, 4, 3, stride=1, padding=2, dilation=2, bias=False),
+            nn.Tanh(),
             nn.ConvTranspose2d(4, 3, (3, 5), stride=(3, 2), padding=(0, 2), output_padding=(2, 1)),
-        )  # fmt: skip
+        )
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         return self.net(z)

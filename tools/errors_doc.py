@@ -381,8 +381,12 @@ def render(outcomes: list[Outcome]) -> str:
     for cls in error_classes():
         base = cls.__mro__[1].__name__
         doc = " ".join((cls.__doc__ or "").split())
-        lines += [f"### `{cls.__name__}`", "", f"Exit {cls.exit_code} (`{names[cls.exit_code]}`); "
-                  f"subclass of `{base}`. {doc}", ""]  # fmt: skip
+        lines += [
+            f"### `{cls.__name__}`",
+            "",
+            f"Exit {cls.exit_code} (`{names[cls.exit_code]}`); subclass of `{base}`. {doc}",
+            "",
+        ]
         for outcome in by_error.get(cls.__name__, []):
             argv = " ".join(_quote(a) for a in outcome.scenario.argv)
             lines += [

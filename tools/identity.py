@@ -91,8 +91,11 @@ def main() -> int:
     bad = []
     for case in sorted(base.keys() | found.keys()):
         a, b = base.get(case, {}), found.get(case, {})
-        bad += [f"{case}/{rel}: {'missing now' if rel not in b else 'new' if rel not in a else 'differs'}"
-                for rel in sorted(a.keys() | b.keys()) if a.get(rel) != b.get(rel)]  # fmt: skip
+        bad += [
+            f"{case}/{rel}: {'missing now' if rel not in b else 'new' if rel not in a else 'differs'}"
+            for rel in sorted(a.keys() | b.keys())
+            if a.get(rel) != b.get(rel)
+        ]
     for line in bad:
         print(line)
     total = sum(map(len, base.values()))

@@ -41,13 +41,28 @@ class KernelCase:
 
 
 def _attention(mask: str) -> Any:
-    return {"Attention": {"num_heads": 1, "head_dim": 64, "v_head_dim": None, "mask_kind": mask,
-                          "score_scale": 0.125, "attn_logit_softcap": None}}  # fmt: skip
+    return {
+        "Attention": {
+            "num_heads": 1,
+            "head_dim": 64,
+            "v_head_dim": None,
+            "mask_kind": mask,
+            "score_scale": 0.125,
+            "attn_logit_softcap": None,
+        }
+    }
 
 
 def _conv(k: int, stride: int, pad: int, groups: int) -> Any:
-    return {"Conv": {"kernel_size": [k, k], "stride": [stride] * 2, "padding": [pad] * 2, "dilation": [1, 1],
-                     "groups": groups}}  # fmt: skip
+    return {
+        "Conv": {
+            "kernel_size": [k, k],
+            "stride": [stride] * 2,
+            "padding": [pad] * 2,
+            "dilation": [1, 1],
+            "groups": groups,
+        }
+    }
 
 
 def _cases() -> tuple[KernelCase, ...]:
@@ -55,25 +70,76 @@ def _cases() -> tuple[KernelCase, ...]:
     import torch.nn.functional as F
 
     return (
-        KernelCase("sgemm-llama-mlp", "MatMul [128,512] x [512,1376] (f32)", "Llama MLP up projection",
-                   "MatMul", ((128, 512), (512, 1376)), (128, 1376), torch.mm, 1),
-        KernelCase("sgemm-lm-head", "MatMul [128,512] x [512,32000] (f32)", "Llama lm_head",
-                   "MatMul", ((128, 512), (512, 32000)), (128, 32000), torch.mm, 1),
-        KernelCase("conv3x3", "Conv 3x3 stride 1 pad 1, 64 -> 64 channels, 1x64x56x56", "resnet18 layer1",
-                   _conv(3, 1, 1, 1), ((1, 64, 56, 56), (64, 64, 3, 3)), (1, 64, 56, 56),
-                   lambda x, w: F.conv2d(x, w, padding=1), 1),
-        KernelCase("conv7x7-s2", "Conv 7x7 stride 2 pad 3, 3 -> 64 channels, 1x3x224x224", "resnet18 stem",
-                   _conv(7, 2, 3, 1), ((1, 3, 224, 224), (64, 3, 7, 7)), (1, 64, 112, 112),
-                   lambda x, w: F.conv2d(x, w, stride=2, padding=3), 1),
-        KernelCase("conv-depthwise", "Conv 3x3 depthwise (groups 96), 4x96x28x28", "mobilenet_v3_small",
-                   _conv(3, 1, 1, 96), ((4, 96, 28, 28), (96, 1, 3, 3)), (4, 96, 28, 28),
-                   lambda x, w: F.conv2d(x, w, padding=1, groups=96), 1),
-        KernelCase("bias-add-channels", "Binary Add of a [1,96,1,1] bias to 4x96x28x28", "every conv bias",
-                   {"Binary": "Add"}, ((4, 96, 28, 28), (1, 96, 1, 1)), (4, 96, 28, 28), torch.add, 1),
-        KernelCase("attention-causal", "Attention causal, 8 heads x 128 x 64", "Llama self-attention",
-                   _attention("Causal"), ((8, 128, 64),) * 3, (8, 128, 64),
-                   lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
-    )  # fmt: skip
+        KernelCase(
+            "sgemm-llama-mlp",
+            "MatMul [128,512] x [512,1376] (f32)",
+            "Llama MLP up projection",
+            "MatMul",
+            ((128, 512), (512, 1376)),
+            (128, 1376),
+            torch.mm,
+            1,
+        ),
+        KernelCase(
+            "sgemm-lm-head",
+            "MatMul [128,512] x [512,32000] (f32)",
+            "Llama lm_head",
+            "MatMul",
+            ((128, 512), (512, 32000)),
+            (128, 32000),
+            torch.mm,
+            1,
+        ),
+        KernelCase(
+            "conv3x3",
+            "Conv 3x3 stride 1 pad 1, 64 -> 64 channels, 1x64x56x56",
+            "resnet18 layer1",
+            _conv(3, 1, 1, 1),
+            ((1, 64, 56, 56), (64, 64, 3, 3)),
+            (1, 64, 56, 56),
+            lambda x, w: F.conv2d(x, w, padding=1),
+            1,
+        ),
+        KernelCase(
+            "conv7x7-s2",
+            "Conv 7x7 stride 2 pad 3, 3 -> 64 channels, 1x3x224x224",
+            "resnet18 stem",
+            _conv(7, 2, 3, 1),
+            ((1, 3, 224, 224), (64, 3, 7, 7)),
+            (1, 64, 112, 112),
+            lambda x, w: F.conv2d(x, w, stride=2, padding=3),
+            1,
+        ),
+        KernelCase(
+            "conv-depthwise",
+            "Conv 3x3 depthwise (groups 96), 4x96x28x28",
+            "mobilenet_v3_small",
+            _conv(3, 1, 1, 96),
+            ((4, 96, 28, 28), (96, 1, 3, 3)),
+            (4, 96, 28, 28),
+            lambda x, w: F.conv2d(x, w, padding=1, groups=96),
+            1,
+        ),
+        KernelCase(
+            "bias-add-channels",
+            "Binary Add of a [1,96,1,1] bias to 4x96x28x28",
+            "every conv bias",
+            {"Binary": "Add"},
+            ((4, 96, 28, 28), (1, 96, 1, 1)),
+            (4, 96, 28, 28),
+            torch.add,
+            1,
+        ),
+        KernelCase(
+            "attention-causal",
+            "Attention causal, 8 heads x 128 x 64",
+            "Llama self-attention",
+            _attention("Causal"),
+            ((8, 128, 64),) * 3,
+            (8, 128, 64),
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        ),
+    )
 
 
 def _median_ms(fn: Callable[[], Any], runs: int, warmup: int) -> float:
@@ -116,8 +182,15 @@ def time_case(case: KernelCase, runs: int = 20, warmup: int = 3, seed: int = 0) 
     torch.set_num_threads(rlx_config.set_threads(None))
     with torch.no_grad():
         torch_ms = _median_ms(lambda: case.torch_op(*tensors), runs, warmup)
-    return {"key": case.key, "what": case.what, "seen": case.seen, "rlx_ms": rlx_ms, "rlx_kernels_ms": kernel_ms,
-            "torch_ms": torch_ms, "ratio": rlx_ms / torch_ms}  # fmt: skip
+    return {
+        "key": case.key,
+        "what": case.what,
+        "seen": case.seen,
+        "rlx_ms": rlx_ms,
+        "rlx_kernels_ms": kernel_ms,
+        "torch_ms": torch_ms,
+        "ratio": rlx_ms / torch_ms,
+    }
 
 
 def run_all(runs: int = 20, warmup: int = 3) -> list[dict[str, Any]]:

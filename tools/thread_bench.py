@@ -64,9 +64,7 @@ def measure(bundle: Path, example: torch.Tensor, runs: int) -> tuple[float, floa
         start = time.perf_counter()
         shared = list(pool.map(model.run, feeds))
         many = runs / (time.perf_counter() - start)
-    same = all(
-        all(np.array_equal(a[k], b[k]) for k in a) for a, b in zip(alone, shared, strict=True)
-    )  # fmt: skip
+    same = all(all(np.array_equal(a[k], b[k]) for k in a) for a, b in zip(alone, shared, strict=True))
     return one, many, same
 
 

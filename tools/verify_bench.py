@@ -44,9 +44,14 @@ def hf_llama_small() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
 
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(
-        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=64,
-    )  # fmt: skip
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
     return _Logits(transformers.LlamaForCausalLM(cfg).eval()).eval(), (torch.randint(0, 128, (1, 8)),)
 
 

@@ -133,9 +133,17 @@ def from_torch(
     device = check_device(device).name if verify else device_name(device)
     rlx_config.set_threads(threads)
     front = FrontEnd.check(
-        model, example_inputs, kwargs, name, dynamic_shapes, decomposition=decomposition, strict=strict,
-        timeout=timeout, rounds=max_decompose_rounds if auto_decompose else 0, set_specs=set_specs,
-    )  # fmt: skip
+        model,
+        example_inputs,
+        kwargs,
+        name,
+        dynamic_shapes,
+        decomposition=decomposition,
+        strict=strict,
+        timeout=timeout,
+        rounds=max_decompose_rounds if auto_decompose else 0,
+        set_specs=set_specs,
+    )
     prog = Progress(progress)
     # every eager run starts from the module's state as given (buffers, written parameters), which the
     # weights hold too; the module gets it back at the end
@@ -144,9 +152,15 @@ def from_torch(
         try:
             crate_style = emit_style if "crate" in emit else None
             report, conv = _lower_and_verify(
-                stage, stage / BUNDLE, verify, prog, out_dir=Path(out_dir), crate=crate_style, device=device,
+                stage,
+                stage / BUNDLE,
+                verify,
+                prog,
+                out_dir=Path(out_dir),
+                crate=crate_style,
+                device=device,
                 program=program,
-            )  # fmt: skip
+            )
             if verify and per_node:
                 add_node_parity(report, conv, prog, device=device)
         except UnsupportedOpsError as e:
@@ -184,9 +198,14 @@ def build(
     prog = Progress(progress)
     with staged(directory / BUNDLE) as stage:
         report, conv = _lower_and_verify(
-            directory, stage, verify, prog, out_dir=directory, crate=emit_style if "crate" in emit else None,
+            directory,
+            stage,
+            verify,
+            prog,
+            out_dir=directory,
+            crate=emit_style if "crate" in emit else None,
             device=device,
-        )  # fmt: skip
+        )
         if verify and per_node:
             add_node_parity(report, conv, prog, device=device)
     write_reports(report, directory)

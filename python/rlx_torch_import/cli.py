@@ -326,8 +326,10 @@ def _run_bundle(argv: Sequence[str]) -> int:
             raise InputError(f"--inputs {path} holds both {name!r} and '{input_key(name)}'; keep one")
         key = name if name in tensors else input_key(name)
         if key not in tensors:
-            raise InputError(f"--inputs {path} has no tensor {name!r} (or input.{name}); the bundle takes "
-                             f"{', '.join(model.input_names)}")  # fmt: skip
+            raise InputError(
+                f"--inputs {path} has no tensor {name!r} (or input.{name}); the bundle takes "
+                f"{', '.join(model.input_names)}"
+            )
         feed[name] = tensors[key]
     # A reference.safetensors holds outputs (and sweep/set entries) next to the inputs: those are not inputs.
     used = set(model.input_names) | {input_key(n) for n in model.input_names}
@@ -406,16 +408,20 @@ def _diagnose(argv: Sequence[str]) -> int:
             f"cumulative {r.cumulative.max_abs:.3g} ({'ok' if r.cumulative.ok else 'FAIL'})" if r.cumulative else ""
         )
         where = ", ".join(x for x in (r.module_path, r.source) if x)
-        print(f"[{r.index}] {r.node} {r.aten} {r.dtype}{r.shape} {local} {cumulative}{f' [{where}]' if where else ''}"
-              f"{f' ({r.note})' if r.note else ''}")  # fmt: skip
+        print(
+            f"[{r.index}] {r.node} {r.aten} {r.dtype}{r.shape} {local} {cumulative}{f' [{where}]' if where else ''}"
+            f"{f' ({r.note})' if r.note else ''}"
+        )
     local = sum(1 for r in rows if r.local and not r.local.ok)
     cumulative = sum(1 for r in rows if r.cumulative and not r.cumulative.ok)
     print(f"{len(rows)} node values compared: {local} over their local budget, {cumulative} over the cumulative one")
     if found.node is not None:
         r = found.node
         kind = "first divergence" if args.node is None else "node"
-        print(f"{kind}: {r.node} ({r.aten}{', ' + r.module_path if r.module_path else ''}"
-              f"{', ' + r.source if r.source else ''})")  # fmt: skip
+        print(
+            f"{kind}: {r.node} ({r.aten}{', ' + r.module_path if r.module_path else ''}"
+            f"{', ' + r.source if r.source else ''})"
+        )
         print(f"repro written to {found.repro} (python {found.repro}/repro.py)")
     if found.report.drift:
         print(found.report.drift)

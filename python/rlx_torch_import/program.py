@@ -90,8 +90,15 @@ class FoldedBatchNorm:
         return tuple(n for n in (self.conv, self.gamma, self.beta, self.mean, self.var) if n is not None)
 
     def describe(self) -> dict[str, Any]:
-        return {"batch_norm_fold": self.role, "conv": self.conv, "gamma": self.gamma, "beta": self.beta,
-                "mean": self.mean, "var": self.var, "eps": self.eps}  # fmt: skip
+        return {
+            "batch_norm_fold": self.role,
+            "conv": self.conv,
+            "gamma": self.gamma,
+            "beta": self.beta,
+            "mean": self.mean,
+            "var": self.var,
+            "eps": self.eps,
+        }
 
 
 @dataclass

@@ -35,11 +35,22 @@ def _legacy(w: torch.Tensor, transposed: bool, stride, padding, dilation, output
     params = {"w": w} if bias is None else {"w": w, "b": bias}
     return Fn(
         lambda m, x: A._convolution.default(
-            x, m.w, getattr(m, "b", None), stride, padding, dilation, transposed, output_padding, groups,
-            False, False, True, True,
+            x,
+            m.w,
+            getattr(m, "b", None),
+            stride,
+            padding,
+            dilation,
+            transposed,
+            output_padding,
+            groups,
+            False,
+            False,
+            True,
+            True,
         ),
         **params,
-    )  # fmt: skip
+    )
 
 
 torch.manual_seed(0)

@@ -44,8 +44,9 @@ def _walk(n: int) -> torch.Tensor:
 def _scan_rows(dtype: torch.dtype) -> torch.Tensor:
     """Rows with ties, a run of equal values, infinities and NaN (floats) for running max/min."""
     if dtype.is_floating_point:
-        return torch.tensor([[1.0, NAN, 0.5, 3.0, NAN, 2.0], [2.0, 2.0, 1.0, 1.0, 5.0, -INF],
-                             [INF, 1.0, INF, -1.0, 0.0, 0.0]]).to(dtype)  # fmt: skip
+        return torch.tensor(
+            [[1.0, NAN, 0.5, 3.0, NAN, 2.0], [2.0, 2.0, 1.0, 1.0, 5.0, -INF], [INF, 1.0, INF, -1.0, 0.0, 0.0]]
+        ).to(dtype)
     if dtype == torch.bool:
         return torch.tensor([[True, False, True, False, False, True], [False, False, True, True, False, False]])
     low = 0 if dtype == torch.uint8 else -3

@@ -54,8 +54,9 @@ def _bind(model: Any, name: str, t: safetensors_io.RawTensor) -> None:
     """Bind weight `t` to RLX parameter `name`, then drop its file pages (RLX holds its own copy)."""
     if t.dtype == "float32" and t.data.nbytes > _BIND_SLICE:
         for start in range(0, t.data.nbytes, _BIND_SLICE):
-            piece = safetensors_io.RawTensor(t.dtype, (), t.data[start : start + _BIND_SLICE], t.mapping,
-                                             t.offset + start)  # fmt: skip
+            piece = safetensors_io.RawTensor(
+                t.dtype, (), t.data[start : start + _BIND_SLICE], t.mapping, t.offset + start
+            )
             if not model.set_param_range(name, start, piece.data):
                 break  # RLX cannot write this parameter in pieces: bind it whole below
             piece.release()

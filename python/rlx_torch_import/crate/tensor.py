@@ -21,12 +21,35 @@ from .rust_names import RustNames, rust_str
 
 # Activation variant -> Tensor method (rlx-tensor's `unary_ops!` table).
 _UNARY = {
-    "Relu": "relu", "Gelu": "gelu", "GeluApprox": "gelu_approx", "Silu": "silu", "Tanh": "tanh", "Exp": "exp",
-    "Sqrt": "sqrt", "Sigmoid": "sigmoid", "Log": "log", "Rsqrt": "rsqrt", "Abs": "abs", "Sin": "sin", "Cos": "cos",
-    "Tan": "tan", "Atan": "atan", "Round": "round", "Recip": "recip", "Floor": "floor", "Ceil": "ceil",
-    "Sign": "sign", "Softplus": "softplus", "Elu": "elu", "Erf": "erf", "HardSwish": "hard_swish",
-    "HardSigmoid": "hard_sigmoid", "Mish": "mish", "Softsign": "softsign", "LogSigmoid": "log_sigmoid",
-}  # fmt: skip
+    "Relu": "relu",
+    "Gelu": "gelu",
+    "GeluApprox": "gelu_approx",
+    "Silu": "silu",
+    "Tanh": "tanh",
+    "Exp": "exp",
+    "Sqrt": "sqrt",
+    "Sigmoid": "sigmoid",
+    "Log": "log",
+    "Rsqrt": "rsqrt",
+    "Abs": "abs",
+    "Sin": "sin",
+    "Cos": "cos",
+    "Tan": "tan",
+    "Atan": "atan",
+    "Round": "round",
+    "Recip": "recip",
+    "Floor": "floor",
+    "Ceil": "ceil",
+    "Sign": "sign",
+    "Softplus": "softplus",
+    "Elu": "elu",
+    "Erf": "erf",
+    "HardSwish": "hard_swish",
+    "HardSigmoid": "hard_sigmoid",
+    "Mish": "mish",
+    "Softsign": "softsign",
+    "LogSigmoid": "log_sigmoid",
+}
 _OPERATOR = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
 _BINARY_METHOD = {"Max": "maximum", "Min": "minimum", "Pow": "pow", "Mod": "rem", "Atan2": "atan2"}
 _COMPARE = {"Eq": "eq", "Ne": "ne", "Lt": "lt", "Le": "le", "Gt": "gt", "Ge": "ge"}

@@ -100,9 +100,19 @@ class FrontEnd:
 
     @classmethod
     def check(
-        cls, model: Any, example_inputs: Any, kwargs: dict[str, Any] | None, name: str | None, dynamic_shapes: Any,
-        *, decomposition: str, strict: bool, timeout: float | None, rounds: int, set_specs: list[Spec],
-    ) -> FrontEnd:  # fmt: skip
+        cls,
+        model: Any,
+        example_inputs: Any,
+        kwargs: dict[str, Any] | None,
+        name: str | None,
+        dynamic_shapes: Any,
+        *,
+        decomposition: str,
+        strict: bool,
+        timeout: float | None,
+        rounds: int,
+        set_specs: list[Spec],
+    ) -> FrontEnd:
         """The inputs, name and dynamic shapes checked (InputError, DynamicShapeError) before anything runs."""
         given = model_inputs(model, example_inputs, kwargs)
         pristine = given.cloned()
@@ -122,9 +132,14 @@ class FrontEnd:
         with prog.phase("export"), user_code("torch.export", timeout):
             try:
                 ep = export_program(  # traces with fake tensors: the inputs' values are neither read nor written
-                    model, pristine.args, kwargs=pristine.kwargs, decomposition=self.decomposition,
-                    dynamic_shapes=self.dynamic.spec, strict=self.strict, shape_log=shape_log,
-                )  # fmt: skip
+                    model,
+                    pristine.args,
+                    kwargs=pristine.kwargs,
+                    decomposition=self.decomposition,
+                    dynamic_shapes=self.dynamic.spec,
+                    strict=self.strict,
+                    shape_log=shape_log,
+                )
             except ExportError:
                 eager_outputs(model, pristine, state=state)  # a model that fails in eager PyTorch too is bad input
                 raise
@@ -137,9 +152,15 @@ class FrontEnd:
         def recapture(auto_decomposed: list[str] | None = None) -> Any:
             extra = {} if auto_decomposed is None else {"auto_decomposed": auto_decomposed}
             return capture(
-                ep, pristine, eager, name=self.name, decomposition=self.decomposition, **extra,
-                requested=requested, shape_log=shape_log,
-            )  # fmt: skip
+                ep,
+                pristine,
+                eager,
+                name=self.name,
+                decomposition=self.decomposition,
+                **extra,
+                requested=requested,
+                shape_log=shape_log,
+            )
 
         with prog.phase("capture"):
             cap = recapture()

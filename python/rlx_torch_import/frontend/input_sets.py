@@ -92,9 +92,13 @@ def _keys(spec: TensorSpec) -> list[str]:
 
 
 def _from_mapping(
-    found: dict[str, torch.Tensor], specs: list[TensorSpec], example: tuple[torch.Tensor, ...], where: str, *,
+    found: dict[str, torch.Tensor],
+    specs: list[TensorSpec],
+    example: tuple[torch.Tensor, ...],
+    where: str,
+    *,
     strict: bool,
-) -> tuple[tuple[torch.Tensor, ...], list[str]]:  # fmt: skip
+) -> tuple[tuple[torch.Tensor, ...], list[str]]:
     """Tensors in input order from a mapping keyed by input name or path; inputs it lacks are the
     example's (their names are returned). With `strict`, a key naming no input is an error."""
     lookup = {key: i for i, spec in enumerate(specs) for key in _keys(spec)}
@@ -227,8 +231,38 @@ def record_input_sets(
 # Rounding boundaries: integers, halves (round-half-even ties), and multiples of 3 and 7 whose
 # quotients by each other (and by 0.5, 1.5, 2, ...) land exactly on integers or halves; no zero
 # (the zeros set has it), so dividing one input by another never divides by zero.
-NUMERATORS = (21.0, -21.0, 7.0, -7.0, 3.0, -3.0, 42.0, -42.0, 6.0, -6.0, 14.0, -14.0, 1.5, -1.5, 2.5, -2.5,
-              0.5, -0.5, 3.5, -3.5, 10.5, -10.5, 9.0, -9.0, 35.0, -35.0, 1.0, -1.0, 2.0, -2.0)  # fmt: skip
+NUMERATORS = (
+    21.0,
+    -21.0,
+    7.0,
+    -7.0,
+    3.0,
+    -3.0,
+    42.0,
+    -42.0,
+    6.0,
+    -6.0,
+    14.0,
+    -14.0,
+    1.5,
+    -1.5,
+    2.5,
+    -2.5,
+    0.5,
+    -0.5,
+    3.5,
+    -3.5,
+    10.5,
+    -10.5,
+    9.0,
+    -9.0,
+    35.0,
+    -35.0,
+    1.0,
+    -1.0,
+    2.0,
+    -2.0,
+)
 # The second and later float inputs (divisors, if the model divides one input by another): a
 # length coprime with NUMERATORS', so every numerator meets every divisor along the elements.
 DIVISORS = (3.0, 7.0, -3.0, -7.0, 0.5, -0.5, 1.5, 2.0, -2.0, 1.0, -1.0, 2.5, -1.5)
@@ -366,23 +400,46 @@ def _int_bound(which: str) -> Maker:
 
 # (kind, what the set exercises, maker), in the order the sets are made.
 AUTO_KINDS: tuple[tuple[str, str, Maker], ...] = (
-    ("rounding", "rounding boundaries for division, floor/ceil/round/trunc: integers, halves (±0.5, ±1.5, ±2.5, "
-     "round-half-even ties), multiples of 3 and 7 whose quotients land on integers (the second and later float "
-     "inputs hold the divisors 3, 7, 0.5, 1.5, 2, ...), negatives; integers: such values within the example's "
-     "range", _rounding),
-    ("ties", "ties for argmax/argmin/max/topk/sort: every other row (last axis) one value, the rows between drawn "
-     "from {-1, 0, 1} (integers: {min, middle, max} of the example's range)", _ties),
-    ("large", "large magnitudes for softmax/exp/logsumexp/norms: |x| in 30..80 (float16/bfloat16 inputs: 4..11, "
-     "so exp stays finite) with random signs", _large),
-    ("zeros", "all zeros: the first float input (later float inputs keep the example's values: they may divide "
-     "it) and integer inputs whose example range holds 0", _zeros),
-    ("negative", "all negative: -|example| (zeros become -1); integers: within the example's negative range",
-     _negative),
-    ("masked-row", "masks: row 0 (last axis) fully masking (bool: all False; float additive mask: all at the "
-     "example's masking value; 0/1 int mask: all 0), row 1 not masking at all (all True / 0 / 1)", _masked_row),
+    (
+        "rounding",
+        "rounding boundaries for division, floor/ceil/round/trunc: integers, halves (±0.5, ±1.5, ±2.5, "
+        "round-half-even ties), multiples of 3 and 7 whose quotients land on integers (the second and later float "
+        "inputs hold the divisors 3, 7, 0.5, 1.5, 2, ...), negatives; integers: such values within the example's "
+        "range",
+        _rounding,
+    ),
+    (
+        "ties",
+        "ties for argmax/argmin/max/topk/sort: every other row (last axis) one value, the rows between drawn "
+        "from {-1, 0, 1} (integers: {min, middle, max} of the example's range)",
+        _ties,
+    ),
+    (
+        "large",
+        "large magnitudes for softmax/exp/logsumexp/norms: |x| in 30..80 (float16/bfloat16 inputs: 4..11, "
+        "so exp stays finite) with random signs",
+        _large,
+    ),
+    (
+        "zeros",
+        "all zeros: the first float input (later float inputs keep the example's values: they may divide "
+        "it) and integer inputs whose example range holds 0",
+        _zeros,
+    ),
+    (
+        "negative",
+        "all negative: -|example| (zeros become -1); integers: within the example's negative range",
+        _negative,
+    ),
+    (
+        "masked-row",
+        "masks: row 0 (last axis) fully masking (bool: all False; float additive mask: all at the "
+        "example's masking value; 0/1 int mask: all 0), row 1 not masking at all (all True / 0 / 1)",
+        _masked_row,
+    ),
     ("int-min", "integer inputs (e.g. token ids) all at the example's minimum", _int_bound("min")),
     ("int-max", "integer inputs (e.g. token ids) all at the example's maximum", _int_bound("max")),
-)  # fmt: skip
+)
 
 
 def auto_sets(specs: list[TensorSpec], example: tuple[torch.Tensor, ...]) -> list[InputSet]:

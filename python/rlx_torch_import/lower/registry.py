@@ -315,8 +315,7 @@ def _lower_node(builder: Builder, node: Any, call: Call, values: dict[str, Value
     try:
         result = empty_outputs(builder, node) or REGISTRY[node.target].fn(builder, call)
     except RlxLimit as e:
-        items.append(Unsupported(node.target, node.name, node.module_path, str(e), node.source,
-                                 node.decomposed_from))  # fmt: skip
+        items.append(Unsupported(node.target, node.name, node.module_path, str(e), node.source, node.decomposed_from))
         _refuse(node, values)
         return
     except RtiError:

@@ -33,8 +33,12 @@ def _affine(values: list[int], bindings: list[dict[str, int]], symbols: list[Sym
         xs = [bd[sym.name] for bd in bindings]
         if len(set(xs)) < 2:
             continue
-        (x0, v0), (x1, v1) = next(((xs[i], values[i]), (xs[j], values[j])) for i in range(len(xs))
-                                  for j in range(i + 1, len(xs)) if xs[i] != xs[j])  # fmt: skip
+        (x0, v0), (x1, v1) = next(
+            ((xs[i], values[i]), (xs[j], values[j]))
+            for i in range(len(xs))
+            for j in range(i + 1, len(xs))
+            if xs[i] != xs[j]
+        )
         if (v1 - v0) % (x1 - x0):
             continue
         a = (v1 - v0) // (x1 - x0)
@@ -96,12 +100,24 @@ def _narrow_size_scalars(program: Program, binding: dict[str, int], scalars: lis
         if np.frombuffer(bytes(n.op["Constant"]["data"]), _SCALAR[n.dtype])[0].item() != value:
             continue
         program.nodes[s.index : s.index + 1] = [
-            RlxNode(f"{n.id}#range", {"Constant": {"data": list(s.table.tobytes())}}, (), (len(s.table),), n.dtype,
-                    n.provenance),
-            RlxNode(f"{n.id}#at", {"Narrow": {"axis": 0, "start": value, "len": 1}}, (f"{n.id}#range",), (1,),
-                    n.dtype, n.provenance),
+            RlxNode(
+                f"{n.id}#range",
+                {"Constant": {"data": list(s.table.tobytes())}},
+                (),
+                (len(s.table),),
+                n.dtype,
+                n.provenance,
+            ),
+            RlxNode(
+                f"{n.id}#at",
+                {"Narrow": {"axis": 0, "start": value, "len": 1}},
+                (f"{n.id}#range",),
+                (1,),
+                n.dtype,
+                n.provenance,
+            ),
             RlxNode(n.id, {"Reshape": {"new_shape": list(n.dims)}}, (f"{n.id}#at",), n.dims, n.dtype, n.provenance),
-        ]  # fmt: skip
+        ]
 
 
 def _dim_name(label: str, sym: int) -> str:

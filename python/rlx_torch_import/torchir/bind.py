@@ -87,5 +87,6 @@ def _check_sizes(ir: TorchIR, values: dict[str, int]) -> None:
         field_path = f"{ir.origin or TORCH_IR}: {where}.shape"
         if any(d < 0 for d in sizes):
             raise TorchIRError(f"{field_path}: {short(declared.shape)} is {sizes} at {at}: a negative size")
-        check_tensor_size(sizes, declared.dtype, f"{field_path} {short(declared.shape)} at {at} ({sizes})",
-                          TorchIRError)  # fmt: skip
+        check_tensor_size(
+            sizes, declared.dtype, f"{field_path} {short(declared.shape)} at {at} ({sizes})", TorchIRError
+        )

@@ -41,8 +41,12 @@ _PYTHON_PREFIXES = ("operator.", "math.", "torch.", "builtins.", "_operator.")
 # Values read from a tensor: a Python number in torch, a 0-d tensor in torch-ir.
 _ITEM_OPS = frozenset({"aten.item.default", "aten._local_scalar_dense.default"})
 # Exceptions of torch's meta/fake machinery meaning "cannot be computed from shapes alone".
-_DATA_DEPENDENT = ("DynamicOutputShapeException", "DataDependentOutputException", "GuardOnDataDependentSymNode",
-                   "UnsupportedOperatorException")  # fmt: skip
+_DATA_DEPENDENT = (
+    "DynamicOutputShapeException",
+    "DataDependentOutputException",
+    "GuardOnDataDependentSymNode",
+    "UnsupportedOperatorException",
+)
 
 # The argument tags each schema type accepts (`real_type` names: "number" is Scalar). A "tensor"
 # where a number is taken is a value read from a tensor; a number where a single Tensor is taken
@@ -61,8 +65,14 @@ _KINDS: dict[str, frozenset[str]] = {
     "Device": frozenset({"device", "str"}),
     "MemoryFormat": frozenset({"memory_format", "int"}),
 }
-_KIND_NAMES = {"Tensor": "a tensor", "str": "a string", "ScalarType": "a dtype", "Layout": "a layout",
-               "Device": "a device", "MemoryFormat": "a memory format"}  # fmt: skip
+_KIND_NAMES = {
+    "Tensor": "a tensor",
+    "str": "a string",
+    "ScalarType": "a dtype",
+    "Layout": "a layout",
+    "Device": "a device",
+    "MemoryFormat": "a memory format",
+}
 
 
 def resolve(target: str, where: str, lowerable: Container[str]) -> Any | None:
@@ -150,8 +160,10 @@ def _check_kind(arg: dict[str, Any], schema_arg: Any, where: str, target: str) -
 def _kind_error(arg: dict[str, Any], schema_arg: Any, where: str, target: str) -> TorchIRError:
     base, _, is_list, _ = _base_type(schema_arg)
     kind = "a list" if is_list else _KIND_NAMES.get(base, "a number")
-    return TorchIRError(f"{where}: {short(arg)} is not {kind}, as {target}'s argument {schema_arg.name!r} "
-                        f"({getattr(schema_arg, 'real_type', schema_arg.type)}) takes")  # fmt: skip
+    return TorchIRError(
+        f"{where}: {short(arg)} is not {kind}, as {target}'s argument {schema_arg.name!r} "
+        f"({getattr(schema_arg, 'real_type', schema_arg.type)}) takes"
+    )
 
 
 def bind_args(node: Node, op: Any, where: str) -> dict[str, tuple[Any, dict[str, Any], str]]:
@@ -218,8 +230,12 @@ def _fake_value(
     return payload
 
 
-def _run_fake(op: Any, bound: dict[str, tuple[Any, dict[str, Any], str]], specs: dict[str, tuple[list[int], str]],
-              values: dict[str, int]) -> list[Any]:  # fmt: skip
+def _run_fake(
+    op: Any,
+    bound: dict[str, tuple[Any, dict[str, Any], str]],
+    specs: dict[str, tuple[list[int], str]],
+    values: dict[str, int],
+) -> list[Any]:
     """`op` on fake tensors of the declared inputs: its results, flattened. Raises _Skip when torch
     cannot compute the result from shapes and dtypes alone."""
     args, kwargs = [], {}
@@ -245,8 +261,14 @@ def _shape_text(shape: list[Any], dtype: str) -> str:
     return f"{dtype}[{', '.join(str(d) for d in shape)}]"
 
 
-def _refused(node: Node, bound: dict[str, tuple[Any, dict[str, Any], str]], specs: dict[str, tuple[list[int], str]],
-             where: str, at: str, e: Exception) -> TorchIRError:  # fmt: skip
+def _refused(
+    node: Node,
+    bound: dict[str, tuple[Any, dict[str, Any], str]],
+    specs: dict[str, tuple[list[int], str]],
+    where: str,
+    at: str,
+    e: Exception,
+) -> TorchIRError:
     """The error for a call torch refuses: a number where this op takes a tensor (torch names the
     argument), or the declared input shapes and dtypes with torch's message."""
     text = str(e)

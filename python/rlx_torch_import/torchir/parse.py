@@ -86,9 +86,13 @@ def _symbols(doc: Any, source: str) -> list[Symbol]:
         if hi is not None:
             _typed(hi, int, f"{where}.max")
         sym = Symbol(
-            _need(d, "id", int, where), _need(d, "name", str, where), _need(d, "label", str, where),
-            _need(d, "min", int, where), hi, _need(d, "example", int, where),
-        )  # fmt: skip
+            _need(d, "id", int, where),
+            _need(d, "name", str, where),
+            _need(d, "label", str, where),
+            _need(d, "min", int, where),
+            hi,
+            _need(d, "example", int, where),
+        )
         if (
             not sym.name.isidentifier()
             or sym.min < 0

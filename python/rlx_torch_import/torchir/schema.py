@@ -27,8 +27,19 @@ DECOMPOSITIONS = ("aten", "high", "core")
 WEIGHT_KINDS = ("parameter", "buffer", "constant")
 
 ARG_TAGS = (
-    "tensor", "int", "float", "bool", "str", "none", "dtype", "list", "device", "layout", "memory_format", "sym",
-)  # fmt: skip
+    "tensor",
+    "int",
+    "float",
+    "bool",
+    "str",
+    "none",
+    "dtype",
+    "list",
+    "device",
+    "layout",
+    "memory_format",
+    "sym",
+)
 
 
 @dataclass

@@ -110,11 +110,16 @@ def write_repro(found: NodeReport, row: NodeParity, target: Path) -> Path:
             outs[f"rlx.{i}"] = local.to(torch.bfloat16) if spec.dtype == "bfloat16" else local
     safetensors_io.write(target / "outputs.safetensors", dict(safetensors_io.iter_torch(outs)))
     alone = replace(
-        ir, inputs=specs, weights=[], symbols=[],
+        ir,
+        inputs=specs,
+        weights=[],
+        symbols=[],
         nodes=[replace(node, args=args, kwargs=kwargs)],
-        outputs=[OutputSpec(f"rlx.{i}", o.name, list(o.shape), o.dtype)
-                 for i, o in enumerate(o for o in node.outputs if o.dtype != "none")],
-    )  # fmt: skip
+        outputs=[
+            OutputSpec(f"rlx.{i}", o.name, list(o.shape), o.dtype)
+            for i, o in enumerate(o for o in node.outputs if o.dtype != "none")
+        ],
+    )
     from ..lower import lower
 
     hir = _core.program_to_hir_json(lower(alone, optimize=False).to_core_json())

@@ -105,13 +105,26 @@ def _decode(arg: dict[str, Any], env: dict[str, Any], float64: bool = False) -> 
 
 
 _PYTHON_OPS = {
-    "operator.add": operator.add, "operator.sub": operator.sub, "operator.mul": operator.mul,
-    "operator.truediv": operator.truediv, "operator.floordiv": operator.floordiv, "operator.mod": operator.mod,
-    "operator.pow": operator.pow, "operator.neg": operator.neg, "operator.ge": operator.ge, "operator.gt": operator.gt,
-    "operator.le": operator.le, "operator.lt": operator.lt, "operator.eq": operator.eq, "operator.ne": operator.ne,
-    "operator.and_": operator.and_, "operator.or_": operator.or_, "math.floor": math.floor, "math.ceil": math.ceil,
+    "operator.add": operator.add,
+    "operator.sub": operator.sub,
+    "operator.mul": operator.mul,
+    "operator.truediv": operator.truediv,
+    "operator.floordiv": operator.floordiv,
+    "operator.mod": operator.mod,
+    "operator.pow": operator.pow,
+    "operator.neg": operator.neg,
+    "operator.ge": operator.ge,
+    "operator.gt": operator.gt,
+    "operator.le": operator.le,
+    "operator.lt": operator.lt,
+    "operator.eq": operator.eq,
+    "operator.ne": operator.ne,
+    "operator.and_": operator.and_,
+    "operator.or_": operator.or_,
+    "math.floor": math.floor,
+    "math.ceil": math.ceil,
     "math.trunc": math.trunc,
-}  # fmt: skip
+}
 
 
 def _call(node: Node, env: dict[str, Any], float64: bool = False) -> list[Any]:
@@ -160,8 +173,9 @@ def torch_values(
     env: dict[str, Any] = dict(inputs)
     env.update({w.name: weights[w.key] for w in ir.weights})
     if float64:
-        env = {k: v.double() if isinstance(v, torch.Tensor) and v.dtype in _torch_widened() else v
-               for k, v in env.items()}  # fmt: skip
+        env = {
+            k: v.double() if isinstance(v, torch.Tensor) and v.dtype in _torch_widened() else v for k, v in env.items()
+        }
     missing: dict[str, str] = {}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch's warnings here repeat what the export and eager runs said
@@ -212,8 +226,13 @@ def _local_program(ir: TorchIR, skip: set[str] | None = None) -> TorchIR:
     for node in ir.nodes:
         if not node.outputs or node.name in (skip or set()):
             continue
-        nodes.append(replace(node, args=[fresh(a, node) for a in node.args],
-                             kwargs={k: fresh(v, node) for k, v in node.kwargs.items()}))  # fmt: skip
+        nodes.append(
+            replace(
+                node,
+                args=[fresh(a, node) for a in node.args],
+                kwargs={k: fresh(v, node) for k, v in node.kwargs.items()},
+            )
+        )
     outputs = [
         OutputSpec(o.name, o.name, list(o.shape), o.dtype) for n in nodes for o in n.outputs if o.dtype != "none"
     ]
@@ -459,17 +478,27 @@ def node_parity(
                 if spec.dtype == "none":
                     continue
                 row = NodeParity(
-                    index=index, node=node.name, value=spec.name, aten=node.target, module_path=node.module_path,
-                    source=node.source, shape=list(spec.shape), dtype=spec.dtype, kind=op_kind(node.target, spec.dtype),
-                )  # fmt: skip
+                    index=index,
+                    node=node.name,
+                    value=spec.name,
+                    aten=node.target,
+                    module_path=node.module_path,
+                    source=node.source,
+                    shape=list(spec.shape),
+                    dtype=spec.dtype,
+                    kind=op_kind(node.target, spec.dtype),
+                )
                 index += 1
                 report.nodes.append(row)
                 if spec.name not in env:
                     row.note = missing.get(node.name, "no PyTorch value (an input of it has none)")
                     continue
                 expected = host(spec.name, spec.dtype)
-                row.reduction = _reduction_length(node, env, row.kind, expected.size) if row.kind in (
-                    "contraction", "reduction") else 1  # fmt: skip
+                row.reduction = (
+                    _reduction_length(node, env, row.kind, expected.size)
+                    if row.kind in ("contraction", "reduction")
+                    else 1
+                )
                 if spec.name in local:
                     m = measure(local[spec.name], expected, spec.dtype)
                     row.local = local_error(m, spec.dtype, row.kind, row.reduction, m.top)

@@ -178,9 +178,14 @@ def _compare_outputs(
         if row.wants_judge:
             wide, why = judge.outputs(prefix, binding)
             row = compare_output(
-                spec.name, actual, expected.to_numpy(), dtype, expected.dtype, wide.get(spec.name),
+                spec.name,
+                actual,
+                expected.to_numpy(),
+                dtype,
+                expected.dtype,
+                wide.get(spec.name),
                 no_judge=why or "PyTorch's float64 run gives no float value for it",
-            )  # fmt: skip
+            )
         found.append(row)
     return found
 
@@ -200,14 +205,25 @@ def _compare_values(
         ok = type(got[name]) is type(expected) and got[name] == expected
         kind = "None" if expected is None else type(expected).__name__
         row = OutputParity(
-            name=name, ok=ok, shape=[], expected_shape=[], dtype=type(got[name]).__name__, expected_dtype=kind,
-            count=1, nonfinite_match=True, max_abs_error=0.0 if ok else math.inf, max_rel_error=0.0 if ok else math.inf,
-            cosine=1.0 if ok else 0.0, allowed_abs_error=0.0, mismatches=0 if ok else 1,
-            first_mismatch=None if ok else [], first_actual=None if ok else got[name],
+            name=name,
+            ok=ok,
+            shape=[],
+            expected_shape=[],
+            dtype=type(got[name]).__name__,
+            expected_dtype=kind,
+            count=1,
+            nonfinite_match=True,
+            max_abs_error=0.0 if ok else math.inf,
+            max_rel_error=0.0 if ok else math.inf,
+            cosine=1.0 if ok else 0.0,
+            allowed_abs_error=0.0,
+            mismatches=0 if ok else 1,
+            first_mismatch=None if ok else [],
+            first_actual=None if ok else got[name],
             first_expected=None if ok else expected,
             reasons=[] if ok else [f"a Python {kind}: the bundle gives {got[name]!r}, eager PyTorch {expected!r}"],
             python_value=repr(got[name]),
-        )  # fmt: skip
+        )
         rows.append(row)
     return rows
 
@@ -222,10 +238,21 @@ def _tree_leaves(node: dict[str, Any]) -> list[dict[str, Any]]:
 def _failed(name: str, reason: str) -> OutputParity:
     """A parity row for a point that could not be compared."""
     return OutputParity(
-        name=name, ok=False, shape=[], expected_shape=[], dtype="", expected_dtype="", count=0,
-        nonfinite_match=False, max_abs_error=math.inf, max_rel_error=math.inf, cosine=0.0,
-        allowed_abs_error=0.0, reasons=[reason], mismatches=None,
-    )  # fmt: skip
+        name=name,
+        ok=False,
+        shape=[],
+        expected_shape=[],
+        dtype="",
+        expected_dtype="",
+        count=0,
+        nonfinite_match=False,
+        max_abs_error=math.inf,
+        max_rel_error=math.inf,
+        cosine=0.0,
+        allowed_abs_error=0.0,
+        reasons=[reason],
+        mismatches=None,
+    )
 
 
 def _flush_denormals(model: BundleModel, feed: dict[str, Any], got: dict[str, np.ndarray]) -> bool:

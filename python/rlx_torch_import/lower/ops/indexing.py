@@ -190,8 +190,10 @@ MAX_NONZERO_PAIRS = 1 << 24
 def _check_nonzero_static(call: Call) -> str | None:
     pairs = int(call["size"]) * call["self"].numel
     if pairs > MAX_NONZERO_PAIRS:
-        return (f"nonzero_static with size * numel = {pairs} > {MAX_NONZERO_PAIRS} is not supported "
-                "(each output row is found by a dense compare against every position)")  # fmt: skip
+        return (
+            f"nonzero_static with size * numel = {pairs} > {MAX_NONZERO_PAIRS} is not supported "
+            "(each output row is found by a dense compare against every position)"
+        )
     return None
 
 
@@ -214,10 +216,13 @@ def nonzero_static(b: Builder, call: Call) -> Value:
     found = b.compare("Gt", b.reduce("Sum", b.cast(hit, "float32"), [1], keep_dim=True), b.const(0.0, "float32"))
     strides = [math.prod(x.dims[a + 1 :]) for a in range(rank)]
     coords = [
-        b.binary("Sub", b.binary("Div", flat, b.const(stride, "int64")),
-                 b.binary("Mul", b.binary("Div", flat, b.const(stride * dim, "int64")), b.const(dim, "int64")))
+        b.binary(
+            "Sub",
+            b.binary("Div", flat, b.const(stride, "int64")),
+            b.binary("Mul", b.binary("Div", flat, b.const(stride * dim, "int64")), b.const(dim, "int64")),
+        )
         for stride, dim in zip(strides, x.dims, strict=True)
-    ]  # fmt: skip
+    ]
     out = coords[0] if rank == 1 else b.emit({"Concat": {"axis": 1}}, coords, (size, rank), "int64")
     filler = b.expand(b.const(fill, "int64"), (size, rank))
     return b.emit("Where", [b.expand(found, (size, rank)), out, filler], (size, rank), "int64")

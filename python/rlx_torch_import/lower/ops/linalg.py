@@ -109,8 +109,10 @@ def _check_det(call: Call) -> str | None:
     if a.dtype not in ("float32", "float64"):
         return f"det of {a.dtype} is not supported (torch's LU runs on float32/float64)"
     if a.dims[-1] > MAX_DET_N:
-        return (f"det of a {a.dims[-1]}x{a.dims[-1]} matrix is not supported (the elimination is unrolled per "
-                f"column; n <= {MAX_DET_N})")  # fmt: skip
+        return (
+            f"det of a {a.dims[-1]}x{a.dims[-1]} matrix is not supported (the elimination is unrolled per "
+            f"column; n <= {MAX_DET_N})"
+        )
     return None
 
 
@@ -148,8 +150,9 @@ def det(b: Builder, call: Call) -> Value | list[Value | None]:
         singular = b.expand(b.reshape(b.compare("Eq", pivot, zero), (batch, 1)), (batch, m - 1))
         factors = b.emit("Where", [singular, b.expand(zero, (batch, m - 1)), factors], (batch, m - 1), dtype)
         rest = b.narrow(b.narrow(s, 1, 1, m - 1), 2, 1, m - 1)
-        update = b.binary("Mul", b.reshape(factors, (batch, m - 1, 1)),
-                          b.reshape(b.narrow(pivot_row, 1, 1, m - 1), (batch, 1, m - 1)))  # fmt: skip
+        update = b.binary(
+            "Mul", b.reshape(factors, (batch, m - 1, 1)), b.reshape(b.narrow(pivot_row, 1, 1, m - 1), (batch, 1, m - 1))
+        )
         s = b.binary("Sub", rest, update)
     det_value = b.reshape(det_value, a.dims[:-2])
     return [det_value, None, None] if call.target == "aten._linalg_det.default" else det_value

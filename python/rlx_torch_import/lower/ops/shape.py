@@ -134,8 +134,9 @@ def _gathered_run(b: Builder, x: Value, axis: int, start: Value | int, out_dims:
     size = x.dims[axis]
     first = b.cast(start if isinstance(start, Value) else b.const(start, "int64"), "int64")
     zero = b.const(0, "int64")
-    first = b.emit("Where", [b.compare("Lt", first, zero), b.binary("Add", first, b.const(size, "int64")), first],
-                   (), "int64")  # fmt: skip
+    first = b.emit(
+        "Where", [b.compare("Lt", first, zero), b.binary("Add", first, b.const(size, "int64")), first], (), "int64"
+    )
     first = b.binary("Min", b.binary("Max", first, zero), b.const(size, "int64"))
     offsets = b.const(np.arange(out_dims[axis], dtype=np.int64) * step, "int64")
     index = b.binary("Min", b.binary("Add", first, offsets), b.const(max(size - 1, 0), "int64"))
@@ -153,8 +154,9 @@ def select(b: Builder, call: Call) -> Value:
         i = b.cast(index, "int64")
         n = b.const(x.dims[axis], "int64")
         wrapped = b.emit("Where", [b.compare("Lt", i, b.const(0, "int64")), b.binary("Add", i, n), i], (), "int64")
-        return b.reshape(b.emit({"Gather": {"axis": axis}}, [x, b.reshape(wrapped, (1,))], _one(x, axis), x.dtype),
-                         call.out_dims)  # fmt: skip
+        return b.reshape(
+            b.emit({"Gather": {"axis": axis}}, [x, b.reshape(wrapped, (1,))], _one(x, axis), x.dtype), call.out_dims
+        )
     index = index + x.dims[axis] if index < 0 else index
     return b.reshape(b.narrow(x, axis, index, 1), call.out_dims)
 

@@ -57,15 +57,19 @@ def fold_batch_norm(program: Program) -> int:
         if conv is not None and conv.dims[1] == channels:
             w = conv.inputs[1]
             norm = gamma.removesuffix(".weight")  # the batch norm's module path (its weight is `<module>.weight`)
-            w_name = _claim(program, params, f"{w}.bn_folded",
-                            FoldedBatchNorm("weight", w, dims=params[w].dims, **fold))  # fmt: skip
-            b_name = _claim(program, params, f"{norm}.bn_folded_bias",
-                            FoldedBatchNorm("bias", conv_bias, dims=per_channel, **fold))  # fmt: skip
-            rewire[conv.id] = RlxNode(conv.id, conv.op, (conv.inputs[0], w_name, *conv.inputs[2:]), conv.dims,
-                                      conv.dtype, conv.provenance)  # fmt: skip
+            w_name = _claim(
+                program, params, f"{w}.bn_folded", FoldedBatchNorm("weight", w, dims=params[w].dims, **fold)
+            )
+            b_name = _claim(
+                program, params, f"{norm}.bn_folded_bias", FoldedBatchNorm("bias", conv_bias, dims=per_channel, **fold)
+            )
+            rewire[conv.id] = RlxNode(
+                conv.id, conv.op, (conv.inputs[0], w_name, *conv.inputs[2:]), conv.dims, conv.dtype, conv.provenance
+            )
             if bias_add is not None:
-                rewire[bias_add.id] = RlxNode(bias_add.id, bias_add.op, (conv.id, b_name), bias_add.dims,
-                                              bias_add.dtype, bias_add.provenance)  # fmt: skip
+                rewire[bias_add.id] = RlxNode(
+                    bias_add.id, bias_add.op, (conv.id, b_name), bias_add.dims, bias_add.dtype, bias_add.provenance
+                )
                 renames[out_id] = bias_add.id
             else:
                 shifted = RlxNode(f"{bn.id}.shift", {"Binary": "Add"}, (conv.id, b_name), x_dims, "F32", where)

@@ -37,10 +37,12 @@ def fold_rms_norm(program: Program) -> int:
             if found is None:
                 continue
             x, eps = found
-            zeros = RlxNode(f"{top.id}.beta", {"Constant": {"data": [0] * (4 * width)}}, (), (width,), "F32",
-                            top.provenance)  # fmt: skip
-            norm = RlxNode(top.id, {"RmsNorm": {"axis": -1, "eps": eps}}, (x, w, zeros.id), top.dims, "F32",
-                           top.provenance)  # fmt: skip
+            zeros = RlxNode(
+                f"{top.id}.beta", {"Constant": {"data": [0] * (4 * width)}}, (), (width,), "F32", top.provenance
+            )
+            norm = RlxNode(
+                top.id, {"RmsNorm": {"axis": -1, "eps": eps}}, (x, w, zeros.id), top.dims, "F32", top.provenance
+            )
             replaced[top.id] = [zeros, norm]
             break
     return splice(program, replaced)

@@ -73,8 +73,14 @@ def fold_rotary(program: Program) -> int:
             flat = RlxNode(
                 f"{add.id}.{name}", {"Reshape": {"new_shape": [seq, dim]}}, (table,), (seq, dim), "F32", where
             )
-            narrow = RlxNode(f"{add.id}.{name}_half", {"Narrow": {"axis": 1, "start": 0, "len": half}}, (flat.id,),
-                             (seq, half), "F32", where)  # fmt: skip
+            narrow = RlxNode(
+                f"{add.id}.{name}_half",
+                {"Narrow": {"axis": 1, "start": 0, "len": half}},
+                (flat.id,),
+                (seq, half),
+                "F32",
+                where,
+            )
             new += [flat, narrow]
             tables.append(narrow.id)
         rope = {"Rope": {"head_dim": dim, "n_rot": dim, "style": "NeoX"}}

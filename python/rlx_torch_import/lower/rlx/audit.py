@@ -26,8 +26,10 @@ def audit(program: Program, nan_free: Collection[str] = (), compensated: Mapping
             if (defect.nan_only and not may_nan) or compensated.get(node.id) == defect.key:
                 continue
             if not defect.accepted and defect.hits(node.op, ins, node.dtype):
-                found.append(f"{node.provenance.label()}: {op_name(node.op)}({', '.join(ins)}) -> {node.dtype} "
-                             f"meets RLX defect {defect.key!r}")  # fmt: skip
+                found.append(
+                    f"{node.provenance.label()}: {op_name(node.op)}({', '.join(ins)}) -> {node.dtype} "
+                    f"meets RLX defect {defect.key!r}"
+                )
     if found:
         raise LoweringError(
             "internal error: raw RLX ops on known-defect paths (an op family bypassed lower/rlx/workarounds.py):\n  "

@@ -31,8 +31,9 @@ def protect_outputs(program: Program) -> None:
         node = by_id.get(out)
         if node is None or kind_of(node.op) != "Transpose":
             continue
-        kept = RlxNode(f"{out}#out{i}", {"Reshape": {"new_shape": list(node.dims)}}, (out,), node.dims, node.dtype,
-                       node.provenance)  # fmt: skip
+        kept = RlxNode(
+            f"{out}#out{i}", {"Reshape": {"new_shape": list(node.dims)}}, (out,), node.dims, node.dtype, node.provenance
+        )
         program.nodes.append(kept)
         program.outputs[i] = kept.id
 

@@ -99,10 +99,14 @@ def _probe_attention() -> str | None:
     q, k, v = (rng.standard_normal((96, 128, 64)).astype(np.float32) for _ in range(3))
     op = {
         "Attention": {
-            "num_heads": 1, "head_dim": 64, "v_head_dim": None, "mask_kind": "None", "score_scale": 0.125,
+            "num_heads": 1,
+            "head_dim": 64,
+            "v_head_dim": None,
+            "mask_kind": "None",
+            "score_scale": 0.125,
             "attn_logit_softcap": None,
         }
-    }  # fmt: skip
+    }
     try:
         with _raw({"RLX_CUDA_ATTENTION": "auto"}):
             got = run_raw(op, [(q, "F32"), (k, "F32"), (v, "F32")], q.shape, "F32", device="cuda")

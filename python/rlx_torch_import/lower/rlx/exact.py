@@ -290,8 +290,9 @@ def _stuff(b: Builder, x: Value, axis: int, s: int) -> Value:
     zeros_dims[axis + 1] = s - 1
     both = list(col.dims)
     both[axis + 1] = s
-    col = b.emit({"Concat": {"axis": axis + 1}}, [col, b.expand(b.const(0.0, x.dtype), tuple(zeros_dims))], both,
-                 x.dtype)  # fmt: skip
+    col = b.emit(
+        {"Concat": {"axis": axis + 1}}, [col, b.expand(b.const(0.0, x.dtype), tuple(zeros_dims))], both, x.dtype
+    )
     merged = list(x.dims)
     merged[axis] = length * s
     return b.narrow(b.reshape(col, merged), axis, 0, (length - 1) * s + 1)

@@ -35,36 +35,46 @@ def compare_narrow() -> str | None:
     lo = np.array([2**24, 2**30, -5, 5], np.int32)
     return first(
         lambda: same({"Compare": "Lt"}, [(lo, "I32"), (lo + 1, "I32")], np.ones(4, bool), "Bool"),
-        lambda: same({"Compare": "Lt"}, [(lo[2:].astype(np.int16), "I16"), (lo[:1:-1].astype(np.int16), "I16")],
-                      lo[2:] < lo[:1:-1], "Bool"),
-    )  # fmt: skip
+        lambda: same(
+            {"Compare": "Lt"},
+            [(lo[2:].astype(np.int16), "I16"), (lo[:1:-1].astype(np.int16), "I16")],
+            lo[2:] < lo[:1:-1],
+            "Bool",
+        ),
+    )
 
 
 def binary_narrow() -> str | None:
     return first(
         lambda: same({"Binary": "Add"}, [(_BIG32, "I32"), (np.ones(6, np.int32), "I32")], _BIG32 + 1, "I32"),
-        lambda: same({"Binary": "Add"}, [(np.array([100, -100]), "I8"), (np.array([5, 5]), "I8")],
-                      np.array([105, -95]), "I8"),
-    )  # fmt: skip
+        lambda: same(
+            {"Binary": "Add"}, [(np.array([100, -100]), "I8"), (np.array([5, 5]), "I8")], np.array([105, -95]), "I8"
+        ),
+    )
 
 
 def where_narrow() -> str | None:
     cond = np.array([True, False, True, False, True, True])
     return first(
         lambda: same("Where", [(cond, "Bool"), (cond, "Bool"), (~cond, "Bool")], np.ones(6, bool), "Bool"),
-        lambda: same("Where", [(cond, "Bool"), (_BIG32, "I32"), (_BIG32[::-1].copy(), "I32")],
-                      np.where(cond, _BIG32, _BIG32[::-1]), "I32"),
-    )  # fmt: skip
+        lambda: same(
+            "Where",
+            [(cond, "Bool"), (_BIG32, "I32"), (_BIG32[::-1].copy(), "I32")],
+            np.where(cond, _BIG32, _BIG32[::-1]),
+            "I32",
+        ),
+    )
 
 
 def move_narrow() -> str | None:
     arr = np.array([[1, -2, 3], [100, -100, 0]])
     return first(
         lambda: same({"Slice": {"axis": 1, "start": 0, "len": 2, "step": 2}}, [(arr, "I8")], arr[:, ::2], "I8"),
-        lambda: same({"Gather": {"axis": 1}}, [(arr != 0, "Bool"), (np.array([2, 0]), "I64")], arr[:, [2, 0]] != 0,
-                      "Bool"),
+        lambda: same(
+            {"Gather": {"axis": 1}}, [(arr != 0, "Bool"), (np.array([2, 0]), "I64")], arr[:, [2, 0]] != 0, "Bool"
+        ),
         lambda: same({"Transpose": {"perm": [1, 0]}}, [(arr * 300, "I16")], (arr * 300).T, "I16"),
-    )  # fmt: skip
+    )
 
 
 def move_i32() -> str | None:
@@ -91,11 +101,16 @@ def gather_elements() -> str | None:
     idx = np.array([[2, 0], [1, 1]])
     data = _F64[:2, :3]
     return first(
-        lambda: same({"GatherElements": {"axis": 1}}, [(data, "F64"), (idx, "I64")],
-                      np.take_along_axis(data, idx, 1), "F64"),
-        lambda: same({"GatherElements": {"axis": 1}}, [(data.astype(np.float32), "F32"), (idx, "I64")],
-                      np.take_along_axis(data.astype(np.float32), idx, 1), "F32"),
-    )  # fmt: skip
+        lambda: same(
+            {"GatherElements": {"axis": 1}}, [(data, "F64"), (idx, "I64")], np.take_along_axis(data, idx, 1), "F64"
+        ),
+        lambda: same(
+            {"GatherElements": {"axis": 1}},
+            [(data.astype(np.float32), "F32"), (idx, "I64")],
+            np.take_along_axis(data.astype(np.float32), idx, 1),
+            "F32",
+        ),
+    )
 
 
 def _scatter_case() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -117,8 +132,7 @@ def scatter_nonfinite() -> str | None:
     data = np.array([[-np.inf, np.inf, np.nan, 40.0]], np.float32)
     op = {"ScatterElements": {"axis": 1, "reduction": "None"}}
     want = np.array([[3.0, np.inf, -5.0, 40.0]], np.float32)
-    return same(op, [(data, "F32"), (np.array([[0, 2, 0]]), "I64"), (np.array([[1.0, -5.0, 3.0]]), "F32")], want,
-                 "F32")  # fmt: skip
+    return same(op, [(data, "F32"), (np.array([[0, 2, 0]]), "I64"), (np.array([[1.0, -5.0, 3.0]]), "F32")], want, "F32")
 
 
 def scatter_i64() -> str | None:
@@ -171,9 +185,10 @@ def cumprod() -> str | None:
     ints = np.array([[3, 5, 2**20], [7, -2, 2**30]])
     return first(
         lambda: same({"CumProd": {"axis": -1, "exclusive": False}}, [(ints, "I64")], np.cumprod(ints, 1), "I64"),
-        lambda: same({"CumProd": {"axis": -1, "exclusive": False}}, [(_F64 / 100, "F64")],
-                      np.cumprod(_F64 / 100, 1), "F64"),
-    )  # fmt: skip
+        lambda: same(
+            {"CumProd": {"axis": -1, "exclusive": False}}, [(_F64 / 100, "F64")], np.cumprod(_F64 / 100, 1), "F64"
+        ),
+    )
 
 
 def scan_axis() -> str | None:
@@ -215,9 +230,10 @@ def topk_ties() -> str | None:
 def argmax() -> str | None:
     return first(
         lambda: same({"ArgMax": {"axis": 1, "keep_dim": False}}, [(_F64, "F64")], _F64.argmax(1), "F32"),
-        lambda: same({"ArgMax": {"axis": 1, "keep_dim": False}}, [(_NAN.astype(np.float32), "F32")],
-                      np.array([1, 2]), "F32"),
-    )  # fmt: skip
+        lambda: same(
+            {"ArgMax": {"axis": 1, "keep_dim": False}}, [(_NAN.astype(np.float32), "F32")], np.array([1, 2]), "F32"
+        ),
+    )
 
 
 def matmul_int() -> str | None:
@@ -270,11 +286,16 @@ def norm_f64() -> str | None:
     gn = gn.reshape(x.shape) * g[:, None] + b[:, None]
     x4 = x.reshape(2, 2, 3, 1)
     return first(
-        lambda: close({"BatchNormInference": {"eps": 1e-5}}, [(xl, "F64")] + [(p, "F64") for p in (g, b, m, v)], bn,
-                       "F64"),
-        lambda: close({"GroupNorm": {"num_groups": 2, "eps": 1e-5}}, [(x4, "F64"), (g, "F64"), (b, "F64")],
-                       gn.reshape(x4.shape), "F64"),
-    )  # fmt: skip
+        lambda: close(
+            {"BatchNormInference": {"eps": 1e-5}}, [(xl, "F64")] + [(p, "F64") for p in (g, b, m, v)], bn, "F64"
+        ),
+        lambda: close(
+            {"GroupNorm": {"num_groups": 2, "eps": 1e-5}},
+            [(x4, "F64"), (g, "F64"), (b, "F64")],
+            gn.reshape(x4.shape),
+            "F64",
+        ),
+    )
 
 
 def pool_f64() -> str | None:

@@ -95,8 +95,10 @@ def _scan(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype
 def _check_sortable(x: Value, axis: int) -> None:
     n = x.dims[axis] if x.rank else 1
     if n > exact.MAX_EXACT_SORT:
-        raise RlxLimit(f"sorting {x.dtype} over {n} > {exact.MAX_EXACT_SORT} elements has no exact RLX route "
-                       "(the exact counting sort is O(n^2))")  # fmt: skip
+        raise RlxLimit(
+            f"sorting {x.dtype} over {n} > {exact.MAX_EXACT_SORT} elements has no exact RLX route "
+            "(the exact counting sort is O(n^2))"
+        )
 
 
 def _sort(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
@@ -141,8 +143,10 @@ def _matmul(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dty
         return b.raw(op, inputs, dims, dtype)
     m, k, n = x.dims[-2], x.dims[-1], y.dims[-1]  # matmul-int: broadcast Mul, pairwise Sum over k
     if math.prod(dims) * k > _MAX_INT_MATMUL:
-        raise RlxLimit(f"integer matmul with {math.prod(dims) * k} products > {_MAX_INT_MATMUL} has no exact RLX "
-                       "route (RLX's MatMul is float-only)")  # fmt: skip
+        raise RlxLimit(
+            f"integer matmul with {math.prod(dims) * k} products > {_MAX_INT_MATMUL} has no exact RLX "
+            "route (RLX's MatMul is float-only)"
+        )
     a = b.reshape(b.cast(x, "int64"), (*x.dims[:-2], m, k, 1))
     c = b.reshape(b.cast(y, "int64"), (*y.dims[:-2], 1, k, n))
     products = b.binary("Mul", a, c)

@@ -42,8 +42,9 @@ def _keep_nan(b: Builder, result: Value, operands: list[Value]) -> Value:
     for v in operands:
         nan = _nan_of(b, v)
         if nan is not None:
-            result = b.emit("Where", [b.expand(nan, result.dims), b.expand(v, result.dims), result], result.dims,
-                            result.dtype)  # fmt: skip
+            result = b.emit(
+                "Where", [b.expand(nan, result.dims), b.expand(v, result.dims), result], result.dims, result.dtype
+            )
     return result
 
 
@@ -107,8 +108,12 @@ def _exp_full_range(b: Builder, op: Any, x: Value, dims: tuple[int, ...], dtype:
     ~1e-38)."""
     inside = b.compare("Le", b.unary("Abs", x), b.const(_EXP_SAFE, x.dtype))
     half = b.raw(op, [b.binary("Mul", x, b.const(0.5, x.dtype))], dims, dtype, compensated="exp-range")
-    y = b.emit("Where", [inside, b.raw(op, [x], dims, dtype, compensated="exp-range"), b.binary("Mul", half, half)],
-               dims, dtype)  # fmt: skip
+    y = b.emit(
+        "Where",
+        [inside, b.raw(op, [x], dims, dtype, compensated="exp-range"), b.binary("Mul", half, half)],
+        dims,
+        dtype,
+    )
     nan = _nan_of(b, x)
     return y if nan is None else b.emit("Where", [nan, x, y], dims, dtype)
 

@@ -78,8 +78,10 @@ def _scatter(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dt
         return _scatter_add_one_hot(b, kind, op, x, index, src, dtype)
     if kind == "ScatterElements":
         return _scatter_dense(b, op, x, index, src, dtype)
-    raise RlxLimit(f"{kind} with reduction {reduction} on {x.dtype} has no exact RLX route (RLX's scatters are "
-                   "right for float32 data only)")  # fmt: skip
+    raise RlxLimit(
+        f"{kind} with reduction {reduction} on {x.dtype} has no exact RLX route (RLX's scatters are "
+        "right for float32 data only)"
+    )
 
 
 _MAX_DENSE_SCATTER = 1 << 24
@@ -92,8 +94,10 @@ def _scatter_dense(b: Builder, op: Any, x: Value, index: Value, src: Value, dtyp
     axis, reduction = spec["axis"] % x.rank, spec["reduction"]
     n, m = x.dims[axis], index.dims[axis]
     if index.numel * n > _MAX_DENSE_SCATTER:
-        raise RlxLimit(f"scatter with reduction {reduction} on {x.dtype} is exact only up to {_MAX_DENSE_SCATTER} "
-                       "(update, target) pairs (dense one-hot)")  # fmt: skip
+        raise RlxLimit(
+            f"scatter with reduction {reduction} on {x.dtype} is exact only up to {_MAX_DENSE_SCATTER} "
+            "(update, target) pairs (dense one-hot)"
+        )
     wide = "int64" if dtype not in ("float64",) else "float64"
     xt, back = b.to_last_axis(b.cast(x, wide), axis)
     it, _ = b.to_last_axis(b.cast(index, "int64"), axis)
@@ -110,14 +114,19 @@ def _scatter_dense(b: Builder, op: Any, x: Value, index: Value, src: Value, dtyp
     updates = b.expand(b.reshape(st, (*lead, 1, m)), grid)
     picked = b.emit("Where", [hot, updates, b.expand(b.const(identity, wide), grid)], grid, wide)
     reduced = b.reduce({"Mul": "Prod", "Max": "Max", "Min": "Min"}[reduction], picked, [len(grid) - 1], keep_dim=False)
-    touched = b.compare("Ne", b.reduce("Sum", b.cast(hot, "float32"), [len(grid) - 1], keep_dim=False),
-                        b.const(0.0, "float32"))  # fmt: skip
+    touched = b.compare(
+        "Ne", b.reduce("Sum", b.cast(hot, "float32"), [len(grid) - 1], keep_dim=False), b.const(0.0, "float32")
+    )
     combined = b.emit("Where", [touched, b.binary(reduction, sub, reduced), sub], sub.dims, wide)
     if sub.dims != xt.dims:  # positions beyond the index's extent keep x
         pads = [[0, xt.dims[a] - sub.dims[a]] for a in range(xt.rank)]
         combined = b.emit({"Pad": {"pads": pads, "mode": {"Constant": 0.0}}}, [combined], xt.dims, wide)
-        inside = b.emit({"Pad": {"pads": pads, "mode": {"Constant": 0.0}}},
-                        [b.expand(b.const(1.0, "float32"), sub.dims)], xt.dims, "float32")  # fmt: skip
+        inside = b.emit(
+            {"Pad": {"pads": pads, "mode": {"Constant": 0.0}}},
+            [b.expand(b.const(1.0, "float32"), sub.dims)],
+            xt.dims,
+            "float32",
+        )
         combined = b.emit("Where", [b.compare("Ne", inside, b.const(0.0, "float32")), combined, xt], xt.dims, wide)
     return b.cast(b.transpose(combined, back), dtype)
 
@@ -162,8 +171,9 @@ def _scatter_by_winner(b: Builder, kind: str, op: Any, x: Value, index: Value, s
         winner = b.emit(op, [start, index, order], (x.dims[0], 1), "float32")
         rows = b.binary("Max", b.reshape(winner, (x.dims[0],)), b.const(0.0, "float32"))
         picked = b.emit({"Gather": {"axis": 0}}, [src, b.cast(rows, "int64")], x.dims, dtype)
-        hit = b.expand(b.reshape(b.compare("Ge", winner, b.const(0.0, "float32")), (x.dims[0],) + (1,) * (x.rank - 1)),
-                       x.dims)  # fmt: skip
+        hit = b.expand(
+            b.reshape(b.compare("Ge", winner, b.const(0.0, "float32")), (x.dims[0],) + (1,) * (x.rank - 1)), x.dims
+        )
         return b.emit("Where", [hit, picked, x], x.dims, dtype)
     axis = op[kind]["axis"] % x.rank
     if index.dims[axis] >= F32_EXACT:
@@ -192,8 +202,10 @@ def _scatter_add_one_hot(b: Builder, kind: str, op: Any, x: Value, index: Value,
         flat = b.reshape(exact.flat_positions(b, index, x.dims, op[kind]["axis"]), (index.numel,))
         updates, target = b.reshape(src, (index.numel, 1)), b.reshape(x, (x.numel, 1))
     if target.dims[0] * flat.dims[0] > exact.MAX_ONE_HOT:
-        raise RlxLimit(f"integer/float64 scatter-add is exact only up to {exact.MAX_ONE_HOT} (target row, update) "
-                       "pairs (one-hot matmul)")  # fmt: skip
+        raise RlxLimit(
+            f"integer/float64 scatter-add is exact only up to {exact.MAX_ONE_HOT} (target row, update) "
+            "pairs (one-hot matmul)"
+        )
     return b.reshape(exact.one_hot_add(b, target, flat, b.cast(updates, x.dtype)), x.dims)
 
 
