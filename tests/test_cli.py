@@ -150,7 +150,8 @@ def test_missing_model_file_and_bad_build_dir(tmp_path) -> None:
     ],
 )
 def test_emit_takes_comma_lists_and_repeats(flags: list[str], emit: tuple[str, ...]) -> None:
-    from rlx_torch_import.cli import _build_parser, _convert_parser, _emits
+    from rlx_torch_import.cli import _build_parser, _convert_parser
+    from rlx_torch_import.cli_args import emits as _emits
 
     assert _emits(_convert_parser().parse_args(["m.py", "-o", "o", *flags])) == emit
     assert _emits(_build_parser().parse_args(["d", *flags])) == emit

@@ -11,7 +11,6 @@ model (--device), 8 an output file could not be written (see README "Exit codes"
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import signal
 import sys
@@ -20,37 +19,26 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .cli_args import (
+    BUILD_EXIT_CODES,
+    DEFECTS_EXIT_CODES,
+    EXIT_CODES,
+    RUN_EXIT_CODES,
+    VERIFY_EXIT_CODES,
+    add_device_arg,
+    add_emit_args,
+    add_per_node_arg,
+    add_threads_arg,
+    add_verify_args,
+    emits,
+    model_name,
+    seconds,
+    version,
+)
 from .errors import BundleError, ExitCode, InputError, RtiError, describe
 
 if TYPE_CHECKING:
     from .verify.report import ParityReport
-
-
-EXIT_CODES = (
-    "exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 4 torch.export failed, "
-    "5 internal error, 6 timed out (--timeout), 7 device missing or unable to run the model (--device), "
-    "8 an output file could not be written (disk full, quota, read-only, I/O error)"
-)
-_DEVICE_EXIT = "7 device missing or unable to run the bundle (--device)"
-_WRITES_EXIT = _DEVICE_EXIT + ", 8 an output file could not be written"
-BUILD_EXIT_CODES = (
-    "exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 5 internal error, " + _WRITES_EXIT
-)
-VERIFY_EXIT_CODES = "exit codes: 0 every output passed, 1 parity failed, 2 bad input, 5 internal error, " + _WRITES_EXIT
-RUN_EXIT_CODES = "exit codes: 0 ran, 2 bad input (bundle, inputs file, sizes), 5 internal error, " + _WRITES_EXIT
-DEFECTS_EXIT_CODES = "exit codes: 0 every defect is still there, 1 one is gone (its workaround can go), " + _DEVICE_EXIT
-
-
-def _add_device_arg(p: argparse.ArgumentParser, what: str = "verifies the bundle on") -> None:
-    from .devices import DEVICES
-
-    p.add_argument(
-        "--device",
-        choices=DEVICES,
-        default="cpu",
-        help=f"the RLX device it {what}: cpu, or cuda (RLX's CUDA backend, strict float32; needs the core "
-        "built with CUDA and an NVIDIA GPU, else exit 7 naming which is missing) (default: cpu)",
-    )
 
 
 def _convert_parser() -> argparse.ArgumentParser:
@@ -71,14 +59,14 @@ def _convert_parser() -> argparse.ArgumentParser:
         "returning them",
     )
     p.add_argument("-o", "--out", required=True, metavar="OUT", help="output directory (replaced when done)")
-    _add_emit_args(p)
+    add_emit_args(p)
     p.add_argument(
         "--decomposition",
         choices=["aten", "high", "core"],
         default="high",
         help="how far to decompose before lowering (default: high)",
     )
-    _add_verify_args(p)
+    add_verify_args(p)
     p.add_argument(
         "--dynamic",
         action="append",
@@ -88,7 +76,7 @@ def _convert_parser() -> argparse.ArgumentParser:
         "Dim.AUTO / Dim.DYNAMIC. The bundle then runs at any size in range and is verified at a sweep "
         "of sizes (default: every dim static)",
     )
-    p.add_argument("--name", type=_model_name, help="model name (default: from the module's class)")
+    p.add_argument("--name", type=model_name, help="model name (default: from the module's class)")
     p.add_argument("--strict", action="store_true", help="use torch.export strict mode")
     p.add_argument(
         "--no-auto-decompose",
@@ -112,124 +100,20 @@ def _convert_parser() -> argparse.ArgumentParser:
         "large magnitudes, zeros, negatives, a fully masked row, integer bounds). Stored with the reference, "
         "so `build DIR` verifies them again",
     )
-    _add_device_arg(p)
+    add_device_arg(p)
     p.add_argument(
         "--timeout",
-        type=_seconds,
+        type=seconds,
         metavar="SECONDS",
         help="time limit for the model's own code: running MODEL.py (and its get_model()/build()), "
         "torch.export, and each eager PyTorch run get SECONDS each; past it the conversion stops with exit "
         "code 6, naming the phase and the line it was running (code stuck outside Python is ended "
         "5 seconds later) (default: no limit)",
     )
-    _add_threads_arg(p)
+    add_threads_arg(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
-    p.add_argument("--version", action="version", version=_version())
+    p.add_argument("--version", action="version", version=version())
     return p
-
-
-def _model_name(text: str) -> str:
-    """`--name`'s value: any text whose bytes are UTF-8 (under a non-UTF-8 locale Python decodes
-    argv with surrogate escapes: the bytes are read as UTF-8 again; bytes that are not UTF-8 would
-    be lone surrogates, which no output file can hold). Made safe where it is used: the crate
-    folder and Rust names are derived from it (crate/rust_names.py). Raises
-    ArgumentTypeError (exit 2 with usage) for bytes that are not UTF-8 or a blank name."""
-    try:
-        text = os.fsencode(text).decode("utf-8")
-    except UnicodeDecodeError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not valid UTF-8") from None
-    if not text.strip():
-        raise argparse.ArgumentTypeError("the model name is empty")
-    return text
-
-
-def _seconds(text: str) -> float:
-    """`--timeout`'s value: a finite number of seconds above 0, else ArgumentTypeError (exit 2)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, got {text!r}")
-    return value
-
-
-def _version() -> str:
-    from . import _core
-    from .version import __version__
-
-    return f"rlx-torch-import {__version__} (RLX {_core.rlx_version()})"
-
-
-EMIT_CHOICES = ("bundle", "crate")
-
-
-def _emit_list(text: str) -> list[str]:
-    """`--emit bundle,crate` (comma-separated; the flag may also repeat): each name checked."""
-    names = [t.strip() for t in text.split(",")]
-    for name in names:
-        if name not in EMIT_CHOICES:
-            raise argparse.ArgumentTypeError(
-                f"invalid choice: {name!r} (choose from {', '.join(map(repr, EMIT_CHOICES))}; "
-                "separate several with commas)"
-            )
-    return names
-
-
-def _emits(args: argparse.Namespace) -> tuple[str, ...]:
-    """The --emit values, flattened and deduplicated in order (default: bundle)."""
-    found = [name for group in (args.emit or [["bundle"]]) for name in group]
-    return tuple(dict.fromkeys(found))
-
-
-def _add_verify_args(p: argparse.ArgumentParser) -> None:
-    group = p.add_mutually_exclusive_group()
-    group.add_argument(
-        "--verify",
-        dest="verify",
-        action="store_true",
-        default=True,
-        help="check parity against PyTorch (the default; this is its explicit form)",
-    )
-    group.add_argument("--no-verify", dest="verify", action="store_false", help="skip the parity check against PyTorch")
-    _add_per_node_arg(p)
-
-
-def _add_per_node_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--no-per-node",
-        dest="per_node",
-        action="store_false",
-        help="skip per-node parity (each node's value against PyTorch's, cumulative and reference-fed; "
-        "the report's per-node table and first divergence)",
-    )
-
-
-def _add_threads_arg(p: argparse.ArgumentParser, what: str = "verification") -> None:
-    p.add_argument(
-        "--threads",
-        type=int,
-        metavar="N",
-        help=f"threads RLX runs {what} on (default: every core available to the process; RLX_WORKERS sets the same)",
-    )
-
-
-def _add_emit_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--emit",
-        action="append",
-        type=_emit_list,
-        metavar="{bundle,crate}[,...]",
-        help="what to write: bundle (always written) and/or crate, a Rust crate rlx-<name>/; comma-separated "
-        "(--emit bundle,crate) or repeated (--emit bundle --emit crate) (default: bundle)",
-    )
-    p.add_argument(
-        "--emit-style",
-        choices=["graph", "tensor", "flow"],
-        default="graph",
-        help="how the crate builds the graph: graph (HIR builder, every op), tensor (rlx_tensor DSL, "
-        "refuses ops it lacks), flow (rlx_flow ModelFlow) (default: graph)",
-    )
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -239,10 +123,10 @@ def _build_parser() -> argparse.ArgumentParser:
         epilog=BUILD_EXIT_CODES,
     )
     p.add_argument("directory", metavar="DIR", help="a directory with torch-ir.json and weights.safetensors")
-    _add_verify_args(p)
-    _add_emit_args(p)
-    _add_device_arg(p)
-    _add_threads_arg(p)
+    add_verify_args(p)
+    add_emit_args(p)
+    add_device_arg(p)
+    add_threads_arg(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return p
 
@@ -259,9 +143,9 @@ def _verify_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "directory", metavar="OUT", help="a conversion directory (torch-ir.json, reference.safetensors, bundle/)"
     )
-    _add_per_node_arg(p)
-    _add_device_arg(p, "runs the bundle on")
-    _add_threads_arg(p)
+    add_per_node_arg(p)
+    add_device_arg(p, "runs the bundle on")
+    add_threads_arg(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return p
 
@@ -280,8 +164,8 @@ def _run_parser() -> argparse.ArgumentParser:
         help="a .safetensors or .npz file with one tensor per input, keyed by input name (or input.<name>)",
     )
     p.add_argument("--save", metavar="FILE", help="write the outputs to this .safetensors file (output.<name> keys)")
-    _add_device_arg(p, "runs the bundle on")
-    _add_threads_arg(p, "the bundle")
+    add_device_arg(p, "runs the bundle on")
+    add_threads_arg(p, "the bundle")
     return p
 
 
@@ -367,7 +251,7 @@ def _defects_parser() -> argparse.ArgumentParser:
         "Exit 0: every defect is still there; 1: one is gone (its workaround can go).",
         epilog=DEFECTS_EXIT_CODES,
     )
-    _add_device_arg(p, "probes")
+    add_device_arg(p, "probes")
     return p
 
 
@@ -382,7 +266,7 @@ def _diagnose_parser() -> argparse.ArgumentParser:
     p.add_argument("--node", metavar="NAME", help="write the repro of this node instead of the first divergence")
     p.add_argument("--repro", metavar="DIR", help="where to write the repro folder (default OUT/repro-<node>)")
     p.add_argument("--all", action="store_true", help="print every node, not only the failing ones")
-    _add_threads_arg(p)
+    add_threads_arg(p)
     return p
 
 
@@ -461,7 +345,7 @@ def _run(argv: Sequence[str]) -> int:
             verify=args.verify,
             per_node=args.per_node,
             progress=not args.quiet,
-            emit=_emits(args),
+            emit=emits(args),
             emit_style=args.emit_style,
             threads=args.threads,
             device=args.device,
@@ -499,7 +383,7 @@ def _convert(args: argparse.Namespace) -> ParityReport:
             kwargs=example_kwargs,
             verify=args.verify,
             per_node=args.per_node,
-            emit=_emits(args),
+            emit=emits(args),
             decomposition=args.decomposition,
             dynamic_shapes=dynamic_shapes,
             strict=args.strict,

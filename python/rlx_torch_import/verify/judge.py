@@ -1,7 +1,7 @@
 """The float64 judge: a conversion's outputs computed by PyTorch's own ATen ops in float64.
 
 `compare.compare_output` needs it for *outliers*: output elements within the output's scale budget
-but beyond their own magnitude's. PyTorch runs torch-ir's nodes (`nodes.torch_values`) with every
+but beyond their own magnitude's. PyTorch runs torch-ir's nodes (`torch_values.torch_values`) with every
 float32/float16/bfloat16 input, weight and dtype argument widened to float64, so the judge has the
 program's semantics at about 29 more bits than a float32 run. It is computed only for a point
 (the example, a sweep point, an input set) where some output has outliers.
@@ -39,7 +39,7 @@ def float64_outputs(
     (an op without a float64 kernel, a symbol the inputs do not fix, ...)."""
     import torch
 
-    from .nodes import _to_torch, torch_values
+    from .torch_values import to_torch, torch_values
 
     if ir.is_dynamic:
         binding = binding or _binding(ir, {k: tuple(v.shape) for k, v in inputs.items()})
@@ -56,8 +56,8 @@ def float64_outputs(
     try:
         env, missing_nodes = torch_values(
             ir,
-            {name: _to_torch(t) for name, t in inputs.items()},
-            {key: _to_torch(t) for key, t in weights.items() if key in used},
+            {name: to_torch(t) for name, t in inputs.items()},
+            {key: to_torch(t) for key, t in weights.items() if key in used},
             float64=True,
         )
     finally:

@@ -1,0 +1,138 @@
+"""The command line's shared arguments (device, threads, verify, per-node, emit) and the exit codes its
+epilogs list (README "Exit codes"); the commands themselves are `cli.py`'s."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+
+EXIT_CODES = (
+    "exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 4 torch.export failed, "
+    "5 internal error, 6 timed out (--timeout), 7 device missing or unable to run the model (--device), "
+    "8 an output file could not be written (disk full, quota, read-only, I/O error)"
+)
+_DEVICE_EXIT = "7 device missing or unable to run the bundle (--device)"
+_WRITES_EXIT = _DEVICE_EXIT + ", 8 an output file could not be written"
+BUILD_EXIT_CODES = (
+    "exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 5 internal error, " + _WRITES_EXIT
+)
+VERIFY_EXIT_CODES = "exit codes: 0 every output passed, 1 parity failed, 2 bad input, 5 internal error, " + _WRITES_EXIT
+RUN_EXIT_CODES = "exit codes: 0 ran, 2 bad input (bundle, inputs file, sizes), 5 internal error, " + _WRITES_EXIT
+DEFECTS_EXIT_CODES = "exit codes: 0 every defect is still there, 1 one is gone (its workaround can go), " + _DEVICE_EXIT
+
+
+def add_device_arg(p: argparse.ArgumentParser, what: str = "verifies the bundle on") -> None:
+    from .devices import DEVICES
+
+    p.add_argument(
+        "--device",
+        choices=DEVICES,
+        default="cpu",
+        help=f"the RLX device it {what}: cpu, or cuda (RLX's CUDA backend, strict float32; needs the core "
+        "built with CUDA and an NVIDIA GPU, else exit 7 naming which is missing) (default: cpu)",
+    )
+
+
+def model_name(text: str) -> str:
+    """`--name`'s value: any text whose bytes are UTF-8 (under a non-UTF-8 locale Python decodes
+    argv with surrogate escapes: the bytes are read as UTF-8 again; bytes that are not UTF-8 would
+    be lone surrogates, which no output file can hold). Made safe where it is used: the crate
+    folder and Rust names are derived from it (crate/rust_names.py). Raises
+    ArgumentTypeError (exit 2 with usage) for bytes that are not UTF-8 or a blank name."""
+    try:
+        text = os.fsencode(text).decode("utf-8")
+    except UnicodeDecodeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not valid UTF-8") from None
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the model name is empty")
+    return text
+
+
+def seconds(text: str) -> float:
+    """`--timeout`'s value: a finite number of seconds above 0, else ArgumentTypeError (exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, got {text!r}")
+    return value
+
+
+def version() -> str:
+    from . import _core
+    from .version import __version__
+
+    return f"rlx-torch-import {__version__} (RLX {_core.rlx_version()})"
+
+
+EMIT_CHOICES = ("bundle", "crate")
+
+
+def emit_list(text: str) -> list[str]:
+    """`--emit bundle,crate` (comma-separated; the flag may also repeat): each name checked."""
+    names = [t.strip() for t in text.split(",")]
+    for name in names:
+        if name not in EMIT_CHOICES:
+            raise argparse.ArgumentTypeError(
+                f"invalid choice: {name!r} (choose from {', '.join(map(repr, EMIT_CHOICES))}; "
+                "separate several with commas)"
+            )
+    return names
+
+
+def emits(args: argparse.Namespace) -> tuple[str, ...]:
+    """The --emit values, flattened and deduplicated in order (default: bundle)."""
+    found = [name for group in (args.emit or [["bundle"]]) for name in group]
+    return tuple(dict.fromkeys(found))
+
+
+def add_verify_args(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--verify",
+        dest="verify",
+        action="store_true",
+        default=True,
+        help="check parity against PyTorch (the default; this is its explicit form)",
+    )
+    group.add_argument("--no-verify", dest="verify", action="store_false", help="skip the parity check against PyTorch")
+    add_per_node_arg(p)
+
+
+def add_per_node_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-per-node",
+        dest="per_node",
+        action="store_false",
+        help="skip per-node parity (each node's value against PyTorch's, cumulative and reference-fed; "
+        "the report's per-node table and first divergence)",
+    )
+
+
+def add_threads_arg(p: argparse.ArgumentParser, what: str = "verification") -> None:
+    p.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help=f"threads RLX runs {what} on (default: every core available to the process; RLX_WORKERS sets the same)",
+    )
+
+
+def add_emit_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--emit",
+        action="append",
+        type=emit_list,
+        metavar="{bundle,crate}[,...]",
+        help="what to write: bundle (always written) and/or crate, a Rust crate rlx-<name>/; comma-separated "
+        "(--emit bundle,crate) or repeated (--emit bundle --emit crate) (default: bundle)",
+    )
+    p.add_argument(
+        "--emit-style",
+        choices=["graph", "tensor", "flow"],
+        default="graph",
+        help="how the crate builds the graph: graph (HIR builder, every op), tensor (rlx_tensor DSL, "
+        "refuses ops it lacks), flow (rlx_flow ModelFlow) (default: graph)",
+    )
