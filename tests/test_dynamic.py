@@ -244,9 +244,11 @@ def test_specialized_dims_are_reported_with_a_warning(tmp_path: Path) -> None:
         warnings.simplefilter("always")
         report = rti.from_torch(FixedWidth(), (torch.randn(3, 8),), tmp_path / "o", dynamic_shapes={"x": {1: Dim.AUTO}})
     assert report.ok
-    assert any(
-        "input 'x' axis 1 (x.1) was asked to be dynamic, but is static at size 8" in str(w.message) for w in caught
-    )
+    found = [
+        w for w in caught if "input 'x' axis 1 (x.1) was asked to be dynamic, but is static at size 8" in str(w.message)
+    ]
+    assert found
+    assert found[0].filename == __file__, f"the warning points at {found[0].filename}, not at the caller's line"
     ir = torchir.load(tmp_path / "o")
     assert not ir.symbols and ir.specialized[0]["axis"] == 1 and ir.specialized[0]["size"] == 8
     assert re.search(r"torch added the guard Eq\(s\d+, 8\) at .* in meta_mm", ir.specialized[0]["reason"])
