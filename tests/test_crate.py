@@ -152,7 +152,7 @@ def test_crate_budgets_are_the_python_verifier_budgets(monkeypatch: pytest.Monke
 
 
 def test_generated_crate_carries_the_budgets(tmp_path: Path) -> None:
-    from rlx_torch_import.verify import float_budgets
+    from rlx_torch_import.verify.budgets import float_budgets
 
     crate = convert("mlp", tmp_path / "o", "graph")
     python = {d: (b.atol, b.rtol, b.min_cosine) for d, b in float_budgets().items()}

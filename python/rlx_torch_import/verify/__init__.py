@@ -1,7 +1,4 @@
-"""Parity of RLX results against PyTorch's eager outputs."""
-
-from .budgets import Budget, budget_for, float_budgets, is_exact
-from .compare import OutputParity, compare_output
-from .report import ParityReport
-
-__all__ = ["Budget", "OutputParity", "ParityReport", "budget_for", "compare_output", "float_budgets", "is_exact"]
+"""Parity of RLX results against PyTorch's eager outputs: `budgets` (tolerances, a leaf the crate writer
+also reads), `compare` (one output's verdict), `run` (the bundle at every point), `nodes` (per-node
+parity), `diagnose`, `report` and its renderers. Import the module you need: this package imports
+none of them, so reading the budgets loads nothing else."""
