@@ -8,7 +8,7 @@
 - A plain Python `if` on a tensor's *value* cannot be exported (torch.export fails, exit 4):
   write it as `torch.cond`. A Python `if` on a *size* is fine: torch.export specializes it (the
   example's size picks the branch), or, with a dynamic dim, put it in `torch.cond` too and each
-  size takes its own branch (README, "Control flow and values read from tensors").
+  size takes its own branch (docs/usage.md, "Control flow and values read from tensors").
 Look at: the verdict, then the same bundle on inputs that take each branch.
 """
 
