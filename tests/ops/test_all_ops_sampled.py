@@ -1,9 +1,12 @@
-"""Adding an op means adding its sample: every registry key is exercised by some family's samples.
+"""Adding an op means adding its sample: every registry key is exercised by some family's samples, and
+every op family (`REGISTRY[target].family`, its module in lower/ops/) has its own tests/ops/test_<family>.py.
 
-tests/ops/conftest.py runs this test last, after every family's `test_op_sample` recorded what it lowered.
+tests/ops/conftest.py runs the sample check last, after every family's `test_op_sample` recorded what it lowered.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +22,23 @@ NOT_REACHED_BY_EXPORT = {
     "aten.sub.Scalar": "export records tensor - scalar as sub.Tensor",
     "aten._unsafe_view.default": "torch 2.15 export emits view.default",
 }
+
+# test_*.py modules here that are not an op family's samples
+NOT_A_FAMILY = {"all_ops_sampled"}
+
+
+def test_every_family_has_its_test_module() -> None:
+    """tests/ops/test_<family>.py and the op families match one to one: every family in REGISTRY has its
+    module here, and every module here (but NOT_A_FAMILY) names a family."""
+    from rlx_torch_import.lower import REGISTRY
+
+    families = {lowering.family for lowering in REGISTRY.values()}
+    modules = {p.stem.removeprefix("test_") for p in Path(__file__).resolve().parent.glob("test_*.py")}
+    modules -= NOT_A_FAMILY
+    missing = sorted(families - modules)
+    assert not missing, f"op families without a tests/ops/test_<family>.py: {missing}"
+    stray = sorted(modules - families)
+    assert not stray, f"tests/ops/test_<name>.py naming no op family (rename it after its family): {stray}"
 
 
 def test_every_registered_op_has_a_sample() -> None:

@@ -1,4 +1,4 @@
-"""Parity samples of `scaled_dot_product_attention` (lower/attention.py): causal (also with more keys
+"""Parity samples of `scaled_dot_product_attention` (lower/ops/attention.py): causal (also with more keys
 than queries), an explicit scale, bool and float masks, cross attention, GQA, and query rows whose every key
 is masked (zeros, as torch >= 2.5 gives). The fully masked samples also run at the default `high` level,
 where the lowering differs.

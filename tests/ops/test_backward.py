@@ -1,4 +1,4 @@
-"""Parity samples of the backward ops (lower/backward.py): convolution, layer norm, group norm and
+"""Parity samples of the backward ops (lower/ops/backward.py): convolution, layer norm, group norm and
 embedding backward (repeated indices, padding_idx, scale_grad_by_freq), alone and chained after their forward.
 
 Backward and training-mode overloads never appear in an eval/no_grad export of a model, so these samples

@@ -1,4 +1,4 @@
-"""Parity samples of convolution (lower/conv.py): 1-D to 3-D, stride/padding/dilation/groups, `same`
+"""Parity samples of convolution (lower/ops/conv.py): 1-D to 3-D, stride/padding/dilation/groups, `same`
 padding with even kernels and unbatched inputs (the generalized path), padding modes, transposed convolution,
 the legacy `_convolution` overloads (benchmark/deterministic/cudnn/tf32 flags), and float64, half and integer
 convolution (integers exact in float64 while |sums| < 2**53).

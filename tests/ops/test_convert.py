@@ -1,4 +1,4 @@
-"""Parity samples of dtype conversions (lower/convert.py): `.to` with a device, dtype or layout,
+"""Parity samples of dtype conversions (lower/ops/convert.py): `.to` with a device, dtype or layout,
 `type_as`, integer images to float, casts to the half types (bfloat16 keeps float32's subnormals, rounded to
 multiples of 2**-133 with ties to even, and overflows to inf), and the refusal of a complex output.
 """

@@ -1,4 +1,4 @@
-"""Parity samples of the factory ops (lower/creation.py): full/ones/zeros(_like), new_*, arange
+"""Parity samples of the factory ops (lower/ops/creation.py): full/ones/zeros(_like), new_*, arange
 (integer dtypes truncate a fractional start and step to int64 first; float dtypes round as torch's vectorized
 loop does), linspace/logspace in every dtype, and the explicit fill.Scalar / empty_strided overloads (torch's
 Core ATen table decomposes fill.Scalar, so only the `aten` level reaches it).

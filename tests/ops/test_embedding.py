@@ -1,4 +1,4 @@
-"""Parity samples of embedding and embedding bags (lower/embedding.py): sum/mean/max bags, empty
+"""Parity samples of embedding and embedding bags (lower/ops/embedding.py): sum/mean/max bags, empty
 bags, include_last_offset, per-sample weights, padding_idx, offsets as a graph input (runtime bag bounds),
 float64; and bags over a dynamic number of indices.
 """

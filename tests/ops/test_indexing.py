@@ -1,4 +1,4 @@
-"""Parity samples of the indexing ops (lower/indexing.py): advanced indexing (negative, broadcast and
+"""Parity samples of the indexing ops (lower/ops/indexing.py): advanced indexing (negative, broadcast and
 non-adjacent index tensors, int32 indices), index_put with integer and boolean-mask indices (overwrite and
 accumulate, wide integers, in-place forms, values per True position or broadcast), gather/scatter/
 scatter_add and scatter_reduce in every reduction with and without self, masked_scatter (the mask

@@ -1,4 +1,4 @@
-"""Parity samples of the linear-algebra ops (lower/linalg.py): matmul of every rank, bmm, linear
+"""Parity samples of the linear-algebra ops (lower/ops/linalg.py): matmul of every rank, bmm, linear
 (also float64, float16 and bfloat16 weights), addbmm, integer matrix products (_int_mm accumulates int8 in
 int32; int8/uint8 mm wraps in its dtype), determinants (linalg.det / det, batches, 1x1 to 8x8, float64,
 singular), cdist (every p on the direct path; p = 2 by matmul when torch's compute_mode picks it) and

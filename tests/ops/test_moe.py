@@ -1,4 +1,4 @@
-"""Parity samples of the ops lower/moe.py registers: histc, and Hugging Face's grouped-mm experts op
+"""Parity samples of the ops lower/ops/moe.py registers: histc, and Hugging Face's grouped-mm experts op
 when transformers is installed.
 """
 

@@ -1,4 +1,4 @@
-"""Parity samples of normalization (lower/norm.py): layer, group, RMS and batch norm in eval mode (1-D
+"""Parity samples of normalization (lower/ops/norm.py): layer, group, RMS and batch norm in eval mode (1-D
 to 3-D, float64, half), batch norm in training mode (batch statistics, saved mean/rstd, running statistics
 updated in place, from inputs or registered buffers), and native_layer_norm's statistics.
 """

@@ -1,4 +1,4 @@
-"""Parity samples of pooling and fold (lower/pool.py): max, average and adaptive pooling in 1-D to 3-D
+"""Parity samples of pooling and fold (lower/ops/pool.py): max, average and adaptive pooling in 1-D to 3-D
 (ceil_mode, padding, dilation, count_include_pad, divisor_override, unbatched), indices (ties take the first
 index; NaN windows), integer pooling (max in float64; average as float64 sums truncated toward zero, int64
 only: eager CPU has no other integer avg_pool kernel), the backward ops, and col2im (fold); and argument

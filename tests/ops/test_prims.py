@@ -1,4 +1,4 @@
-"""Parity samples of the prims that torch._refs decompositions leave behind (lower/prims.py): iota,
+"""Parity samples of the prims that torch._refs decompositions leave behind (lower/ops/prims.py): iota,
 collapse, convert_element_type, div.
 """
 

@@ -1,4 +1,4 @@
-"""Parity samples of reductions and scans (lower/reduce.py): sum/mean/amax/amin/prod/any/all, max/min
+"""Parity samples of reductions and scans (lower/ops/reduce.py): sum/mean/amax/amin/prod/any/all, max/min
 with indices, var/std and var_mean/std_mean in every overload and correction, softmax/log_softmax, logsumexp
 and norms over rows holding ±inf and NaN, cumsum/cumprod in torch's CPU accumulate dtype (float32 in
 float64, halves in float32, integers in int64), logcumsumexp, and cummax/cummin (NaN stays once seen; ties

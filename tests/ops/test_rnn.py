@@ -1,4 +1,4 @@
-"""Parity samples of recurrent layers (lower/rnn.py): aten.lstm.input / aten.gru.input at the aten
+"""Parity samples of recurrent layers (lower/ops/rnn.py): aten.lstm.input / aten.gru.input at the aten
 level (decomposed at core), from a zero or a given initial state.
 """
 

@@ -1,4 +1,4 @@
-"""Parity samples of the shape and data-movement ops (lower/shape.py): reshapes and views, permute/
+"""Parity samples of the shape and data-movement ops (lower/ops/shape.py): reshapes and views, permute/
 transpose, expand, slicing with steps, select/split/chunk/cat/stack, flip/roll/repeat, tril/triu, gather and
 index_select (also of a 0-d tensor), diagonal, select_scatter, dropout (eval; p = 0 and p = 1 in training),
 wide int64 data movement, unfold (sliding windows, also written through in place), im2col (F.unfold) and

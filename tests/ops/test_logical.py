@@ -1,11 +1,12 @@
-"""Parity samples of the integer and bool elementwise ops (lower/elementwise.py): bitwise and/or/xor/not
-in every integer dtype at its extremes (tensor, scalar and scalar-tensor forms), shifts by torch's CPU rule
-(0 or the sign past the width or for negative amounts; arithmetic right shift), integer pow (wrapping;
-negative exponents give 1, +-1 or 0 as torch's powi does), and the in-place forms.
+"""Parity samples of the logical ops (lower/ops/logical.py): comparisons in every dtype (float64 NaN,
+equal and opposite infinities and 1e-300 gaps; int32/int16), logical and/or/xor/not, bitwise
+and/or/xor/not in every integer dtype at its extremes (tensor, scalar and scalar-tensor forms), shifts by
+torch's CPU rule (0 or the sign past the width or for negative amounts; arithmetic right shift), and the
+in-place forms.
 
-In-place calls (`x &= y`, `x.pow_(e)`) stay in-place ops at the `aten` level, where the automatic
-decomposition fallback functionalizes them (writes through views included) into the functional ops lowered
-here; `core` functionalizes them at export.
+In-place calls (`x &= y`) stay in-place ops at the `aten` level, where the automatic decomposition fallback
+functionalizes them (writes through views included) into the functional ops lowered here; `core`
+functionalizes them at export.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from _samples import INTS, LEVELS, M34, Sample, check_op_sample, i8, ints, of_inputs, r, sample_ids, wide
+from _samples import INTS, LEVELS, M34, Fn, Sample, check_op_sample, i8, ints, of_inputs, r, sample_ids, wide
 
 
 def full_int32(n: int) -> torch.Tensor:
@@ -115,16 +116,6 @@ def _logical_in_place(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return c
 
 
-def _pow_in_place(a: torch.Tensor, e: torch.Tensor, f: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    c = a.clone()
-    c.pow_(2)
-    c.pow_(e)
-    g = f.clone()
-    g.pow_(f)
-    g.pow_(0.5)
-    return c, g
-
-
 def _in_place_through_views(a: torch.Tensor, f: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """In-place writes into a view (`c[0] ^= 5`) change the base tensor."""
     c, d = a.clone(), f.clone()
@@ -136,6 +127,36 @@ def _in_place_through_views(a: torch.Tensor, f: torch.Tensor, m: torch.Tensor) -
 
 torch.manual_seed(0)
 SAMPLES: list[Sample] = [
+    (
+        "logical_and_or",
+        Fn(lambda m, a, b: ((a > 0) & (b > 0)).float() + ((a > 0) | (b < 0)).float()),
+        (r(4, 4), r(4, 4)),
+    ),
+    (
+        "compare_all",
+        Fn(lambda m, a, b: torch.stack([a >= b, a <= b, a < b, a != b, a >= 0.5, a != 0.5]).float()),
+        (r(3, 4), r(4)),
+    ),
+    (
+        # float64 compares through the sign of a - b; NaN, equal and opposite infinities, 1e-300 gaps
+        "compare_float64_nan_inf",
+        Fn(lambda m, a, b: torch.stack([a > b, a == b, a <= b, a != b, a < b, a >= b])),
+        (
+            torch.tensor([1.0, 2.0, 1e-300, float("nan"), float("inf"), float("inf"), -1.0, 5.0], dtype=torch.float64),
+            torch.tensor(
+                [1.0, 2.5, 0.0, 1.0, float("inf"), float("-inf"), float("nan"), 5.0 + 1e-12], dtype=torch.float64
+            ),
+        ),
+    ),
+    (
+        "compare_int32_int16",
+        Fn(lambda m, a, b, c: torch.stack([a > b, a == b, a <= b, c != 3, c >= c.flip(0)])),
+        (
+            torch.tensor([1, 2, -7, 100000, 5, 0], dtype=torch.int32),
+            torch.tensor([1, 3, -7, 99999, -5, 0], dtype=torch.int32),
+            torch.tensor([3, -2, 7, 3, 0, 300], dtype=torch.int16),
+        ),
+    ),
     # bitwise and/or/xor with a scalar
     ("bitwise_scalar_int64", of_inputs(lambda a: (*_bitwise(a), torch.bitwise_xor(a, 0x5A5A5A5A5A))), (wide(4, 5),)),
     (
@@ -212,39 +233,6 @@ SAMPLES: list[Sample] = [
     ),
     ("logical_in_place", of_inputs(_logical_in_place), (r(3, 4) > 0, r(3, 4) > 0)),
     ("in_place_through_a_view", of_inputs(_in_place_through_views), (torch.randint(0, 9, (3, 4)), r(3, 4), M34)),
-    # integer pow: wrapping, negative exponents (torch's powi: 1, +-1 or 0), every integer dtype
-    (
-        "pow_int64",
-        of_inputs(lambda a, e: (a**e, a**3, a**0, 2**e, (-1) ** e, a**63, torch.pow(a, e.flip(0)))),
-        (
-            torch.tensor([-3, -2, -1, 0, 1, 2, 3, 7, 2**31, -(2**40) + 1]).view(-1, 1),
-            torch.tensor([-2, -1, 0, 1, 2, 3, 5, 63, 64, 100]),
-        ),
-    ),
-    (
-        "pow_int8_uint8",
-        of_inputs(lambda a, e, u, f: (a**3, a**e, u**3, u**f, torch.pow(3, e))),
-        (
-            torch.tensor([-3, -2, 2, 3, 5, 127, -128], dtype=torch.int8),
-            torch.tensor([9, 9, -1, 0, 9, 7, 2], dtype=torch.int8),
-            torch.tensor([0, 1, 2, 3, 255], dtype=torch.uint8),
-            torch.tensor([0, 200, 9, 2, 2], dtype=torch.uint8),
-        ),
-    ),
-    (
-        "pow_int16_int32",
-        of_inputs(lambda a, e, s: (a**e, a.pow(5), s ** e.to(torch.int16), s**4)),
-        (
-            torch.tensor([3, -7, 100, 46341, -2], dtype=torch.int32),
-            torch.tensor([20, 11, 5, 2, 31], dtype=torch.int32),
-            torch.tensor([3, -7, 100, 181, -2], dtype=torch.int16),
-        ),
-    ),
-    (
-        "pow_in_place",
-        of_inputs(_pow_in_place),
-        (torch.randint(-4, 4, (3, 4)), torch.randint(0, 4, (3, 4)), torch.rand(3, 4) + 0.5),
-    ),
 ]
 
 
