@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import operator
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,7 +36,7 @@ from ..dtypes import NARROW_DTYPES, RECORDS
 from ..layout import input_key
 from ..program import Program
 from ..progress import Progress
-from ..symbolic import values_of
+from ..symbolic import sizes, values_of
 from ..torchir import Node, OutputSpec, TensorSpec, TorchIR
 from .budgets import budget_for
 from .report import NodeError, NodeParity
@@ -104,7 +105,7 @@ def _decode(arg: dict[str, Any], env: dict[str, Any], float64: bool = False) -> 
     return payload
 
 
-_PYTHON_OPS = {
+_PYTHON_OPS: dict[str, Callable[..., Any]] = {
     "operator.add": operator.add,
     "operator.sub": operator.sub,
     "operator.mul": operator.mul,
@@ -146,7 +147,7 @@ def _call(node: Node, env: dict[str, Any], float64: bool = False) -> list[Any]:
     else:
         raise NotImplementedError(f"no PyTorch evaluation for {node.target}")
     results = list(result) if isinstance(result, (tuple, list)) else [result]
-    found = []
+    found: list[Any] = []
     for spec, value in zip(node.outputs, results, strict=False):
         if spec.dtype == "none" or value is None:
             found.append(None)
@@ -309,8 +310,8 @@ def _numpy(value: Any, dtype: str) -> np.ndarray:
 def _reduction_length(node: Node, env: dict[str, Any], kind: str, out_numel: int) -> int:
     import torch
 
-    tensors = [env.get(a["tensor"]) for a in node.args if "tensor" in a]
-    tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
+    found = [env.get(a["tensor"]) for a in node.args if "tensor" in a]
+    tensors = [t for t in found if isinstance(t, torch.Tensor)]
     if not tensors:
         return 1
     if kind == "contraction" and len(tensors) >= 2:
@@ -484,7 +485,7 @@ def node_parity(
                     aten=node.target,
                     module_path=node.module_path,
                     source=node.source,
-                    shape=list(spec.shape),
+                    shape=list(sizes(spec.shape)),
                     dtype=spec.dtype,
                     kind=op_kind(node.target, spec.dtype),
                 )
