@@ -26,6 +26,8 @@ test: setup lint
 lint:
 	$(VENV)/bin/ruff check python tests examples scripts tools
 	$(VENV)/bin/ruff format --check python tests examples scripts tools
+	$(PY) -m mypy
+	$(PY) -m mypy.stubtest rlx_torch_import._core --allowlist stubtest-allowlist.txt  # _core.pyi against the built core
 	cargo fmt --check
 	cargo clippy --release --quiet --features python -- -D warnings
 	cargo clippy --release --quiet --no-default-features --features python -- -D warnings  # RTI_CUDA=0's build

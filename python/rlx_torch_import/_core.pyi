@@ -7,7 +7,36 @@ this build or on this machine or cannot run the graph as the budgets need (src/d
 `RlxFailure` when RLX fails or panics.
 """
 
-from typing_extensions import Buffer
+from collections.abc import Sequence
+from typing import Any, TypeAlias
+
+from numpy.typing import NDArray
+from typing_extensions import Buffer, Self, final
+
+__all__ = [
+    "BOUNDARY_HALF",
+    "BOUNDARY_NARROW",
+    "CUDA_BUILT",
+    "CUDA_STRICT_SETTINGS",
+    "PROBE_RAW_DEVICE_ENV",
+    "PROBE_RAW_KERNELS_ENV",
+    "CheckError",
+    "CompiledModel",
+    "DeviceError",
+    "RlxFailure",
+    "SymbolicModel",
+    "cuda_refusal",
+    "device_info",
+    "generalize",
+    "op_to_rust",
+    "program_to_hir_json",
+    "rlx_version",
+    "set_rlx_env",
+]
+
+# Bytes the core reads through the buffer protocol. A numpy array exports it on every Python, but
+# numpy's stubs declare `__buffer__` (so an array is a `Buffer`) only for Python >= 3.12.
+_Bytes: TypeAlias = Buffer | NDArray[Any]
 
 class CheckError(ValueError):
     """The core's checks refused the input before RLX saw it: a shape past this machine's memory
@@ -60,29 +89,31 @@ def rlx_version() -> str:
 def set_rlx_env(key: str, value: str | None = None) -> None:
     """Set or clear an in-process `RLX_*` override (rlx_ir::env); CheckError for other keys."""
 
+@final
 class OutputBuffer(Buffer):
     """An output's bytes, owned by the core and lent writably through the buffer protocol."""
 
     def __len__(self) -> int: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
 
+@final
 class CompiledModel:
     """A HIR module compiled on an RLX device, "cpu" or "cuda" (after the core's checks: CheckError
     for a malformed graph, a size past this machine's memory, a known-crashing kernel; DeviceError
     for a device this build or machine lacks, or a graph it cannot run within the budgets).
     Usable from any thread: calls are serialised by a mutex, each taken without the GIL."""
 
-    def __init__(self, hir_json: str, device: str = "cpu") -> None: ...
+    def __new__(cls, hir_json: str, device: str = "cpu") -> Self: ...
     @property
     def device(self) -> str: ...
-    def set_param(self, name: str, data: Buffer, dtype: str) -> None:
+    def set_param(self, name: str, data: _Bytes, dtype: str) -> None:
         """Bind a declared parameter; `dtype` is its declared one (F16/BF16 also for a declared F32
         parameter, widened) and `data` exactly its bytes, else CheckError."""
-    def set_param_range(self, name: str, byte_offset: int, data: Buffer) -> bool:
+    def set_param_range(self, name: str, byte_offset: int, data: _Bytes) -> bool:
         """Write bytes of a declared F32 parameter (False for other dtypes: bind it whole);
         CheckError for an unknown name or a range past its end."""
     def set_flush_denormals(self, on: bool) -> None: ...
-    def run(self, inputs: list[tuple[str, Buffer, str]]) -> list[tuple[OutputBuffer, str, list[int]]]:
+    def run(self, inputs: Sequence[tuple[str, _Bytes, str]]) -> list[tuple[OutputBuffer, str, list[int]]]:
         """Every declared input exactly once, in its declared dtype and byte length, else CheckError
         (DeviceError on "cuda" for an integer float32 does not hold exactly).
         After a panic inside RLX (RlxFailure) the model refuses every later call: compile it again."""
@@ -96,12 +127,13 @@ def generalize(
     not reproduce. `sizes` gives each RLX symbol number with its size in each, `names` its name in
     the text. RlxFailure names the node where the probes are not one symbolic graph."""
 
+@final
 class SymbolicModel:
     """A symbolic RLX graph (`.rlxmodel` text, CheckError when it is not one); `compile` specializes
     and compiles one binding, with CompiledModel's checks (CheckError for a size past this machine's
     memory or a dim left dynamic)."""
 
-    def __init__(self, text: str) -> None: ...
+    def __new__(cls, text: str) -> Self: ...
     def compile(self, binding: list[tuple[int, int]], device: str = "cpu") -> CompiledModel: ...
 
 def op_to_rust(op_json: str, data_expr: str) -> tuple[str, list[str]]:

@@ -296,9 +296,11 @@ def _diagnose(argv: Sequence[str]) -> int:
             f"[{r.index}] {r.node} {r.aten} {r.dtype}{r.shape} {local} {cumulative}{f' [{where}]' if where else ''}"
             f"{f' ({r.note})' if r.note else ''}"
         )
-    local = sum(1 for r in rows if r.local and not r.local.ok)
-    cumulative = sum(1 for r in rows if r.cumulative and not r.cumulative.ok)
-    print(f"{len(rows)} node values compared: {local} over their local budget, {cumulative} over the cumulative one")
+    n_local = sum(1 for r in rows if r.local and not r.local.ok)
+    n_cumulative = sum(1 for r in rows if r.cumulative and not r.cumulative.ok)
+    print(
+        f"{len(rows)} node values compared: {n_local} over their local budget, {n_cumulative} over the cumulative one"
+    )
     if found.node is not None:
         r = found.node
         kind = "first divergence" if args.node is None else "node"

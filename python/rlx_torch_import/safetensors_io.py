@@ -232,4 +232,5 @@ def iter_torch(tensors: dict[str, object]) -> Iterator[tuple[str, tuple[str, tup
         if flat.stride(0) != 1:  # a one-element expanded tensor counts as contiguous yet keeps stride 0
             flat = flat.clone(memory_format=torch.contiguous_format)
         raw = flat.to(torch.uint8) if flat.dtype == torch.bool else flat.view(torch.uint8)
-        yield name, (torch_name(t.dtype), tuple(t.shape), memoryview(raw.numpy()).cast("B"))
+        view = memoryview(raw.numpy())  # type: ignore[arg-type]  # numpy: Buffer on 3.12+ only
+        yield name, (torch_name(t.dtype), tuple(t.shape), view.cast("B"))

@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from .errors import InputError
 
@@ -137,6 +137,12 @@ def evaluate_shape(shape: Sequence[Dim], values: Mapping[str, int]) -> list[int]
     return [evaluate(d, values) for d in shape]
 
 
+def sizes(shape: Sequence[Dim]) -> tuple[int, ...]:
+    """`tuple(shape)` typed as sizes: the shape of a bound program, whose dims are all sizes (a
+    typing aid only; nothing is checked or converted)."""
+    return cast(tuple[int, ...], tuple(shape))
+
+
 def is_static(shape: Sequence[Dim]) -> bool:
     return all(isinstance(d, int) for d in shape)
 
@@ -244,7 +250,7 @@ def probe_bindings(symbols: Sequence[Symbol]) -> list[dict[str, int]]:
     patterns no two of which are proportional. Raises InputError past six symbols."""
     if len(symbols) > len(_WIDE):
         raise InputError(f"{len(symbols)} dynamic symbols; this version generalizes at most {len(_WIDE)}")
-    columns = []
+    columns: list[list[int]] = []
     for i, s in enumerate(symbols):
         lo = max(s.min, 2)
         hi = s.max if s.max is not None else lo + 64

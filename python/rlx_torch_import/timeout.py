@@ -30,7 +30,7 @@ import time
 import traceback
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from .errors import InputError, ModelLoadError, TimeLimitError
 
@@ -76,7 +76,7 @@ def user_frame(exc: BaseException, file: Path | None = None) -> str:
     """` at model.py:12 (code)` for the innermost frame of `file` in `exc`'s traceback, or (no
     `file`) of the user's own code, outside torch, site-packages, the standard library and this
     package; "" when there is none."""
-    frames = traceback.extract_tb(exc.__traceback__)
+    frames: list[traceback.FrameSummary] = traceback.extract_tb(exc.__traceback__)
     if file is not None:
         wanted = str(Path(file).resolve())
         frames = [f for f in frames if not f.filename.startswith("<") and str(Path(f.filename).resolve()) == wanted]
@@ -254,7 +254,9 @@ class user_code:  # a context manager used like a function, hence the lowercase 
             except _Deadline:
                 fired = True
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
         fired = self._disarm()
         if isinstance(exc, KeyboardInterrupt):  # Ctrl-C stays Ctrl-C (exit 130)
             return False

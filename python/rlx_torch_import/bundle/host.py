@@ -33,7 +33,7 @@ def as_input(name: str, value: Any, declared: str) -> np.ndarray:
     if literal:
         ok = bool(np.can_cast(arr.dtype, target, "same_kind"))
         if ok and target.kind in "iu" and arr.size:  # integers must fit
-            info = np.iinfo(target)
+            info = np.iinfo(target)  # type: ignore[type-var]  # kind "iu": an integer dtype
             ok = info.min <= int(arr.min()) and int(arr.max()) <= info.max
         how = "Python numbers convert to it when of the same kind and in range"
     else:

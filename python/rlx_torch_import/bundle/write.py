@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ from .format import HIR, META, SYMBOLIC, WEIGHTS, meta_for, write_meta
 
 def _derived_bytes(program: Program, name: str, weights: dict[str, safetensors_io.RawTensor]) -> memoryview:
     _, array = materialize(program, name, weights)
-    return memoryview(np.ascontiguousarray(array).view(np.uint8).reshape(-1))
+    flat = np.ascontiguousarray(array).view(np.uint8).reshape(-1)
+    return memoryview(flat)  # type: ignore[arg-type]  # numpy: Buffer on 3.12+ only
 
 
 def _leaves(program: Program, name: str) -> set[str]:
@@ -52,7 +54,7 @@ def write_bundle(
     }
     for name in used & set(program.derived_params):  # weights in the layout RLX reads, folded batch norms
         dtype, dims = derived_spec(program, name, weights)
-        tensors[name] = (dtype, dims, lambda n=name: _derived_bytes(program, n, weights))
+        tensors[name] = (dtype, dims, functools.partial(_derived_bytes, program, name, weights))
     # Each stored weight's pages are dropped once written (or once every derived tensor that reads it is).
     readers: dict[str, int] = {}
     for name in tensors:
@@ -65,7 +67,7 @@ def write_bundle(
             if readers[leaf] == 0 and leaf in weights:
                 weights[leaf].release()
 
-    safetensors_io.write(directory / WEIGHTS, tensors, {n: (lambda n=n: done(n)) for n in tensors})
+    safetensors_io.write(directory / WEIGHTS, tensors, {n: functools.partial(done, n) for n in tensors})
     meta = meta_for(program, ir, tensors, rlxmodel, lowered_at)
     if with_meta:
         write_meta(directory / META, meta)

@@ -17,7 +17,7 @@ from .. import _core
 from ..dtypes import to_rlx
 from ..layout import sweep_prefix
 from ..program import Program
-from ..symbolic import evaluate, free_symbols, line_of, values_of
+from ..symbolic import evaluate, free_symbols, line_of, sizes, values_of
 from ..torchir import TorchIR, specialize
 from ..verify.budgets import float_budgets
 from ..version import __version__
@@ -121,9 +121,9 @@ def _specs(program: Program, ir: TorchIR) -> str:
         )
 
     decl = {v.name: v for v in program.inputs}
-    inputs = [tensor_spec(s.name, s.shape, s.dtype, decl[s.name].dtype) for s in ir.inputs]
+    inputs = [tensor_spec(s.name, sizes(s.shape), s.dtype, decl[s.name].dtype) for s in ir.inputs]
     outputs = [
-        tensor_spec(o.name, o.shape, o.dtype, "F32" if o.name in program.carried_outputs else to_rlx(o.dtype))
+        tensor_spec(o.name, sizes(o.shape), o.dtype, "F32" if o.name in program.carried_outputs else to_rlx(o.dtype))
         for o in ir.outputs
     ]
     params = [

@@ -189,9 +189,11 @@ def _replace_results(node: fx.Node, results: list[Any]) -> None:
     """Point each `getitem(node, i)` at `results[i]` and remove `node`."""
     for user in list(node.users):
         if user.op == "call_function" and user.target is operator.getitem:
-            value = results[user.args[1]]
+            index = user.args[1]
+            assert isinstance(index, int)  # getitem of a multi-output node takes its position
+            value = results[index]
             if not isinstance(value, fx.Node):
-                raise InputError(f"{node.name}: output {user.args[1]} is a constant {value!r}, not a tensor")
+                raise InputError(f"{node.name}: output {index} is a constant {value!r}, not a tensor")
             user.replace_all_uses_with(value)
             user.graph.erase_node(user)
         else:

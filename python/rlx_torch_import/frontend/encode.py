@@ -58,7 +58,9 @@ def scalar_dtype(node: torch.fx.Node, val: Any) -> str:
     """The dtype of the 0-d tensor carrying a data-dependent scalar: the tensor's own dtype for
     `.item()` (its value exactly), else Python's: float64, int64 or bool."""
     if op_name(node.target) in _ITEM_OPS:
-        return torch_name(node.args[0].meta["val"].dtype)
+        arg = node.args[0]
+        assert isinstance(arg, torch.fx.Node)  # `.item()` of a tensor
+        return torch_name(arg.meta["val"].dtype)
     return "bool" if isinstance(val, torch.SymBool) else "float64" if isinstance(val, torch.SymFloat) else "int64"
 
 

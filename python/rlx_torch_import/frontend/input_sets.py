@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -307,7 +307,7 @@ def _rows(t: torch.Tensor) -> torch.Tensor:
     return t.detach().clone().reshape(-1, t.shape[-1] if t.dim() else 1)
 
 
-def _tile(values: tuple[float, ...] | list[int], like: torch.Tensor, shift: int = 0) -> torch.Tensor:
+def _tile(values: Sequence[float], like: torch.Tensor, shift: int = 0) -> torch.Tensor:
     n = like.numel()
     idx = (torch.arange(n) + shift) % len(values)
     return torch.tensor(values, dtype=torch.float64)[idx].reshape(like.shape).to(like.dtype)
@@ -377,6 +377,8 @@ def _masked_row(inp: _Input, order: int, gen: torch.Generator) -> torch.Tensor |
         return None
     rows = _rows(inp.example)
     t = inp.example
+    masked: float
+    open_: float
     if t.dtype == torch.bool:
         masked, open_ = False, True  # SDPA's convention: False masks; masked_fill's: True masks
     elif t.is_floating_point():

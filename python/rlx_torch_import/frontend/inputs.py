@@ -139,7 +139,14 @@ def model_inputs(model: Any, example_inputs: Any, kwargs: dict[str, Any] | None 
     leaves, paths = [], []
     for path, value in flat:
         # path[0] picks args (0) or kwargs (1); path[1] the position or keyword
-        head = names[path[1].idx] if path[0].idx == 0 else str(path[1].key)
+        top, key = path[0], path[1]
+        assert isinstance(top, pytree.SequenceKey)  # (args, kwargs) is a tuple
+        if top.idx == 0:
+            assert isinstance(key, pytree.SequenceKey)  # args is a tuple
+            head = names[key.idx]
+        else:
+            assert isinstance(key, pytree.MappingKey)  # kwargs is a dict
+            head = str(key.key)
         name = ".".join([head, path_name(path[2:])]) if len(path) > 2 else head
         if not isinstance(value, (torch.Tensor, *CONSTANT_LEAVES)):
             raise InputError(

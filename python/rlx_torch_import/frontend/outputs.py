@@ -180,6 +180,6 @@ def written_inputs(
     for spec_in, after in zip(inputs, inputs_after, strict=True):
         if spec_in.name in written:
             out_name = mutation_output_name(spec_in.name)
-            spec = OutputSpec(out_name, written[spec_in.name], list(spec_in.shape), torch_name(after.dtype))
-            found.append((spec, after))
+            out_spec = OutputSpec(out_name, written[spec_in.name], list(spec_in.shape), torch_name(after.dtype))
+            found.append((out_spec, after))
     return found

@@ -82,10 +82,10 @@ def specialized_axes(
     found = []
     for (name, axis), label in requested.items():
         shape = dims.get(name)
-        if shape is None or axis >= len(shape) or not isinstance(shape[axis], int):
+        if shape is None or axis >= len(shape) or not isinstance(size := shape[axis], int):
             continue
-        reason = _torch_reason(name, axis, shape[axis], shape_log)
-        found.append({"input": name, "axis": axis, "label": label, "size": shape[axis], "reason": reason})
+        reason = _torch_reason(name, axis, size, shape_log)
+        found.append({"input": name, "axis": axis, "label": label, "size": size, "reason": reason})
         warnings.warn(
             f"input {name!r} axis {axis} ({label}) was asked to be dynamic, but is static at size "
             f"{shape[axis]}: {reason}",

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..symbolic import sizes
 from ..torchir import Node, decode_float
 
 
@@ -75,7 +76,7 @@ class Call:
 
     @property
     def out_dims(self) -> tuple[int, ...]:
-        return tuple(self.node.outputs[0].shape)
+        return sizes(self.node.outputs[0].shape)
 
     @property
     def out_dtype(self) -> str:

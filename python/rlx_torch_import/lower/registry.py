@@ -16,8 +16,8 @@ from typing import Any
 from ..dtypes import NARROW_DTYPES, boundary_dtype, compute_rlx, is_supported, to_rlx
 from ..errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
 from ..program import Program, Provenance, ValueDecl
-from ..symbolic import evaluate_shape, is_static, values_of
-from ..torchir import TorchIR, specialize
+from ..symbolic import evaluate_shape, is_static, sizes, values_of
+from ..torchir import TensorSpec, TorchIR, WeightSpec, specialize
 from .builder import Builder
 from .call import Call, Value
 from .rlx.audit import audit
@@ -108,16 +108,17 @@ def _check_calls(ir: TorchIR) -> list[Unsupported]:
     items: list[Unsupported] = []
     # Checks see shapes and dtypes of tensor args; build placeholder values from specs.
     values: dict[str, Value] = {}
-    for spec in [*ir.inputs, *ir.weights]:
-        values[spec.name] = Value(spec.name, tuple(spec.shape), spec.dtype)
+    declared: list[TensorSpec | WeightSpec] = [*ir.inputs, *ir.weights]
+    for spec in declared:
+        values[spec.name] = Value(spec.name, sizes(spec.shape), spec.dtype)
     for node in ir.nodes:
         for out in node.outputs:
-            values[out.name] = Value(out.name, tuple(out.shape), out.dtype)
+            values[out.name] = Value(out.name, sizes(out.shape), out.dtype)
 
     def report(target: str, reason: str) -> None:
         items.append(Unsupported(target, node.name, node.module_path, reason, node.source, node.decomposed_from))
 
-    for spec in [*ir.inputs, *ir.weights]:
+    for spec in declared:
         if not is_supported(spec.dtype):
             items.append(Unsupported("<input>", spec.name, "", f"dtype {spec.dtype} has no RLX counterpart"))
     items.extend(unbindable_weights(ir.weights))
@@ -287,14 +288,14 @@ def _declare_inputs(ir: TorchIR, program: Program, builder: Builder) -> dict[str
     values: dict[str, Value] = {}
     for spec in ir.inputs:
         carrier = boundary_dtype(spec.dtype)
-        program.inputs.append(ValueDecl(spec.name, tuple(spec.shape), carrier))
+        program.inputs.append(ValueDecl(spec.name, sizes(spec.shape), carrier))
         if carrier != to_rlx(spec.dtype):  # carried as float32, cast to its dtype as the graph's first step
             program.carried_inputs[spec.name] = spec.dtype
         if spec.dtype in NARROW_DTYPES:
             builder.provenance = Provenance(aten="<boundary cast>", node=spec.name)
-            values[spec.name] = builder.cast(Value(spec.name, tuple(spec.shape), "float32"), spec.dtype)
+            values[spec.name] = builder.cast(Value(spec.name, sizes(spec.shape), "float32"), spec.dtype)
         else:
-            values[spec.name] = Value(spec.name, tuple(spec.shape), spec.dtype)
+            values[spec.name] = Value(spec.name, sizes(spec.shape), spec.dtype)
     for w in ir.weights:
         program.params.append(ValueDecl(w.key, tuple(w.shape), compute_rlx(w.dtype)))
         values[w.name] = Value(w.key, tuple(w.shape), w.dtype)

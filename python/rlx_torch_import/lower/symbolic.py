@@ -77,9 +77,11 @@ def _size_scalars(programs: list[Program], bindings: list[dict[str, int]], symbo
         if not all(float(v).is_integer() for v in values):
             continue
         fit = _affine([int(v) for v in values], bindings, symbols)
-        if fit is None or fit[0].max is None:
+        if fit is None:
             continue
         sym, a, b = fit
+        if sym.max is None:
+            continue
         # the range covers the symbol's range and the probes (a narrow range is probed past its max)
         ends = [a * x + b for x in (sym.min, sym.max, *(bd[sym.name] for bd in bindings))]
         if min(ends) >= 0:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ..errors import TorchIRError
 from ..layout import TORCH_IR
@@ -32,7 +32,7 @@ def specialize(ir: TorchIR, values: dict[str, int]) -> TorchIR:
         return a
 
     def spec(t: TensorSpec) -> TensorSpec:
-        return TensorSpec(t.name, evaluate_shape(t.shape, values), t.dtype, t.path)
+        return TensorSpec(t.name, cast(list[Dim], evaluate_shape(t.shape, values)), t.dtype, t.path)
 
     nodes = [
         Node(
@@ -56,7 +56,9 @@ def specialize(ir: TorchIR, values: dict[str, int]) -> TorchIR:
         inputs=[spec(s) for s in ir.inputs],
         weights=ir.weights,
         nodes=nodes,
-        outputs=[OutputSpec(o.name, o.value, evaluate_shape(o.shape, values), o.dtype) for o in ir.outputs],
+        outputs=[
+            OutputSpec(o.name, o.value, cast(list[Dim], evaluate_shape(o.shape, values)), o.dtype) for o in ir.outputs
+        ],
         producer=ir.producer,
         auto_decomposed=ir.auto_decomposed,
         constant_inputs=ir.constant_inputs,

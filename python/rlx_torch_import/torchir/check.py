@@ -34,7 +34,7 @@ from ..errors import BundleError, TorchIRError
 from ..layout import TORCH_IR
 from ..limits import short
 from ..symbolic import evaluate, evaluate_shape, values_of
-from .schema import LAYOUT_SENSITIVE, Node, TorchIR, decode_float
+from .schema import LAYOUT_SENSITIVE, Node, TensorSpec, TorchIR, WeightSpec, decode_float
 
 # Targets that are not torch ops: Python operators on sizes (the registry lowers them itself).
 _PYTHON_PREFIXES = ("operator.", "math.", "torch.", "builtins.", "_operator.")
@@ -89,9 +89,9 @@ def resolve(target: str, where: str, lowerable: Container[str]) -> Any | None:
     parts = target.split(".")
     op = None
     if len(parts) == 3 and all(p.isidentifier() for p in parts):
-        ns, packet, overload = parts
+        ns, name, overload = parts
         try:
-            op = getattr(getattr(getattr(torch.ops, ns), packet), overload)
+            op = getattr(getattr(getattr(torch.ops, ns), name), overload)
         except (AttributeError, RuntimeError):
             op = None
     if op is not None and isinstance(op, torch._ops.OpOverload):
@@ -297,7 +297,8 @@ def check_ops(ir: TorchIR, lowerable: Container[str]) -> dict[str, str]:
     values = values_of(ir.symbols)
     at = f" at {', '.join(f'{s.label}={s.example}' for s in ir.symbols)}" if ir.symbols else ""
     specs: dict[str, tuple[list[int], str]] = {}
-    for spec in [*ir.inputs, *ir.weights]:
+    declared: list[TensorSpec | WeightSpec] = [*ir.inputs, *ir.weights]
+    for spec in declared:
         specs[spec.name] = (evaluate_shape(spec.shape, values), spec.dtype)
     skipped: dict[str, str] = {}
     log = logging.getLogger("torch._subclasses.fake_tensor")  # logs each refused call with a traceback

@@ -5,8 +5,9 @@ error names the file, the field path and the value."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .. import jsondoc
 from ..errors import InputError, RtiError, TorchIRError
@@ -200,7 +201,7 @@ def _safe_to_evaluate(expr: str) -> bool:
     return True
 
 
-def _check_size(shape: list[Dim], dtype: str, where: str, bindings: list[tuple[str, dict[str, int]]]) -> None:
+def _check_size(shape: Sequence[Dim], dtype: str, where: str, bindings: list[tuple[str, dict[str, int]]]) -> None:
     """A declared value's size within `limits`: a static shape as it is, a symbolic one at each
     binding in `bindings` (label, torch symbol -> size) that gives all its symbols a size."""
     if dtype == "none":
@@ -260,7 +261,8 @@ class _Names:
     """Where each name was first defined, to refuse a second definition."""
 
     def __init__(self, source: str, what: str) -> None:
-        self.source, self.what, self.seen = source, what, {}
+        self.source, self.what = source, what
+        self.seen: dict[str, str] = {}
 
     def add(self, name: str, where: str) -> None:
         if name in self.seen:
@@ -349,7 +351,8 @@ def _weights(doc: dict[str, Any], source: str, values: _Names) -> list[WeightSpe
     for i, d in enumerate(_need(doc, "weights", list, source)):
         where = f"{source}: weights[{i}]"
         spec = _spec(d, where)
-        w = WeightSpec(spec.name, _need(d, "key", str, where), _need(d, "kind", str, where), spec.shape, spec.dtype)
+        shape = cast(list[int], spec.shape)  # `_spec` without symbols: every dim an int
+        w = WeightSpec(spec.name, _need(d, "key", str, where), _need(d, "kind", str, where), shape, spec.dtype)
         if w.kind not in WEIGHT_KINDS:
             raise TorchIRError(f"{where}.kind: {short(w.kind)} is not one of {', '.join(WEIGHT_KINDS)}")
         values.add(w.name, f"weights[{i}].name")

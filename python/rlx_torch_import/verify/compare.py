@@ -331,7 +331,7 @@ def compare_output(
     notes: list[str] = []
     if actual_dtype != expected_dtype:
         reasons.append(f"dtype {actual_dtype} != {expected_dtype}")
-    base = {
+    base: dict[str, Any] = {
         "name": name,
         "shape": list(actual.shape),
         "expected_shape": list(expected.shape),

@@ -33,7 +33,7 @@ from ..dtypes import NARROW_DTYPES, RECORDS
 from ..layout import input_key
 from ..program import Program
 from ..progress import Progress
-from ..symbolic import values_of
+from ..symbolic import sizes, values_of
 from ..torchir import Node, OutputSpec, TensorSpec, TorchIR
 from .budgets import budget_for
 from .report import NodeError, NodeParity
@@ -165,8 +165,8 @@ def _numpy(value: Any, dtype: str) -> np.ndarray:
 def _reduction_length(node: Node, env: dict[str, Any], kind: str, out_numel: int) -> int:
     import torch
 
-    tensors = [env.get(a["tensor"]) for a in node.args if "tensor" in a]
-    tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
+    found = [env.get(a["tensor"]) for a in node.args if "tensor" in a]
+    tensors = [t for t in found if isinstance(t, torch.Tensor)]
     if not tensors:
         return 1
     if kind == "contraction" and len(tensors) >= 2:
@@ -340,7 +340,7 @@ def node_parity(
                     aten=node.target,
                     module_path=node.module_path,
                     source=node.source,
-                    shape=list(spec.shape),
+                    shape=list(sizes(spec.shape)),
                     dtype=spec.dtype,
                     kind=op_kind(node.target, spec.dtype),
                 )

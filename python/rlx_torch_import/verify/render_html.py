@@ -244,7 +244,7 @@ def _series(errs: Sequence[NodeError | None]) -> tuple[list[float], list[float]]
     for e in errs:
         ys.append(max(e.max_abs, EPSILON) if e is not None and math.isfinite(e.max_abs) else math.nan)
         ok = e is not None and math.isfinite(e.allowed_abs) and e.allowed_abs > 0
-        budgets.append(e.allowed_abs if ok else math.nan)
+        budgets.append(e.allowed_abs if ok and e is not None else math.nan)
     return ys, budgets
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import operator
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -59,7 +60,7 @@ def _decode(arg: dict[str, Any], env: dict[str, Any], float64: bool = False) -> 
     return payload
 
 
-_PYTHON_OPS = {
+_PYTHON_OPS: dict[str, Callable[..., Any]] = {
     "operator.add": operator.add,
     "operator.sub": operator.sub,
     "operator.mul": operator.mul,
@@ -101,7 +102,7 @@ def _call(node: Node, env: dict[str, Any], float64: bool = False) -> list[Any]:
     else:
         raise NotImplementedError(f"no PyTorch evaluation for {node.target}")
     results = list(result) if isinstance(result, (tuple, list)) else [result]
-    found = []
+    found: list[Any] = []
     for spec, value in zip(node.outputs, results, strict=False):
         if spec.dtype == "none" or value is None:
             found.append(None)

@@ -134,7 +134,7 @@ def pad(b: Builder, call: Call) -> Value:
         value = float(call.get("value", 0.0))
         if not math.isfinite(value):
             return _constant_blocks(b, x, pairs, value)
-        rlx_mode = {"Constant": value}
+        rlx_mode: dict[str, float] | str = {"Constant": value}
     else:
         rlx_mode = mode.capitalize()
     return b.emit({"Pad": {"pads": [list(p) for p in pairs], "mode": rlx_mode}}, [x], call.out_dims, x.dtype)

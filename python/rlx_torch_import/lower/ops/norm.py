@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ...dtypes import HALF_DTYPES, compute_rlx
+from ...symbolic import sizes
 from ..builder import Builder
 from ..call import Call, Value
 from ..registry import lowers
@@ -57,7 +58,7 @@ def _mean_rstd(b: Builder, call: Call, x: Value, rows: int) -> list[Value]:
     var = b.reduce("Mean", b.binary("Mul", centered, centered), [1], keep_dim=True)
     rstd = b.unary("Rsqrt", b.binary("Add", var, b.opmath(float(call["eps"]), var.dtype)))
     specs = call.node.outputs[1:3]
-    return [b.cast(b.reshape(v, tuple(o.shape)), o.dtype) for v, o in zip((mean, rstd), specs, strict=True)]
+    return [b.cast(b.reshape(v, sizes(o.shape)), o.dtype) for v, o in zip((mean, rstd), specs, strict=True)]
 
 
 @lowers("aten.native_layer_norm.default", kind="reduction")
@@ -115,7 +116,7 @@ def native_batch_norm_no_training(b: Builder, call: Call) -> list[Value | None]:
 def _empty_stats(b: Builder, call: Call) -> list[Value | None]:
     """Eval mode's saved mean/rstd: the empty tensors torch returns (a model may return them)."""
     return [
-        b.const(np.zeros(o.shape, dtype=np.float32), o.dtype) if math.prod(o.shape) == 0 else None
+        b.const(np.zeros(sizes(o.shape), dtype=np.float32), o.dtype) if math.prod(o.shape) == 0 else None
         for o in call.node.outputs[1:3]
     ]
 

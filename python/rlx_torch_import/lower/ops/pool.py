@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...dtypes import FLOAT_DTYPES, INT_DTYPES
+from ...symbolic import sizes
 from ..builder import Builder
 from ..call import Call, Value
 from ..registry import lowers
@@ -328,9 +329,9 @@ def adaptive_avg_pool(b: Builder, call: Call) -> Value:
     "aten.adaptive_max_pool3d.default",
     check=_check_adaptive,
 )
-def adaptive_max_pool(b: Builder, call: Call) -> list[Value]:
+def adaptive_max_pool(b: Builder, call: Call) -> list[Value | None]:
     """Max over torch's adaptive windows; indices (flat into the input's spatial plane) by torch's scan."""
-    return [_adaptive(b, call, "Max"), b.reshape(_adaptive_argmax(b, call), call.node.outputs[1].shape)]
+    return [_adaptive(b, call, "Max"), b.reshape(_adaptive_argmax(b, call), sizes(call.node.outputs[1].shape))]
 
 
 def _adaptive_argmax(b: Builder, call: Call) -> Value:

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ...symbolic import sizes
 from ..builder import Builder
 from ..call import Call, Value, norm_axis
 from ..registry import lowers
@@ -60,7 +61,7 @@ def dropout(b: Builder, call: Call) -> Value:
 
 
 @lowers("aten.native_dropout.default", check=_check_dropout)
-def native_dropout(b: Builder, call: Call) -> list[Value]:
+def native_dropout(b: Builder, call: Call) -> list[Value | None]:
     """(x, all-true mask) when not training or p = 0; (zeros, all-false mask) for training with p = 1."""
     x = call.tensor("input")
     drop_all = call["train"] is not False and float(call["p"]) >= 1.0
@@ -173,7 +174,7 @@ def split(b: Builder, call: Call) -> list[Value | None]:
     outs: list[Value | None] = []
     start = 0
     for spec in call.node.outputs:
-        length = spec.shape[axis]
+        length = sizes(spec.shape)[axis]
         outs.append(b.narrow(x, axis, start, length))
         start += length
     return outs

@@ -52,7 +52,7 @@ def fold_batch_norm(program: Program) -> int:
         per_channel = (1, channels) + (1,) * (len(x_dims) - 2)
         eps = float(bn.op["BatchNormInference"]["eps"])
         where = bn.provenance
-        fold = {"gamma": gamma, "beta": beta, "mean": mean, "var": var, "eps": eps}
+        fold: dict[str, Any] = {"gamma": gamma, "beta": beta, "mean": mean, "var": var, "eps": eps}
         conv, bias_add, conv_bias = _conv_feeding(x, by_id, uses, is_f32_param)
         if conv is not None and conv.dims[1] == channels:
             w = conv.inputs[1]

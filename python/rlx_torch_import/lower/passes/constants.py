@@ -55,8 +55,8 @@ def evaluate(program: Program, ids: list[str]) -> dict[str, np.ndarray]:
     results = model.run([])
     out = {}
     for v, (data, _dtype, dims) in zip(ids, results, strict=True):
-        array = np.frombuffer(data, dtype=NP[carriers[v]]).reshape(dims)
-        out[v] = array.astype(NP[by_id[v].dtype])
+        array = np.frombuffer(data, NP[carriers[v]])  # type: ignore[call-overload]  # numpy: Buffer on 3.12+ only
+        out[v] = array.reshape(dims).astype(NP[by_id[v].dtype])
     return out
 
 

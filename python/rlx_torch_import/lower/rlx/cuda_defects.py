@@ -37,13 +37,13 @@ def _raw(settings: dict[str, str] | None = None) -> Iterator[None]:
     try:
         yield
     finally:
-        for key, value in saved.items():
-            if value is None:
+        for key, old in saved.items():
+            if old is None:
                 os.environ.pop(key, None)
             else:
-                os.environ[key] = value
+                os.environ[key] = old
             if key.startswith("RLX_") and key != _RAW_DEVICE:
-                _core.set_rlx_env(key, value)
+                _core.set_rlx_env(key, old)
 
 
 def _failed(e: Exception) -> str:

@@ -65,8 +65,9 @@ def run_raw(
         out = "out"
     program.outputs.append(out)
     model = _core.CompiledModel(_core.program_to_hir_json(program.to_core_json()), device)
-    ((data, dtype, dims),) = model.run(feed)
-    return np.frombuffer(data, dtype=NP[dtype]).reshape(dims).astype(NP[out_dtype])
+    ((raw, dtype, dims),) = model.run(feed)
+    array = np.frombuffer(raw, dtype=NP[dtype])  # type: ignore[call-overload]  # numpy: Buffer on 3.12+ only
+    return array.reshape(dims).astype(NP[out_dtype])
 
 
 def differs(got: np.ndarray, want: np.ndarray) -> str | None:

@@ -7,6 +7,7 @@ import math
 import subprocess
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -147,7 +148,14 @@ def scatter_i64() -> str | None:
 
 
 def _reduce(op: str, x: np.ndarray, dtype: str, axes: list[int]) -> Callable[[], str | None]:
-    fn = {"Sum": np.sum, "Mean": np.mean, "Max": np.max, "Min": np.min, "Prod": np.prod}[op]
+    reducers: dict[str, Callable[..., Any]] = {
+        "Sum": np.sum,
+        "Mean": np.mean,
+        "Max": np.max,
+        "Min": np.min,
+        "Prod": np.prod,
+    }
+    fn = reducers[op]
     spec = {"Reduce": {"op": op, "axes": axes, "keep_dim": False}}
     return lambda: same(spec, [(x, dtype)], fn(x, axis=tuple(axes)), dtype)
 
@@ -379,10 +387,10 @@ def boundary_narrow() -> str | None:
         ((data, dtype, _),) = model.run([("x", x.view(np.uint8), "F32")])
     except (RuntimeError, _core.CheckError) as e:
         return f"RLX failed: {str(e).splitlines()[0][:160]}"
-    data = bytes(data)  # the core lends its output bytes through the buffer protocol
-    if dtype == "Bool" and list(data) == [1, 0, 0, 1]:
+    raw = bytes(data)  # the core lends its output bytes through the buffer protocol
+    if dtype == "Bool" and list(raw) == [1, 0, 0, 1]:
         return None
-    return f"a Bool output comes back as {dtype}, bytes {list(data)[:16]} (expected Bool 1, 0, 0, 1)"
+    return f"a Bool output comes back as {dtype}, bytes {list(raw)[:16]} (expected Bool 1, 0, 0, 1)"
 
 
 def transpose_output() -> str | None:
@@ -396,7 +404,8 @@ def transpose_output() -> str | None:
         _, (data, _, dims) = model.run([("x", x.reshape(-1).view(np.uint8), "F32")])
     except (RuntimeError, _core.CheckError) as e:
         return f"RLX failed: {str(e).splitlines()[0][:160]}"
-    return differs(np.frombuffer(data, np.float32).reshape(dims), x.T)
+    got = np.frombuffer(data, np.float32)  # type: ignore[call-overload]  # numpy: Buffer on 3.12+ only
+    return differs(got.reshape(dims), x.T)
 
 
 def round_fold() -> str | None:
@@ -429,7 +438,8 @@ def weight_int16() -> str | None:
         ((data, _, dims),) = model.run([])
     except (RuntimeError, _core.CheckError) as e:
         return f"RLX failed: {str(e).splitlines()[0][:160]}"
-    return differs(np.frombuffer(data, np.float32).reshape(dims), w.astype(np.float32))
+    got = np.frombuffer(data, np.float32)  # type: ignore[call-overload]  # numpy: Buffer on 3.12+ only
+    return differs(got.reshape(dims), w.astype(np.float32))
 
 
 def zero_size_output() -> str | None:
