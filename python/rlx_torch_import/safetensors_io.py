@@ -205,7 +205,7 @@ def write(path: Path, tensors: dict[str, TensorEntry], release: dict[str, Callab
             if isinstance(data, memoryview) and not data.c_contiguous:
                 data = data.tobytes()  # row-major copy of a strided view
             size = len(data) if isinstance(data, bytes) else data.nbytes
-            start, end = header[name]["data_offsets"]  # type: ignore[index]
+            start, end = header[name]["data_offsets"]  # type: ignore[index]  # a tensor's entry, not __metadata__
             if size != end - start:  # `replacing` removes what was written
                 raise BundleError(
                     f"{path}: tensor {name!r} has {size} bytes, but {dtype}{list(shape)} takes {end - start}",

@@ -37,8 +37,8 @@ def derived_spec(program: Program, name: str, weights: dict[str, Any]) -> tuple[
     if isinstance(d, FoldedBatchNorm):
         return "float32", d.dims
     source = d.source
-    while isinstance(program.derived_params.get(source), DerivedParam):
-        source = program.derived_params[source].source  # type: ignore[union-attr]
+    while isinstance(step := program.derived_params.get(source), DerivedParam):
+        source = step.source
     dtype = "float32" if source in program.derived_params else weights[source].dtype
     return dtype, next(p.dims for p in program.params if p.name == name)
 
