@@ -20,7 +20,7 @@ from rlx_torch_import.lower import registry
 from rlx_torch_import.lower import symbolic as lower_symbolic_module
 
 PACKAGE = Path(rti.__file__).parent
-CRATE_FILES = PACKAGE / "emit" / "crate_files"
+CRATE_FILES = PACKAGE / "crate" / "templates"
 
 
 class Small(nn.Module):
