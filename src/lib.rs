@@ -14,6 +14,8 @@ pub mod device;
 pub mod dynamic;
 pub mod error;
 pub mod fpmode;
+#[cfg(feature = "onnx")]
+pub mod onnx;
 pub mod program;
 pub mod runner;
 pub mod rust_syntax;

@@ -206,6 +206,42 @@ fn program_to_hir_json(py: Python<'_>, program_json: &str) -> PyResult<String> {
     })
 }
 
+/// An ONNX file → (program JSON, weights as (name, RLX dtype, bytes), the importer's report JSON),
+/// named symbolic dims bound by `dims` (`src/onnx.rs`).
+#[cfg(feature = "onnx")]
+#[pyfunction]
+#[pyo3(signature = (path, dims, strict=false))]
+#[allow(clippy::type_complexity)]
+fn onnx_import<'py>(
+    py: Python<'py>,
+    path: &str,
+    dims: std::collections::HashMap<String, usize>,
+    strict: bool,
+) -> PyResult<(String, Vec<(String, String, Bound<'py, pyo3::types::PyBytes>)>, String)> {
+    entry("importing the ONNX file", || {
+        let imported = py
+            .allow_threads(|| crate::onnx::import(std::path::Path::new(path), &dims, strict))
+            .map_err(check_err)?;
+        let weights = imported
+            .weights
+            .into_iter()
+            .map(|w| (w.name, crate::dtype_name(w.dtype), pyo3::types::PyBytes::new(py, &w.data)))
+            .collect();
+        Ok((imported.program_json, weights, imported.report_json))
+    })
+}
+
+/// The ONNX op types RLX's importer lowers or rewrites (empty without the `onnx` feature).
+#[pyfunction]
+fn onnx_op_types() -> PyResult<Vec<&'static str>> {
+    entry("listing the ONNX op types", || {
+        #[cfg(feature = "onnx")]
+        return Ok(crate::onnx::known_op_types());
+        #[cfg(not(feature = "onnx"))]
+        Ok(Vec::new())
+    })
+}
+
 /// One op (rlx-ir serde JSON) as a Rust expression, plus the type names it uses.
 /// A `Constant` prints `data_expr` as its payload.
 #[pyfunction]
@@ -441,6 +477,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rlx_version, m)?)?;
     m.add_function(wrap_pyfunction!(set_rlx_env, m)?)?;
     m.add_function(wrap_pyfunction!(op_to_rust, m)?)?;
+    m.add("ONNX_BUILT", cfg!(feature = "onnx"))?;
+    #[cfg(feature = "onnx")]
+    m.add_function(wrap_pyfunction!(onnx_import, m)?)?;
+    m.add_function(wrap_pyfunction!(onnx_op_types, m)?)?;
     m.add_function(wrap_pyfunction!(generalize, m)?)?;
     m.add_class::<PyCompiledModel>()?;
     m.add_class::<PySymbolicModel>()?;

@@ -7,7 +7,7 @@ rlx_config.prepare_process()  # before the Rust core (and OpenBLAS with it) load
 
 # ruff: noqa: E402
 
-from .api import build, from_torch, reverify
+from .api import build, from_onnx, from_torch, reverify
 from .bundle.model import BundleModel, run_bundle
 from .errors import (
     BundleError,
@@ -44,6 +44,7 @@ __all__ = [
     "WriteError",
     "__version__",
     "build",
+    "from_onnx",
     "from_torch",
     "reverify",
     "run_bundle",

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import rlx_config
+from . import _core, rlx_config
 from .backend import lower_write_verify
 from .bundle.format import META, read_meta
 from .conversion import Conversion
@@ -166,6 +166,77 @@ def from_torch(
                 f"{len(ir.input_sets)} extra input set(s) stored with the reference but not verified "
                 "(verify is off; `build` verifies them)"
             )
+        write_reports(report, stage)
+    return report
+
+
+def from_onnx(
+    path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    inputs: Any = None,
+    dims: dict[str, int] | Sequence[str] | None = None,
+    verify: bool = True,
+    emit: str | Sequence[str] = ("bundle",),
+    emit_style: str = "graph",
+    name: str | None = None,
+    device: str = "cpu",
+    progress: bool = False,
+    threads: int | None = None,
+    per_node: bool = True,
+) -> ParityReport:
+    """Convert the ONNX file at `path` (external data beside it is read) into `out_dir/` and verify
+    it against ONNX Runtime; the same report, folder layout and exit codes as `from_torch`.
+
+    Through RLX's own importer (rlx-onnx-import, the core's `onnx` feature) after an ONNX-level
+    pre-pass (`frontend/onnx/prepass.py`). `out_dir` gets torch-ir.json (the graph's boundary:
+    inputs, outputs, weights; no nodes), source.onnx (the static model the importer read),
+    weights.safetensors (keyed by ONNX initializer name), reference.safetensors (ONNX Runtime's
+    outputs, CPU provider, graph optimizations off), bundle/ and report.json/md/html; with "crate"
+    in `emit`, rlx-<name>/ in `emit_style` (graph or tensor). `build`, `reverify`, `run` and
+    `diagnose` take the folder as they take `from_torch`'s.
+
+    `inputs`: the inputs to run and verify on, a mapping of input name to array (numpy or torch)
+    or a .safetensors / .npz file keyed by input name; inputs left out are random of the declared
+    dtype and shape (floats standard normal, integers in [0, 4), bools 0/1; seeded; the report says
+    which). `dims`: a size for each symbolic input dim (`{"batch": 2}` or `["batch=2"]`); a dim the
+    given inputs size needs none. The bundle is static at those sizes (the report says so).
+    With `per_node` (and `verify`), every ONNX node's value is compared with ONNX Runtime's
+    intermediate, cumulatively and reference-fed (`report.nodes`, `report.first_divergence`).
+
+    Raises InputError (no such file, a symbolic dim without a size, inputs that do not fit),
+    ModelLoadError (not an ONNX model, missing external data, ONNX Runtime cannot run it),
+    UnsupportedOpsError (exit 3: every op type, dtype and node the importer cannot take, listed
+    together), DeviceError (exit 7), WriteError (exit 8). Parity failure is reported, not raised."""
+    from .frontend.onnx.driver import convert
+
+    emit = emit_targets(emit)
+    _check_options(emit, 0, emit_style)
+    if "crate" in emit and emit_style == "flow":
+        raise InputError("an ONNX bundle's crate is graph or tensor style (flow needs torch-ir's nodes)")
+    if not _core.ONNX_BUILT:
+        raise InputError(
+            "this build of the core has no ONNX importer (built without the `onnx` cargo feature)",
+            hint="run `make setup` (the default build enables it)",
+        )
+    device = check_device(device).name if verify else device_name(device)
+    rlx_config.set_threads(threads)
+    prog = Progress(progress)
+    with staged(Path(out_dir)) as stage:
+        _ir, program, notes = convert(path, stage, prog, inputs=inputs, dims=dims, name=name)
+        report, conv = lower_write_verify(
+            stage,
+            stage / BUNDLE,
+            verify,
+            prog,
+            out_dir=Path(out_dir),
+            crate=emit_style if "crate" in emit else None,
+            device=device,
+            program=program,
+        )
+        report.notes += notes
+        if verify and per_node:
+            add_node_parity(report, conv, prog, device=device)
         write_reports(report, stage)
     return report
 

@@ -1,4 +1,5 @@
-"""Command line: `rlx-torch-import MODEL.py -o OUT ...`, `rlx-torch-import build DIR`,
+"""Command line: `rlx-torch-import MODEL.py -o OUT ...`, `rlx-torch-import onnx MODEL.onnx -o OUT ...`
+(`cli_onnx.py`), `rlx-torch-import build DIR`,
 `rlx-torch-import verify OUT`, `rlx-torch-import run BUNDLE --inputs FILE` and
 `rlx-torch-import defects`. (The Core ATen coverage run is a developer tool of the repository:
 `python -m tools.coverage`.)
@@ -340,7 +341,11 @@ def _run(argv: Sequence[str]) -> int:
         from .lower.rlx.defects import main as defects_main
 
         return defects_main()
-    if argv and argv[0] == "build":
+    if argv and argv[0] == "onnx":
+        from .cli_onnx import convert
+
+        report = convert(argv[1:])
+    elif argv and argv[0] == "build":
         args = _build_parser().parse_args(argv[1:])
         report = api.build(
             args.directory,

@@ -454,7 +454,12 @@ def _check_declared_sizes(ir: TorchIR, symbols: list[Symbol], sweep: list[dict[s
 
 
 def _check_wiring(ir: TorchIR, source: str) -> None:
-    """Every tensor argument and output must name a value defined earlier."""
+    """Every tensor argument and output must name a value defined earlier. An ONNX conversion's
+    torch-ir holds the boundary only (no nodes; its outputs are the program's, `frontend/onnx`)."""
+    if ir.decomposition == "onnx":
+        if ir.nodes:
+            raise TorchIRError(f"{source}: nodes: an ONNX conversion's torch-ir holds no nodes, found {len(ir.nodes)}")
+        return
     defined = {s.name for s in ir.inputs} | {w.name for w in ir.weights}
 
     def walk(arg: dict[str, Any], where: str) -> None:

@@ -23,7 +23,9 @@ VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
 
 # The export levels (`frontend.export.DECOMPOSITION_LEVELS`) and the weight kinds capture writes.
-DECOMPOSITIONS = ("aten", "high", "core")
+# "onnx": the graph came from an ONNX file (`frontend/onnx`): torch-ir then holds its boundary only
+# (inputs, outputs, weights, no nodes) and the program is RLX's importer's.
+DECOMPOSITIONS = ("aten", "high", "core", "onnx")
 WEIGHT_KINDS = ("parameter", "buffer", "constant")
 
 ARG_TAGS = (

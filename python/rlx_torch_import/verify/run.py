@@ -297,6 +297,8 @@ def add_node_parity(
     cannot be computed, a note says why."""
     from .nodes import node_parity
 
+    if conv.ir.decomposition == "onnx":  # against ONNX Runtime's intermediates
+        from ..frontend.onnx.nodes import node_parity
     prog = prog or Progress(False)
     with prog.phase("per-node parity"):
         try:

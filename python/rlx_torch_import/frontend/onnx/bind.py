@@ -1,0 +1,161 @@
+"""Sizes for an ONNX model's symbolic dims, and the inputs a conversion runs on: the user's (a
+mapping, a .safetensors or .npz file), or random ones of the declared dtypes and shapes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...dtypes import numpy_dtype
+from ...errors import InputError
+from .source import OnnxSource, TensorInfo, elem_name
+
+# Random integer inputs are drawn from [0, INT_HIGH): valid as indices into any axis of size >= 4.
+INT_HIGH = 4
+SEED = 0
+
+
+def parse_dims(items: Mapping[str, int] | list[str] | None) -> dict[str, int]:
+    """`{"batch": 2}` or `["batch=2", ...]` (the CLI's --dim) as a dict; InputError on a bad item."""
+    if items is None:
+        return {}
+    if isinstance(items, Mapping):
+        pairs = list(items.items())
+    else:
+        pairs = []
+        for item in items:
+            name, sep, size = str(item).partition("=")
+            if not sep or not name.strip():
+                raise InputError(f"--dim {item!r}: expected NAME=SIZE, e.g. --dim batch=2")
+            pairs.append((name.strip(), size.strip()))
+    found: dict[str, int] = {}
+    for name, size in pairs:
+        try:
+            value = int(size)
+        except (TypeError, ValueError):
+            raise InputError(f"dim {name!r}: size {size!r} is not an integer") from None
+        if value < 1:
+            raise InputError(f"dim {name!r}: size {value} must be >= 1")
+        found[str(name)] = value
+    return found
+
+
+def read_inputs(inputs: Any) -> dict[str, np.ndarray] | None:
+    """The user's inputs by name: a mapping (arrays or torch tensors), or a .safetensors / .npz file
+    keyed by input name. InputError naming the file or key otherwise."""
+    if inputs is None:
+        return None
+    if isinstance(inputs, (str, os.PathLike)):
+        path = Path(inputs)
+        if not path.is_file():
+            raise InputError(f"{path}: no such inputs file")
+        if path.suffix == ".npz":
+            with np.load(path) as data:
+                return {k: np.asarray(data[k]) for k in data.files}
+        if path.suffix == ".safetensors":
+            from ... import safetensors_io
+
+            return {k: t.to_numpy().copy() for k, t in safetensors_io.read(path).items()}
+        raise InputError(f"{path}: inputs must be a .safetensors or .npz file")
+    if isinstance(inputs, Mapping):
+        found = {}
+        for k, v in inputs.items():
+            if hasattr(v, "detach"):
+                v = v.detach().cpu().numpy()
+            found[str(k)] = np.asarray(v)
+        return found
+    raise InputError(f"inputs must be a mapping of input name to array or a file path, got {type(inputs).__name__}")
+
+
+def bind_sizes(src: OnnxSource, dims: dict[str, int], given: dict[str, np.ndarray] | None) -> dict[str, int]:
+    """Every symbolic dim of the model's inputs -> its size: from `dims`, else read from the user's
+    inputs. Raises InputError naming each dim without a size (and the inputs and axes it sizes), a
+    `dims` name no input has, and a given input whose shape disagrees with the model's."""
+    sizes = dict(dims)
+    used: dict[str, list[str]] = {}
+    for spec in src.inputs:
+        for axis, d in enumerate(spec.dims or ()):
+            if isinstance(d, str):
+                used.setdefault(d, []).append(f"{spec.name}[{axis}]")
+                if given is not None and spec.name in given and d not in dims:
+                    arr = given[spec.name]
+                    if arr.ndim == len(spec.dims or ()):
+                        sizes.setdefault(d, int(arr.shape[axis]))
+    unknown = sorted(set(dims) - set(used))
+    if unknown:
+        known = ", ".join(sorted(used)) or "none: every input dim is static"
+        raise InputError(f"--dim {', '.join(unknown)}: no input of the model has such a dim (its symbolic dims: {known})")
+    missing = [d for d in used if d not in sizes]
+    if missing:
+        where = "; ".join(f"{d!r} sizes {', '.join(used[d])}" for d in missing)
+        raise InputError(
+            f"symbolic dim(s) without a size: {where}",
+            hint=f"give each a size, e.g. --dim {missing[0]}=1 (from_onnx(..., dims={{{missing[0]!r}: 1}}))",
+        )
+    return sizes
+
+
+def input_shape(spec: TensorInfo, sizes: dict[str, int]) -> tuple[int, ...]:
+    """The input's shape at `sizes` ("?" dims are symbolic dims too: they need a given input)."""
+    if spec.dims is None:
+        raise InputError(f"input {spec.name!r}: the model declares no shape; pass its value with --inputs")
+    shape = []
+    for axis, d in enumerate(spec.dims):
+        if isinstance(d, int):
+            shape.append(d)
+        elif d in sizes:
+            shape.append(sizes[d])
+        else:
+            raise InputError(f"input {spec.name!r} axis {axis} has an unnamed dynamic size; pass its value with --inputs")
+    return tuple(shape)
+
+
+def make_inputs(
+    src: OnnxSource, sizes: dict[str, int], given: dict[str, np.ndarray] | None
+) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The inputs the conversion runs on (input name -> array) and notes for the report: each input
+    the user gave (checked against the model's dtype and shape), else random values (floats standard
+    normal, integers in [0, INT_HIGH), bools fair coins; seeded)."""
+    rng = np.random.default_rng(SEED)
+    found: dict[str, np.ndarray] = {}
+    notes: list[str] = []
+    names = {s.name for s in src.inputs}
+    extra = sorted(set(given or {}) - names)
+    if extra:
+        raise InputError(
+            f"inputs name(s) {', '.join(map(repr, extra))} the model does not take; its inputs: "
+            + ", ".join(s.describe() for s in src.inputs)
+        )
+    drawn = []
+    for spec in src.inputs:
+        dtype = spec.dtype
+        if dtype is None:
+            raise InputError(f"input {spec.name!r} is {elem_name(spec.elem_type)}, which a bundle cannot take")
+        if given is not None and spec.name in given:
+            arr = given[spec.name]
+            if arr.dtype != numpy_dtype(dtype):
+                raise InputError(f"input {spec.name!r} is {arr.dtype}, the model takes {dtype}")
+            want = input_shape(spec, sizes)
+            if tuple(arr.shape) != want:
+                raise InputError(f"input {spec.name!r} has shape {list(arr.shape)}, the model takes {list(want)}")
+            found[spec.name] = np.ascontiguousarray(arr)
+            continue
+        shape = input_shape(spec, sizes)
+        if dtype.startswith("float") or dtype == "bfloat16":
+            arr = rng.standard_normal(shape).astype(numpy_dtype(dtype))
+        elif dtype == "bool":
+            arr = rng.integers(0, 2, shape).astype(bool)
+        else:
+            arr = rng.integers(0, INT_HIGH, shape).astype(numpy_dtype(dtype))
+        found[spec.name] = arr
+        drawn.append(spec.name)
+    if drawn:
+        notes.append(
+            f"random inputs (seed {SEED}; floats standard normal, integers in [0, {INT_HIGH}), bools 0/1): "
+            + ", ".join(drawn)
+        )
+    return found, notes

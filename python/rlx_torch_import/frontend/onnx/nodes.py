@@ -1,0 +1,243 @@
+"""Per-node parity of an ONNX conversion: where along the ONNX graph RLX's numbers leave ONNX
+Runtime's, in the same rows and budgets as the torch path (`verify.nodes`).
+
+For every float32 value an ONNX node computes, two comparisons:
+
+- **cumulative**: the value in RLX fed the model inputs against ONNX Runtime's (both run the static
+  model of the conversion, `source.onnx`, with every such value made a graph output: `prepass.expose`);
+- **local** (reference-fed): the node alone, fed ONNX Runtime's values of its inputs (float inputs as
+  graph inputs, integer and bool ones as constants holding ORT's values, since the importer reads
+  shapes and indices at import), so its error is the node's lowering alone.
+
+The first node whose local error is over budget is the first divergence: the ONNX node the importer
+lowers wrongly. Both RLX runs are debug imports, never the shipped graph."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ... import _core
+from ...bundle.host import _bind, from_carrier, to_carrier
+from ...conversion import Conversion
+from ...dtypes import from_rlx
+from ...errors import DeviceError
+from ...layout import input_key
+from ...progress import Progress
+from ...safetensors_io import RawTensor
+from ...verify.nodes import NodeReport, _drift, cumulative_error, local_error, measure
+from ...verify.report import NodeParity
+from . import prepass, reference
+from .driver import SOURCE, import_static, squeezed
+from .source import elem_dtype, read
+
+# ONNX op type -> the numerical character its local budget follows (`verify.nodes.op_kind`'s kinds).
+_CONTRACTIONS = {"MatMul", "Gemm", "Conv", "ConvTranspose", "MatMulInteger", "Einsum", "Attention"}
+_REDUCTIONS = {
+    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+    "ReduceLogSumExp", "ReduceSumSquare", "ReduceLogSum", "Softmax", "LogSoftmax", "LayerNormalization",
+    "BatchNormalization", "InstanceNormalization", "GroupNormalization", "AveragePool", "GlobalAveragePool",
+    "LpNormalization", "CumSum", "SkipLayerNormalization", "SimplifiedLayerNormalization", "RMSNormalization",
+}  # fmt: skip
+_MOVEMENT = {
+    "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice", "Gather", "Expand",
+    "Identity", "Tile", "Pad", "GatherElements", "GatherND", "DepthToSpace", "SpaceToDepth", "MaxPool",
+    "GlobalMaxPool", "ReduceMax", "ReduceMin", "Max", "Min", "Relu", "Where",
+}  # fmt: skip
+
+
+def op_kind(op_type: str, dtype: str) -> str:
+    if dtype != "float32":
+        return "exact"
+    if op_type in _CONTRACTIONS:
+        return "contraction"
+    if op_type in _REDUCTIONS:
+        return "reduction"
+    if op_type in _MOVEMENT:
+        return "movement"
+    return "elementwise"
+
+
+def _float_values(model: Any) -> list[tuple[int, Any, str]]:
+    """(node index, node, output name) for each float32 value a node computes that is not already
+    a graph output, in graph order."""
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in model.graph.value_info}
+    types.update({vi.name: vi.type.tensor_type.elem_type for vi in model.graph.output})
+    return [(i, n, o) for i, n in enumerate(model.graph.node) for o in n.output if o and types.get(o) == 1]
+
+
+def _run(program: Any, weights: dict[str, tuple[str, tuple[int, ...], bytes]], feed: dict[str, np.ndarray], device: str):
+    """Compile and run an imported program on `feed`; its outputs in order as arrays."""
+    dtypes = {v.name: program.carried_inputs.get(v.name, from_rlx(v.dtype)) for v in program.inputs}
+    args = [(v.name, to_carrier(feed[v.name], dtypes[v.name], from_rlx(v.dtype)), v.dtype) for v in program.inputs]
+    try:
+        model = _core.CompiledModel(_core.program_to_hir_json(program.to_core_json()), device)
+        for p in program.params:
+            dt, shape, data = weights[p.name]
+            _bind(model, p.name, RawTensor(dt, shape, memoryview(data)))
+        raw = model.run(args)
+    except _core.DeviceError as e:
+        raise DeviceError(f"per-node values on {device}: {e}") from None
+    return [from_carrier(data, dims, from_rlx(rlx), from_rlx(rlx)) for data, rlx, dims in raw]
+
+
+def _import(src: Any, model: Any, directory: Path, name: str) -> Any:
+    path = prepass.save(model, directory / f"{name}.onnx")
+    return import_static(src, path, {}, name)
+
+
+def _local_model(model: Any, values: dict[str, np.ndarray], skip: set[int]) -> tuple[Any, dict[str, np.ndarray], list[str]]:
+    """Every node alone: float inputs made graph inputs `n<i>:<name>` (fed ORT's values), integer and
+    bool inputs constants holding ORT's values, outputs renamed `n<i>:<name>`. Returns the model, its
+    feed and its output names."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    g = model.graph
+    inits = {t.name for t in g.initializer}
+    types = {vi.name: vi for vi in [*g.value_info, *g.input, *g.output]}
+    local = onnx.ModelProto()
+    local.CopyFrom(model)
+    lg = local.graph
+    del lg.node[:], lg.input[:], lg.output[:], lg.value_info[:]
+    feed: dict[str, np.ndarray] = {}
+    outs: list[str] = []
+    for i, node in enumerate(g.node):
+        if i in skip or not any(o in values or types.get(o) for o in node.output):
+            continue
+        if not all(o in values for o in node.output if o and types.get(o) and types[o].type.tensor_type.elem_type == 1):
+            continue
+        new = helper.make_node(node.op_type, [], [], name=f"n{i}", domain=node.domain)
+        new.attribute.extend(node.attribute)
+        for inp in node.input:
+            if not inp or inp in inits:
+                new.input.append(inp)
+                continue
+            if inp not in values:
+                break
+            arr = values[inp]
+            fresh = f"n{i}:{inp}"
+            if arr.dtype == np.float32:
+                lg.input.append(helper.make_tensor_value_info(fresh, 1, arr.shape))
+                feed[fresh] = arr
+            else:
+                lg.initializer.append(numpy_helper.from_array(arr, fresh))
+            new.input.append(fresh)
+        else:
+            for o in node.output:
+                new.output.append(f"n{i}:{o}" if o else "")
+                if o and o in values and values[o].dtype == np.float32:
+                    lg.output.append(helper.make_tensor_value_info(f"n{i}:{o}", 1, values[o].shape))
+                    outs.append(f"n{i}:{o}")
+            lg.node.append(new)
+    return prepass.infer(local), feed, outs
+
+
+def node_parity(
+    conv: Conversion, *, outputs_ok: bool = True, device: str = "cpu", progress: Progress | None = None
+) -> NodeReport:
+    """Per-node parity of the ONNX conversion `conv` (its source.onnx, weights and reference) at the
+    example inputs, RLX running on `device` (module docstring)."""
+    src = read(conv.path(SOURCE))
+    model = src.model
+    ref = conv.reference
+    feed = {}
+    for spec in src.inputs:
+        arr = ref[input_key(spec.name)].to_numpy()
+        dims = tuple(int(d) for d in spec.dims or ())
+        feed[spec.name] = arr.reshape(dims) if squeezed(dims) == squeezed(arr.shape) else arr
+    wanted = _float_values(model)
+    exposed = prepass.infer(model)
+    added = prepass.expose(exposed, [o for _, _, o in wanted])
+    ort = reference.run(exposed, feed, [o.name for o in exposed.graph.output])
+    report = NodeReport()
+    with tempfile.TemporaryDirectory(prefix="rti-onnx-nodes-") as tmp:
+        cumulative: dict[str, np.ndarray] = {}
+        notes: dict[str, str] = {}
+        try:
+            imported = _import(src, exposed, Path(tmp), "cumulative")
+            outs = _run(imported.program, imported.weights, feed, device)
+            names = [o.name for o in exposed.graph.output]
+            cumulative = dict(zip(names, outs, strict=False))
+        except DeviceError:
+            raise
+        except Exception as e:
+            note = f"no cumulative RLX value: the debug import failed ({str(e)[:160]})"
+            notes = {o: note for o in added}
+        local: dict[str, np.ndarray] = {}
+        skip: set[int] = set()
+        alone: dict[int, str] = {}
+        for _ in range(4):
+            lmodel, lfeed, louts = _local_model(model, {**feed, **ort}, skip)
+            try:
+                limp = _import(src, lmodel, Path(tmp), "local")
+                lvals = _run(limp.program, limp.weights, lfeed, device)
+            except DeviceError:
+                raise
+            except Exception as e:
+                found = re.search(r"node n(\d+)", str(e))
+                if found is None:
+                    alone.update({i: f"no local RLX value: lowered alone, {str(e)[:160]}" for i, _, _ in wanted})
+                    break
+                i = int(found.group(1))
+                skip.add(i)
+                alone[i] = f"no local RLX value: the importer cannot lower it alone ({str(e)[:160]})"
+                continue
+            local = {n.split(":", 1)[1]: v for n, v in zip(louts, lvals, strict=False)}
+            break
+    for index, (i, node, value) in enumerate((progress or Progress(False)).items(wanted, "nodes")):
+        expected = ort.get(value)
+        dtype = elem_dtype(1) or "float32"
+        row = NodeParity(
+            index=index,
+            node=node.name or f"{node.op_type}_{i}",
+            value=value,
+            aten=f"onnx::{node.op_type}",
+            module_path="",
+            source="",
+            shape=list(expected.shape) if expected is not None else [],
+            dtype=dtype,
+            kind=op_kind(node.op_type, dtype),
+        )
+        report.nodes.append(row)
+        if expected is None:
+            row.note = "no ONNX Runtime value"
+            continue
+        if value in local:
+            m = measure(_fit(local[value], expected), expected, dtype)
+            row.local = local_error(m, dtype, row.kind, _reduction(node, ort, expected), m.top)
+        if value in cumulative:
+            row.cumulative = cumulative_error(measure(_fit(cumulative[value], expected), expected, dtype), dtype)
+        if i in alone:
+            row.note = alone[i]
+        elif value in notes:
+            row.note = notes[value]
+        elif row.local is None and row.cumulative is None:
+            row.note = "no RLX value"
+    report.first_divergence = next((r for r in report.nodes if r.local is not None and not r.local.ok), None)
+    if report.first_divergence is None and not outputs_ok:
+        report.drift = _drift(report.nodes)
+    return report
+
+
+def _fit(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """RLX's value at ORT's shape when they differ only by size-1 axes (RLX has no rank-0 tensor)."""
+    if actual.shape != expected.shape and squeezed(actual.shape) == squeezed(expected.shape):
+        return actual.reshape(expected.shape)
+    return actual
+
+
+def _reduction(node: Any, values: dict[str, np.ndarray], expected: np.ndarray) -> int:
+    """The reduction length a contraction or reduction's budget scales with (1 otherwise)."""
+    ins: Sequence[np.ndarray] = [values[n] for n in node.input if n in values]
+    if not ins:
+        return 1
+    if node.op_type in _CONTRACTIONS and len(ins) >= 2:
+        return max(1, round(float(np.sqrt(ins[0].size * ins[1].size / max(expected.size, 1)))))
+    last = ins[0].shape[-1] if ins[0].ndim else 1
+    return max(1, round(ins[0].size / max(expected.size, 1)), int(last))

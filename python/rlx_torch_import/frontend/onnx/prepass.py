@@ -1,0 +1,87 @@
+"""The ONNX-level pre-pass: the model RLX's importer reads, rewritten into forms it handles. Each
+pass keeps what the file computes; which passes run and why is docs/design.md, decision (ah).
+
+- `static_inputs`: every graph input at the sizes this conversion runs (the importer specializes
+  symbolic dims by name heuristics; binding them here makes its shapes the ones ONNX Runtime sees);
+- ONNX's own shape inference (with data propagation), so every intermediate has a static shape;
+- `expose`: chosen intermediates made graph outputs (per-node parity)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+# Protobuf's own limit on one serialized message; larger models keep their weights in a data file.
+PROTO_LIMIT = 2**31 - 1
+DATA_FILE = "model.onnx.data"
+
+
+def static_inputs(model: Any, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Set each named graph input's declared shape to `shapes[name]` (in place)."""
+    for vi in model.graph.input:
+        if vi.name not in shapes:
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        del dims[:]
+        for size in shapes[vi.name]:
+            dims.add().dim_value = int(size)
+
+
+def expose(model: Any, names: Iterable[str]) -> list[str]:
+    """Make each named value a graph output (after the model's own), in place; returns the names
+    added (values already outputs, or without a known element type, are skipped)."""
+    import onnx
+
+    have = {o.name for o in model.graph.output}
+    types = {vi.name: vi for vi in model.graph.value_info}
+    added = []
+    for name in names:
+        if name in have or name not in types:
+            continue
+        vi = onnx.ValueInfoProto()
+        vi.CopyFrom(types[name])
+        model.graph.output.append(vi)
+        added.append(name)
+        have.add(name)
+    return added
+
+
+def infer(model: Any) -> Any:
+    """ONNX shape inference with data propagation; a model it refuses is returned as it was (the
+    importer's own shape propagation then decides, and parity judges the result)."""
+    import onnx
+
+    if model.ByteSize() >= PROTO_LIMIT:
+        return model  # inferred by `save` from the file instead
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:
+        return model
+
+
+def save(model: Any, path: Path) -> Path:
+    """Write `model` to `path` (weights into `model.onnx.data` beside it when the model is past
+    protobuf's 2 GB limit, shape inference then run on the file); returns `path`."""
+    import onnx
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if model.ByteSize() < PROTO_LIMIT:
+        onnx.save(model, str(path))
+        return path
+    onnx.save(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=DATA_FILE)
+    try:
+        onnx.shape_inference.infer_shapes_path(str(path), str(path), check_type=False, strict_mode=False, data_prop=True)
+    except Exception:
+        pass  # as `infer`: the importer's shape propagation decides
+    return path
+
+
+def prepare(model: Any, shapes: dict[str, tuple[int, ...]]) -> Any:
+    """A copy of `model` with static inputs at `shapes` and inferred shapes."""
+    import onnx
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    static_inputs(copy, shapes)
+    return infer(copy)
