@@ -31,6 +31,12 @@ def lower_program(conv: Conversion, program: Program | None) -> tuple[Program, s
     the one the front end lowered from this torch-ir (`registry.try_lower`), used as it is (static) or
     as the example-size lowering `lower_symbolic` generalizes (dynamic); without it, `lower` runs here."""
     ir = conv.ir
+    if ir.decomposition == "onnx":  # the program is RLX's importer's, from the folder's source.onnx
+        if program is None:
+            from .frontend.onnx.driver import reimport
+
+            program = reimport(conv.directory, ir.name)
+        return program, None, {}
     if not ir.is_dynamic:
         return (program if program is not None else registry.lower(ir)), None, {}
     symbolic = lower_symbolic(ir, example=program)

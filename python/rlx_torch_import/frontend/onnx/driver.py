@@ -80,6 +80,15 @@ def import_static(src: source.OnnxSource, path: Path, sizes: dict[str, int], nam
     return Imported(program, weights, dict(sorted(ops.items())))
 
 
+def reimport(directory: Path, name: str) -> Program:
+    """The program of the ONNX conversion in `directory`, imported again from its source.onnx (`build`).
+    Raises InputError when the folder has no source.onnx."""
+    path = directory / SOURCE
+    if not path.is_file():
+        raise InputError(f"{path}: not found; an ONNX conversion's folder keeps the model it imports")
+    return import_static(source.read(path), path, {}, name).program
+
+
 def _boundary_ir(
     src: source.OnnxSource, name: str, program: Program, feed: dict[str, np.ndarray], out: dict[str, np.ndarray]
 ) -> TorchIR:

@@ -91,7 +91,7 @@ def _import(src: Any, model: Any, directory: Path, name: str) -> Any:
     return import_static(src, path, {}, name)
 
 
-def _local_model(model: Any, values: dict[str, np.ndarray], skip: set[int]) -> tuple[Any, dict[str, np.ndarray], list[str]]:
+def local_model(model: Any, values: dict[str, np.ndarray], skip: set[int]) -> tuple[Any, dict[str, np.ndarray], list[str]]:
     """Every node alone: float inputs made graph inputs `n<i>:<name>` (fed ORT's values), integer and
     bool inputs constants holding ORT's values, outputs renamed `n<i>:<name>`. Returns the model, its
     feed and its output names."""
@@ -173,7 +173,7 @@ def node_parity(
         skip: set[int] = set()
         alone: dict[int, str] = {}
         for _ in range(4):
-            lmodel, lfeed, louts = _local_model(model, {**feed, **ort}, skip)
+            lmodel, lfeed, louts = local_model(model, {**feed, **ort}, skip)
             try:
                 limp = _import(src, lmodel, Path(tmp), "local")
                 lvals = _run(limp.program, limp.weights, lfeed, device)
@@ -219,6 +219,7 @@ def node_parity(
             row.note = notes[value]
         elif row.local is None and row.cumulative is None:
             row.note = "no RLX value"
+    report.expected, report.local = ort, local  # for a repro folder (`frontend.onnx.repro`)
     report.first_divergence = next((r for r in report.nodes if r.local is not None and not r.local.ok), None)
     if report.first_divergence is None and not outputs_ok:
         report.drift = _drift(report.nodes)
