@@ -249,11 +249,14 @@ class BundleModel:
         named: dict[str, Any] = {}
         if isinstance(inputs, Mapping):
             by_path = {s.get("path", s["name"]): s["name"] for s in specs}
+            baked = {c["path"]: c["value"] for c in self.meta.get("constant_inputs", [])}
             given: dict[str, Any] = {}
             unknown = []
             for key, value in inputs.items():
                 name = key if key in self.input_names else by_path.get(key) if isinstance(key, str) else None
-                if name is None:
+                if name is None and key in baked:  # baked in at conversion: may be given, not changed
+                    _check_baked(key, value, baked[key])
+                elif name is None:
                     unknown.append(key)
                 elif name in named:
                     raise InputError(f"input {name!r} is given twice (as {given[name]!r} and {key!r})")
@@ -481,6 +484,20 @@ def tree_children(node: dict[str, Any]) -> list[dict[str, Any]]:
     if "tuple" in node or "list" in node:
         return list(node.get("tuple", node.get("list", [])))
     return list(node.get("dict", {}).values())
+
+
+def _check_baked(name: str, value: Any, baked: Any) -> None:
+    """InputError unless `value` equals the value input `name` was baked in as at conversion."""
+    try:
+        same = np.array_equal(np.asarray(value), np.asarray(baked))
+    except Exception:
+        same = False
+    if not same:
+        raise InputError(
+            f"input {name!r} was baked into the bundle as {short(baked)} at conversion (it fixes shapes); got "
+            f"{short(value)}",
+            hint="convert again with the value you want",
+        )
 
 
 def run_bundle(

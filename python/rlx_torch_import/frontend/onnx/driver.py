@@ -17,17 +17,19 @@ import numpy as np
 
 from ... import _core, safetensors_io
 from ...dtypes import from_rlx
-from ...errors import InputError, Unsupported, UnsupportedOpsError
+from ...errors import InputError, LoweringError, Unsupported, UnsupportedOpsError
 from ...layout import REFERENCE, WEIGHTS, input_key, output_key
 from ...program import Program
 from ...progress import Progress
 from ...torchir import OutputSpec, TensorSpec, TorchIR, WeightSpec
-from . import bind, gaps, prepass, reference, source
+from . import bind, expand, gaps, prepass, reference, source
 from .program import to_program
 
 # The static model the importer read, kept in the conversion folder (`build` imports it again).
 SOURCE = "source.onnx"
 DECOMPOSITION = "onnx"
+# Rounds of function expansion (a function body may use another function op the importer lacks).
+EXPAND_ROUNDS = 3
 
 
 def squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -55,29 +57,77 @@ def op_types(model: Any) -> dict[str, str]:
     return found
 
 
-def import_static(src: source.OnnxSource, path: Path, sizes: dict[str, int], name: str) -> Imported:
-    """Import the static model at `path` through the core. Raises UnsupportedOpsError listing every
-    node the importer refused or stubbed (or naming the node it failed on)."""
-    try:
-        program_json, raw_weights, report_json = _core.onnx_import(str(path), sizes, False)
-    except _core.CheckError as e:
-        text = str(e)
-        node = text.split("lowering node ", 1)[1].split(":", 1)[0] if "lowering node " in text else "(import)"
-        raise UnsupportedOpsError(
-            [Unsupported("<importer>", node, "", f"RLX's ONNX importer failed: {text[:400]}")], decomposition="onnx"
-        ) from None
-    report = json.loads(report_json)
-    refused = gaps.importer_gaps(src, report, set())
-    if refused:
-        raise UnsupportedOpsError(refused, decomposition=DECOMPOSITION)
-    model = src.model
+def _imported(src: source.OnnxSource, model: Any, result: tuple[str, Any, str], name: str) -> Imported:
+    program_json, raw_weights, _report = result
     outputs = [(o.name, o.dtype or "float32") for o in src.outputs]
     program = to_program(name, program_json, op_types(model), outputs)
     shapes = {p.name: p.dims for p in program.params}
     weights = {n: (from_rlx(dt), shapes[n], bytes(data)) for n, dt, data in raw_weights}
     ops = Counter(f"onnx::{n.op_type}" for n in model.graph.node)
-    program.aten_counts = dict(ops)
+    program.aten_counts = dict(sorted(ops.items()))
     return Imported(program, weights, dict(sorted(ops.items())))
+
+
+def import_static(src: source.OnnxSource, path: Path, sizes: dict[str, int], name: str) -> Imported:
+    """Import the static model at `path` (already pre-passed) through the core. Raises
+    UnsupportedOpsError listing every node the importer refused or stubbed, or the node it failed on."""
+    import onnx
+
+    model = onnx.load(str(path))
+    try:
+        result = _core.onnx_import(str(path), sizes, False)
+    except _core.CheckError as e:
+        raise UnsupportedOpsError([gaps.failure(str(e))], decomposition=DECOMPOSITION) from None
+    gaps.raise_all(gaps.importer_gaps(src, model, json.loads(result[2])))
+    return _imported(src, model, result, name)
+
+
+def _failed_node(model: Any, message: str) -> tuple[int, str] | None:
+    """(index, op type) of the node an importer failure names: "lowering node NAME", or the node
+    producing the tensor of "tensor not in env: NAME" (an output the importer did not make)."""
+    for marker, by_output in (("tensor not in env: ", True), ("lowering node ", False)):
+        if marker in message:
+            name = message.split(marker, 1)[1].split(":", 1)[0].split("\n", 1)[0].strip()
+            for i, node in enumerate(model.graph.node):
+                if (name in node.output) if by_output else (name in (node.name, node.op_type)):
+                    return i, node.op_type
+    return None
+
+
+def import_expanding(
+    src: source.OnnxSource, static: Any, path: Path, sizes: dict[str, int], name: str
+) -> tuple[Imported | None, list[Unsupported], Counter[str]]:
+    """Import `static` (written to `path`, which the folder keeps), expanding each op type the importer
+    refuses that ONNX defines as a function (`expand`) and importing again, up to EXPAND_ROUNDS times.
+    Returns the import (None when gaps remain), the gaps, and the op types expanded."""
+    expanded: Counter[str] = Counter()
+    for round_ in range(EXPAND_ROUNDS + 1):
+        prepass.save(static, path)
+        try:
+            result = _core.onnx_import(str(path), sizes, False)
+        except _core.CheckError as e:
+            culprit = _failed_node(static, str(e))
+            if culprit is not None and round_ < EXPAND_ROUNDS and expand.expandable(static, culprit[1]):
+                done = expand.expand(static, set(), only={culprit[0]})
+                if done:
+                    expanded += done
+                    static = prepass.infer(prepass.fold(static))
+                    continue
+            return None, [gaps.failure(str(e))], expanded
+        report = json.loads(result[2])
+        refused = {op for op, _count in report.get("unsupported", [])}
+        todo = {op for op in refused if expand.expandable(static, op)}
+        if todo and round_ < EXPAND_ROUNDS:
+            done = expand.expand(static, todo)
+            if done:
+                expanded += done
+                static = prepass.infer(prepass.fold(static))
+                continue
+        found = gaps.importer_gaps(src, static, report)
+        if found:
+            return None, found, expanded
+        return _imported(src, static, result, name), [], expanded
+    raise AssertionError("unreachable")
 
 
 def reimport(directory: Path, name: str) -> Program:
@@ -89,14 +139,9 @@ def reimport(directory: Path, name: str) -> Program:
     return import_static(source.read(path), path, {}, name).program
 
 
-def _boundary_ir(
-    src: source.OnnxSource, name: str, program: Program, feed: dict[str, np.ndarray], out: dict[str, np.ndarray]
-) -> TorchIR:
+def _boundary_ir(src: source.OnnxSource, name: str, program: Program, out: dict[str, np.ndarray]) -> TorchIR:
     """torch-ir for the graph's boundary: inputs and outputs at the program's shapes, the weights."""
-    inputs = [
-        TensorSpec(s.name, list(v.dims), program.carried_inputs.get(s.name, from_rlx(v.dtype)))
-        for s, v in zip(src.inputs, program.inputs, strict=True)
-    ]
+    inputs = [TensorSpec(v.name, list(v.dims), program.carried_inputs.get(v.name, from_rlx(v.dtype))) for v in program.inputs]
     by_id = {n.id: n for n in program.nodes}
     outputs = []
     for spec, value in zip(src.outputs, program.outputs, strict=False):
@@ -117,13 +162,18 @@ def _boundary_ir(
 
 def _fit(name: str, arr: np.ndarray, dims: list[int], notes: list[str], what: str) -> np.ndarray:
     """`arr` at the bundle's shape `dims` when it differs only by size-1 axes (RLX has no rank-0
-    tensor: ONNX's [] is [1] in the bundle), noted; InputError otherwise."""
+    tensor: ONNX's [] is [1] in the bundle), noted. Raises LoweringError when the importer made the
+    value another shape than ONNX Runtime's (it lowers some node wrongly)."""
     if tuple(arr.shape) == tuple(dims):
         return arr
     if squeezed(tuple(arr.shape)) == squeezed(tuple(dims)):
         notes.append(f"{what} {name!r}: ONNX shape {list(arr.shape)} is {dims} in the bundle")
         return arr.reshape(dims)
-    raise InputError(f"{what} {name!r}: the importer made it {dims}, ONNX Runtime gives {list(arr.shape)}")
+    raise LoweringError(
+        f"{what} {name!r}: RLX's ONNX importer made it {dims}, ONNX Runtime gives {list(arr.shape)} "
+        "(the importer lowers some node of the graph wrongly)",
+        hint="--no-verify writes the bundle without the reference",
+    )
 
 
 def convert(
@@ -142,24 +192,41 @@ def convert(
     ONNX model ONNX Runtime runs)."""
     with prog.phase("read"):
         src = source.read(path)
-        gaps.check(src)  # every op-type and dtype gap, before anything is written
+        found = gaps.domain_gaps(src) + gaps.dtype_gaps(src)
         given = bind.read_inputs(inputs)
         sizes = bind.bind_sizes(src, bind.parse_dims(dims), given)
+        shapes = {
+            s.name: tuple(given[s.name].shape) if given and s.name in given else bind.input_shape(s, sizes)
+            for s in src.inputs
+        }
+        found += gaps.zero_size_gaps(shapes)
+    name = name or src.path.stem
+    with prog.phase("import"):
+        static, baked = prepass.prepare(src.model, shapes, given)
+        imported, more, expanded = import_expanding(src, static, stage / SOURCE, sizes, name)
+        gaps.raise_all(found + more)  # every gap at once (exit 3), before anything runs
+        assert imported is not None
         feed, notes = bind.make_inputs(src, sizes, given)
         if sizes:
             notes.append(
                 "symbolic dims specialized: " + ", ".join(f"{k}={v}" for k, v in sizes.items())
                 + " (the bundle is static at these sizes)"
             )  # fmt: skip
-    name = name or src.path.stem
-    with prog.phase("import"):
-        static = prepass.prepare(src.model, {k: tuple(v.shape) for k, v in feed.items()})
-        model_path = prepass.save(static, stage / SOURCE)
-        imported = import_static(src, model_path, sizes, name)
+        if baked:
+            notes.append(
+                "inputs read at conversion (they fix shapes), baked in as constants; the bundle does not take them: "
+                + ", ".join(f"{n} ({why}) = {_short(feed[n])}" for n, why in baked.items())
+            )
+        if expanded:
+            notes.append(
+                "expanded into their ONNX function definitions (the importer has no lowering for them): "
+                + ", ".join(f"{op} x{n}" for op, n in sorted(expanded.items()))
+            )
     with prog.phase("reference (ONNX Runtime)"):
         out = reference.run(src.path, feed)
     program = imported.program
-    ir = _boundary_ir(src, name, program, feed, out)
+    ir = _boundary_ir(src, name, program, out)
+    ir.constant_inputs = [{"path": n, "value": feed[n].tolist()} for n in baked]
     tensors: dict[str, safetensors_io.TensorEntry] = {}
     for spec in ir.inputs:
         tensors[input_key(spec.name)] = _entry(_fit(spec.name, feed[spec.name], list(spec.shape), notes, "input"))
@@ -169,6 +236,11 @@ def convert(
     safetensors_io.write(stage / WEIGHTS, dict(imported.weights))
     safetensors_io.write(stage / REFERENCE, tensors)
     return ir, program, notes
+
+
+def _short(arr: np.ndarray) -> str:
+    flat = np.asarray(arr).reshape(-1)
+    return str(flat.tolist()) if flat.size <= 8 else f"{arr.dtype}{list(arr.shape)}"
 
 
 def _entry(arr: np.ndarray) -> safetensors_io.TensorEntry:

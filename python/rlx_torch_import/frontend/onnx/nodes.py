@@ -135,6 +135,10 @@ def local_model(model: Any, values: dict[str, np.ndarray], skip: set[int]) -> tu
                     lg.output.append(helper.make_tensor_value_info(f"n{i}:{o}", 1, values[o].shape))
                     outs.append(f"n{i}:{o}")
             lg.node.append(new)
+    used = {i for n in lg.node for i in n.input}
+    kept = [t for t in lg.initializer if t.name in used]
+    del lg.initializer[:]
+    lg.initializer.extend(kept)
     return prepass.infer(local), feed, outs
 
 
@@ -219,7 +223,7 @@ def node_parity(
             row.note = notes[value]
         elif row.local is None and row.cumulative is None:
             row.note = "no RLX value"
-    report.expected, report.local = ort, local  # for a repro folder (`frontend.onnx.repro`)
+    report.expected, report.local = {**feed, **ort}, local  # for a repro folder (`frontend.onnx.repro`)
     report.first_divergence = next((r for r in report.nodes if r.local is not None and not r.local.ok), None)
     if report.first_divergence is None and not outputs_ok:
         report.drift = _drift(report.nodes)

@@ -3,6 +3,9 @@ pass keeps what the file computes; which passes run and why is docs/design.md, d
 
 - `static_inputs`: every graph input at the sizes this conversion runs (the importer specializes
   symbolic dims by name heuristics; binding them here makes its shapes the ones ONNX Runtime sees);
+- graph inputs that fix shapes baked in as constants (`rewrite.bake_operands`);
+- constant folding at those sizes (`fold`, onnxscript's optimizer);
+- rewrites of op types the importer lacks into ones it has (`rewrite.rewrite`);
 - ONNX's own shape inference (with data propagation), so every intermediate has a static shape;
 - `expose`: chosen intermediates made graph outputs (per-node parity)."""
 
@@ -77,11 +80,35 @@ def save(model: Any, path: Path) -> Path:
     return path
 
 
-def prepare(model: Any, shapes: dict[str, tuple[int, ...]]) -> Any:
-    """A copy of `model` with static inputs at `shapes` and inferred shapes."""
+def fold(model: Any) -> Any:
+    """Constant folding at the static sizes (onnxscript's optimizer: shape computations such as
+    Shape -> Gather -> Concat become constants, unused nodes go, model-local functions are inlined),
+    so the importer sees the values it reads at import as constants. A model the optimizer refuses
+    is returned as it was (the importer then decides, and parity judges the result)."""
+    import onnxscript.optimizer
+
+    if model.ByteSize() >= PROTO_LIMIT:
+        return model
+    try:
+        return onnxscript.optimizer.optimize(model)
+    except Exception:
+        return model
+
+
+def prepare(
+    model: Any, shapes: dict[str, tuple[int, ...]], given: dict[str, Any] | None = None
+) -> tuple[Any, dict[str, str]]:
+    """A copy of `model` with static inputs at `shapes`, shape-fixing operand inputs baked in from
+    `given` (`rewrite.bake_operands`), the rewrite rules applied (`rewrite.rewrite`), constants folded
+    and shapes inferred; and the baked inputs (name -> what reads it)."""
     import onnx
+
+    from .rewrite import bake_operands, rewrite
 
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     static_inputs(copy, shapes)
-    return infer(copy)
+    baked = bake_operands(copy, given or {}, set(given or {}))
+    copy = fold(infer(copy))
+    rewrite(copy)
+    return infer(copy), baked

@@ -1,0 +1,282 @@
+"""ONNX-level rewrites into forms RLX's importer lowers: each rule takes one node and returns the
+nodes (and constants) computing the same thing from ops the importer has, or None when the node is
+already in a form it takes. Adding a rule touches this file only (and its conformance cases).
+
+Also `bake_operands`: graph inputs the importer must read at import (a Reshape's shape, a Slice's
+starts, a reduction's axes: they fix the shapes of a static bundle) become constants holding the
+values the conversion runs on; the bundle then no longer takes them (the report says so)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...errors import InputError
+
+# (op type -> input positions) the importer reads as constants at import: shape-fixing operands.
+SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 2, 3),
+    "Squeeze": (1,), "Unsqueeze": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2), "TopK": (1,),
+    "Split": (1,), "Resize": (1, 2, 3), "OneHot": (1,), "CumSum": (1,), "Upsample": (1,), "Trilu": (1,),
+    "Compress": (1,), "CenterCropPad": (1,), "Col2Im": (1, 2), "MaxUnpool": (2,),
+    **{f"Reduce{r}": (1,) for r in ("Sum", "Mean", "Max", "Min", "Prod", "L1", "L2", "LogSum", "LogSumExp", "SumSquare")},
+}  # fmt: skip
+
+
+@dataclass
+class _Ctx:
+    """Names, element types and new constants while one model is rewritten."""
+
+    types: dict[str, int]
+    prefix: str
+    opset: int = 0
+    inits: dict[str, Any] = field(default_factory=dict)
+    constants: list[Any] = field(default_factory=list)
+    count: int = 0
+
+    def name(self, hint: str) -> str:
+        self.count += 1
+        return f"{self.prefix}/{hint}_{self.count}"
+
+    def const(self, value: float, like: str) -> str:
+        """A scalar constant of `like`'s element type."""
+        from onnx import helper
+
+        name = self.name("c")
+        self.constants.append(helper.make_tensor(name, self.types.get(like, 1), [], [value]))
+        return name
+
+    def ints(self, values: list[int]) -> str:
+        """A 1-D int64 constant."""
+        from onnx import helper
+
+        name = self.name("i")
+        self.constants.append(helper.make_tensor(name, 7, [len(values)], values))
+        return name
+
+
+Rule = Callable[[Any, _Ctx], list[Any] | None]
+RULES: dict[str, Rule] = {}
+
+
+def rule(*op_types: str) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        for op in op_types:
+            RULES[op] = fn
+        return fn
+
+    return register
+
+
+def _node(op: str, inputs: list[str], outputs: list[str], **attrs: Any) -> Any:
+    from onnx import helper
+
+    return helper.make_node(op, inputs, outputs, **attrs)
+
+
+def _chain(op: str, inputs: list[str], out: str, ctx: _Ctx) -> list[Any]:
+    """`op` folded left over `inputs` (one input: Identity)."""
+    if len(inputs) == 1:
+        return [_node("Identity", inputs, [out])]
+    nodes, acc = [], inputs[0]
+    for k, x in enumerate(inputs[1:]):
+        target = out if k == len(inputs) - 2 else ctx.name(op)
+        nodes.append(_node(op, [acc, x], [target]))
+        acc = target
+    return nodes
+
+
+@rule("Sum")
+def _sum(node: Any, ctx: _Ctx) -> list[Any]:
+    return _chain("Add", list(node.input), node.output[0], ctx)
+
+
+@rule("Max", "Min")
+def _variadic(node: Any, ctx: _Ctx) -> list[Any] | None:
+    return None if len(node.input) == 2 else _chain(node.op_type, list(node.input), node.output[0], ctx)
+
+
+@rule("Mean")
+def _mean(node: Any, ctx: _Ctx) -> list[Any]:
+    total = ctx.name("sum")
+    n = ctx.const(float(len(node.input)), node.input[0])
+    return [*_chain("Add", list(node.input), total, ctx), _node("Div", [total, n], [node.output[0]])]
+
+
+def _unary(ctx: _Ctx, x: str, steps: list[tuple[str, list[str]]], out: str) -> list[Any]:
+    """A straight chain of nodes; "$" in an input list is the previous result, "x" the input."""
+    nodes, prev = [], x
+    for k, (op, ins) in enumerate(steps):
+        target = out if k == len(steps) - 1 else ctx.name(op)
+        nodes.append(_node(op, [prev if i == "$" else x if i == "x" else i for i in ins], [target]))
+        prev = target
+    return nodes
+
+
+@rule("Tan")
+def _tan(node: Any, ctx: _Ctx) -> list[Any]:
+    x, out = node.input[0], node.output[0]
+    s, c = ctx.name("sin"), ctx.name("cos")
+    return [_node("Sin", [x], [s]), _node("Cos", [x], [c]), _node("Div", [s, c], [out])]
+
+
+@rule("Sinh", "Cosh")
+def _hyperbolic(node: Any, ctx: _Ctx) -> list[Any]:
+    x, out = node.input[0], node.output[0]
+    e, n, en, sum_, half = ctx.name("exp"), ctx.name("neg"), ctx.name("expneg"), ctx.name("sum"), ctx.const(0.5, x)
+    combine = "Sub" if node.op_type == "Sinh" else "Add"
+    return [
+        _node("Exp", [x], [e]),
+        _node("Neg", [x], [n]),
+        _node("Exp", [n], [en]),
+        _node(combine, [e, en], [sum_]),
+        _node("Mul", [sum_, half], [out]),
+    ]
+
+
+@rule("Asinh", "Acosh")
+def _area(node: Any, ctx: _Ctx) -> list[Any]:
+    """asinh x = log(x + sqrt(x^2 + 1)); acosh x = log(x + sqrt(x^2 - 1))."""
+    x = node.input[0]
+    one = ctx.const(1.0, x)
+    inner = "Add" if node.op_type == "Asinh" else "Sub"
+    return _unary(ctx, x, [("Mul", ["x", "x"]), (inner, ["$", one]), ("Sqrt", ["$"]), ("Add", ["$", "x"]), ("Log", ["$"])], node.output[0])
+
+
+@rule("Atanh")
+def _atanh(node: Any, ctx: _Ctx) -> list[Any]:
+    """atanh x = 0.5 * log((1 + x) / (1 - x))."""
+    x = node.input[0]
+    one, half = ctx.const(1.0, x), ctx.const(0.5, x)
+    a, b, q, lg = ctx.name("a"), ctx.name("b"), ctx.name("q"), ctx.name("log")
+    return [
+        _node("Add", [one, x], [a]),
+        _node("Sub", [one, x], [b]),
+        _node("Div", [a, b], [q]),
+        _node("Log", [q], [lg]),
+        _node("Mul", [lg, half], [node.output[0]]),
+    ]
+
+
+@rule("Asin", "Acos")
+def _arc(node: Any, ctx: _Ctx) -> list[Any]:
+    """asin x = atan(x / sqrt(1 - x^2)); acos x = pi/2 - asin x."""
+    x = node.input[0]
+    one = ctx.const(1.0, x)
+    asin = node.output[0] if node.op_type == "Asin" else ctx.name("asin")
+    nodes = _unary(ctx, x, [("Mul", ["x", "x"]), ("Sub", [one, "$"]), ("Sqrt", ["$"]), ("Div", ["x", "$"]), ("Atan", ["$"])], asin)
+    if node.op_type == "Acos":
+        nodes.append(_node("Sub", [ctx.const(math.pi / 2, x), asin], [node.output[0]]))
+    return nodes
+
+
+@rule("GlobalMaxPool")
+def _global_max(node: Any, ctx: _Ctx) -> list[Any] | None:
+    rank = ctx.types.get(f"rank:{node.input[0]}")
+    if not rank:
+        return None
+    axes = list(range(2, rank))
+    if ctx.opset >= 18:  # ReduceMax's axes became an input in opset 18
+        return [_node("ReduceMax", [node.input[0], ctx.ints(axes)], [node.output[0]], keepdims=1)]
+    return [_node("ReduceMax", [node.input[0]], [node.output[0]], axes=axes, keepdims=1)]
+
+
+_REDUCES = tuple(f"Reduce{r}" for r in ("Sum", "Mean", "Max", "Min", "Prod", "L1", "L2", "LogSum", "LogSumExp", "SumSquare"))
+
+
+@rule(*_REDUCES)
+def _reduce_axes(node: Any, ctx: _Ctx) -> list[Any] | None:
+    """Empty (or absent) axes in the input form: every axis, or Identity with noop_with_empty_axes."""
+    rank = ctx.types.get(f"rank:{node.input[0]}")
+    if rank is None or any(a.name == "axes" for a in node.attribute):
+        return None
+    axes_in = node.input[1] if len(node.input) > 1 else ""
+    if axes_in and (axes_in not in ctx.inits or len(ctx.inits[axes_in].dims) != 1 or ctx.inits[axes_in].dims[0] != 0):
+        return None  # axes given (or not a constant): as it is
+    if not axes_in and (ctx.opset < 18 and node.op_type != "ReduceSum" or ctx.opset < 13):
+        return None  # the attribute form: no axes means every axis already
+    noop = next((a.i for a in node.attribute if a.name == "noop_with_empty_axes"), 0)
+    if noop:
+        return [_node("Identity", [node.input[0]], [node.output[0]])]
+    new = _node(node.op_type, [node.input[0], ctx.ints(list(range(rank)))], list(node.output))
+    new.attribute.extend(a for a in node.attribute if a.name != "noop_with_empty_axes")
+    return [new]
+
+
+def _rank_types(model: Any) -> dict[str, int]:
+    """Element type of each typed value, and `rank:<name>` -> its rank."""
+    g = model.graph
+    found: dict[str, int] = {}
+    for vi in [*g.input, *g.value_info, *g.output]:
+        t = vi.type.tensor_type
+        found[vi.name] = t.elem_type
+        if t.HasField("shape"):
+            found[f"rank:{vi.name}"] = len(t.shape.dim)
+    for init in g.initializer:
+        found[init.name] = init.data_type
+        found[f"rank:{init.name}"] = len(init.dims)
+    return found
+
+
+def rewrite(model: Any, op_types: set[str] | None = None) -> Counter[str]:
+    """Apply the rules to every node of `op_types` (default: every op type with a rule), in place.
+    Returns how many nodes of each op type were rewritten."""
+    opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    ctx = _Ctx(_rank_types(model), "rlx_rewrite", opset, {t.name: t for t in model.graph.initializer})
+    done: Counter[str] = Counter()
+    out = []
+    for node in model.graph.node:
+        fn = RULES.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        new = fn(node, ctx) if fn is not None and (op_types is None or node.op_type in op_types) else None
+        if new is None:
+            out.append(node)
+            continue
+        for n in new:
+            n.name = ctx.name(node.name or node.op_type) if not n.name else n.name
+        out.extend(new)
+        done[node.op_type] += 1
+    if done:
+        del model.graph.node[:]
+        model.graph.node.extend(out)
+        model.graph.initializer.extend(ctx.constants)
+    return done
+
+
+def shape_operand_inputs(model: Any) -> dict[str, str]:
+    """Graph input name -> "<op type> input <k>" for graph inputs a node reads as a shape-fixing operand."""
+    inputs = {vi.name for vi in model.graph.input} - {t.name for t in model.graph.initializer}
+    found: dict[str, str] = {}
+    for node in model.graph.node:
+        for k in SHAPE_OPERANDS.get(node.op_type, ()):
+            if k < len(node.input) and node.input[k] in inputs:
+                found.setdefault(node.input[k], f"{node.op_type} input {k}")
+    return found
+
+
+def bake_operands(model: Any, values: dict[str, np.ndarray], given: set[str]) -> dict[str, str]:
+    """Make each shape-operand graph input (`shape_operand_inputs`) a constant holding `values[name]`,
+    in place; returns name -> what reads it. Raises InputError for one whose value the user did not
+    give (a random value would fix a random shape)."""
+    from onnx import numpy_helper
+
+    found = shape_operand_inputs(model)
+    missing = sorted(n for n in found if n not in given)
+    if missing:
+        raise InputError(
+            "input(s) the importer reads at conversion (they fix the bundle's shapes): "
+            + "; ".join(f"{n!r} ({found[n]})" for n in missing),
+            hint="pass their values with --inputs (from_onnx(..., inputs={name: array}))",
+        )
+    if not found:
+        return found
+    keep = [vi for vi in model.graph.input if vi.name not in found]
+    del model.graph.input[:]
+    model.graph.input.extend(keep)
+    for name in found:
+        model.graph.initializer.append(numpy_helper.from_array(np.asarray(values[name]), name))
+    return found
