@@ -46,7 +46,7 @@ fi
 
 FEATURES=()
 if [ "${RTI_CUDA:-1}" = "0" ]; then
-    FEATURES=(--no-default-features)
+    FEATURES=(--no-default-features --features onnx)
     say "building the Rust core without CUDA (RTI_CUDA=0)"
 else
     say "building the Rust core (first build of RLX takes a few minutes on 2 cores)"

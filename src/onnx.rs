@@ -28,6 +28,23 @@ pub struct Imported {
     pub report_json: String,
 }
 
+/// The importer names the placeholder of a node it could not lower `__stub__/<output>`; its report
+/// lists the node (`stubbed_nodes`), which the Python side refuses, so the placeholder's values are
+/// never computed with: zeros of its size keep the report reachable.
+const STUB_PREFIX: &str = "__stub__/";
+
+fn stub_bytes(shape: &Shape) -> Vec<u8> {
+    let numel: usize = shape
+        .dims()
+        .iter()
+        .map(|d| match d {
+            rlx_ir::Dim::Static(n) => *n,
+            _ => 1,
+        })
+        .product();
+    vec![0u8; numel * shape.dtype().size_bytes()]
+}
+
 fn shape_json(shape: &Shape) -> Result<Value, String> {
     serde_json::to_value(shape).map_err(|e| format!("cannot serialize a shape: {e}"))
 }
@@ -38,7 +55,11 @@ fn value_name(id: usize) -> String {
 
 /// Import `path` with every named symbolic dim in `dims` bound to its size (the importer's
 /// `named_lengths`); `strict` refuses a stubbed or unsupported node (the importer's own check).
-pub fn import(path: &Path, dims: &HashMap<String, usize>, strict: bool) -> Result<Imported, String> {
+pub fn import(
+    path: &Path,
+    dims: &HashMap<String, usize>,
+    strict: bool,
+) -> Result<Imported, String> {
     let opts = ImportOptions {
         named_lengths: dims.clone(),
         strict,
@@ -79,6 +100,7 @@ pub fn import(path: &Path, dims: &HashMap<String, usize>, strict: bool) -> Resul
                 } else if let Some(values) = params.get(name) {
                     match node.shape.dtype() {
                         DType::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                        _ if name.starts_with(STUB_PREFIX) => stub_bytes(&node.shape),
                         other => {
                             return Err(format!(
                                 "parameter {name:?}: the importer holds float32 values for a {} tensor",
@@ -86,16 +108,29 @@ pub fn import(path: &Path, dims: &HashMap<String, usize>, strict: bool) -> Resul
                             ));
                         }
                     }
+                } else if name.starts_with(STUB_PREFIX) {
+                    stub_bytes(&node.shape)
                 } else {
-                    return Err(format!("parameter {name:?}: the importer gave no values for it"));
+                    return Err(format!(
+                        "parameter {name:?}: the importer gave no values for it"
+                    ));
                 };
-                weights.push(Weight { name: name.clone(), dtype: node.shape.dtype(), data });
+                weights.push(Weight {
+                    name: name.clone(),
+                    dtype: node.shape.dtype(),
+                    data,
+                });
             }
             HirOp::Mir(op) => {
                 let inputs: Vec<String> = node
                     .inputs
                     .iter()
-                    .map(|i| names.get(&(i.0 as usize)).cloned().unwrap_or_else(|| value_name(i.0 as usize)))
+                    .map(|i| {
+                        names
+                            .get(&(i.0 as usize))
+                            .cloned()
+                            .unwrap_or_else(|| value_name(i.0 as usize))
+                    })
                     .collect();
                 names.insert(id, value_name(id));
                 program_nodes.push(json!({
@@ -109,7 +144,10 @@ pub fn import(path: &Path, dims: &HashMap<String, usize>, strict: bool) -> Resul
             other => {
                 return Err(format!(
                     "the importer made a {} block node; only plain RLX ops are carried",
-                    format!("{other:?}").split([' ', '{', '(']).next().unwrap_or("?")
+                    format!("{other:?}")
+                        .split([' ', '{', '('])
+                        .next()
+                        .unwrap_or("?")
                 ));
             }
         }
@@ -117,7 +155,12 @@ pub fn import(path: &Path, dims: &HashMap<String, usize>, strict: bool) -> Resul
     let outputs: Vec<String> = hir
         .outputs
         .iter()
-        .map(|i| names.get(&(i.0 as usize)).cloned().unwrap_or_else(|| value_name(i.0 as usize)))
+        .map(|i| {
+            names
+                .get(&(i.0 as usize))
+                .cloned()
+                .unwrap_or_else(|| value_name(i.0 as usize))
+        })
         .collect();
     let program = json!({
         "name": hir.name,

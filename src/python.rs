@@ -217,7 +217,11 @@ fn onnx_import<'py>(
     path: &str,
     dims: std::collections::HashMap<String, usize>,
     strict: bool,
-) -> PyResult<(String, Vec<(String, String, Bound<'py, pyo3::types::PyBytes>)>, String)> {
+) -> PyResult<(
+    String,
+    Vec<(String, String, Bound<'py, pyo3::types::PyBytes>)>,
+    String,
+)> {
     entry("importing the ONNX file", || {
         let imported = py
             .allow_threads(|| crate::onnx::import(std::path::Path::new(path), &dims, strict))
@@ -225,7 +229,13 @@ fn onnx_import<'py>(
         let weights = imported
             .weights
             .into_iter()
-            .map(|w| (w.name, crate::dtype_name(w.dtype), pyo3::types::PyBytes::new(py, &w.data)))
+            .map(|w| {
+                (
+                    w.name,
+                    crate::dtype_name(w.dtype),
+                    pyo3::types::PyBytes::new(py, &w.data),
+                )
+            })
             .collect();
         Ok((imported.program_json, weights, imported.report_json))
     })

@@ -142,7 +142,7 @@ def make_inputs(
             want = input_shape(spec, sizes)
             if tuple(arr.shape) != want:
                 raise InputError(f"input {spec.name!r} has shape {list(arr.shape)}, the model takes {list(want)}")
-            found[spec.name] = np.ascontiguousarray(arr)
+            found[spec.name] = np.array(arr, order="C", copy=True)
             continue
         shape = input_shape(spec, sizes)
         if dtype.startswith("float") or dtype == "bfloat16":

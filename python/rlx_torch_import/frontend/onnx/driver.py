@@ -23,7 +23,7 @@ from ...program import Program
 from ...progress import Progress
 from ...torchir import OutputSpec, TensorSpec, TorchIR, WeightSpec
 from . import bind, expand, gaps, prepass, reference, source
-from .program import to_program
+from .program import Edge, to_program
 
 # The static model the importer read, kept in the conversion folder (`build` imports it again).
 SOURCE = "source.onnx"
@@ -57,10 +57,19 @@ def op_types(model: Any) -> dict[str, str]:
     return found
 
 
+def edges(value_infos: Any) -> list[Edge]:
+    """The graph inputs or outputs as the file declares them (dtype, static dims)."""
+    found = []
+    for vi in value_infos:
+        info = source.tensor_info(vi)
+        dims = tuple(d if isinstance(d, int) else 1 for d in info.dims or ())
+        found.append(Edge(info.name, info.dtype or "float32", dims))
+    return found
+
+
 def _imported(src: source.OnnxSource, model: Any, result: tuple[str, Any, str], name: str) -> Imported:
     program_json, raw_weights, _report = result
-    outputs = [(o.name, o.dtype or "float32") for o in src.outputs]
-    program = to_program(name, program_json, op_types(model), outputs)
+    program = to_program(name, program_json, op_types(model), edges(model.graph.input), edges(model.graph.output))
     shapes = {p.name: p.dims for p in program.params}
     weights = {n: (from_rlx(dt), shapes[n], bytes(data)) for n, dt, data in raw_weights}
     ops = Counter(f"onnx::{n.op_type}" for n in model.graph.node)
@@ -142,11 +151,10 @@ def reimport(directory: Path, name: str) -> Program:
 def _boundary_ir(src: source.OnnxSource, name: str, program: Program, out: dict[str, np.ndarray]) -> TorchIR:
     """torch-ir for the graph's boundary: inputs and outputs at the program's shapes, the weights."""
     inputs = [TensorSpec(v.name, list(v.dims), program.carried_inputs.get(v.name, from_rlx(v.dtype))) for v in program.inputs]
-    by_id = {n.id: n for n in program.nodes}
+    dims_of = {v.name: v.dims for v in (*program.inputs, *program.params)} | {n.id: n.dims for n in program.nodes}
     outputs = []
     for spec, value in zip(src.outputs, program.outputs, strict=False):
-        node = by_id.get(value)
-        dims = list(node.dims) if node is not None else list(next(v.dims for v in program.inputs if v.name == value))
+        dims = list(dims_of[value])
         outputs.append(OutputSpec(spec.name, spec.name, dims, spec.dtype or str(out[spec.name].dtype)))
     weights = [WeightSpec(p.name, p.name, "parameter", list(p.dims), from_rlx(p.dtype)) for p in program.params]
     return TorchIR(
@@ -244,5 +252,5 @@ def _short(arr: np.ndarray) -> str:
 
 
 def _entry(arr: np.ndarray) -> safetensors_io.TensorEntry:
-    arr = np.ascontiguousarray(arr)
+    arr = np.array(arr, order="C", copy=True)
     return (str(arr.dtype), tuple(arr.shape), arr.tobytes())

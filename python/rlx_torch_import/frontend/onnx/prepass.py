@@ -85,14 +85,23 @@ def fold(model: Any) -> Any:
     Shape -> Gather -> Concat become constants, unused nodes go, model-local functions are inlined),
     so the importer sees the values it reads at import as constants. A model the optimizer refuses
     is returned as it was (the importer then decides, and parity judges the result)."""
+    import logging
+
     import onnxscript.optimizer
 
     if model.ByteSize() >= PROTO_LIMIT:
         return model
+    loggers = [logging.getLogger(n) for n in ("onnxscript", "onnx_ir")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)  # their per-initializer info lines are not the user's concern
     try:
         return onnxscript.optimizer.optimize(model)
     except Exception:
         return model
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
 
 
 def prepare(
@@ -103,7 +112,7 @@ def prepare(
     and shapes inferred; and the baked inputs (name -> what reads it)."""
     import onnx
 
-    from .rewrite import bake_operands, rewrite
+    from .rewrite import bake_operands, constant_outputs, rewrite
 
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
@@ -111,4 +120,5 @@ def prepare(
     baked = bake_operands(copy, given or {}, set(given or {}))
     copy = fold(infer(copy))
     rewrite(copy)
+    constant_outputs(copy)
     return infer(copy), baked

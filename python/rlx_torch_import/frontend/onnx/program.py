@@ -1,16 +1,34 @@
 """The importer's graph (`_core.onnx_import`: program JSON in the core's own vocabulary) as our
-`Program`, with the graph's edges made as every program's are: bool and narrow integers cross the
-boundary as float32 (boundary-narrow), outputs made by a Transpose read through a Reshape
-(transpose-output). Provenance names the ONNX node each RLX node came from."""
+`Program`, every node replayed through the one layer that knows RLX's defects (`Builder.emit` ->
+`lower/rlx/workarounds.route`, then `audit`), so an ONNX-sourced program meets the same workarounds
+as a torch one. The graph's edges follow the ONNX file: inputs and outputs take its dtypes (bool and
+narrow integers crossing as float32: boundary-narrow) and shapes (the importer's rank-0 values are
+[1]: reshaped at the edges); outputs made by a Transpose read through a Reshape (transpose-output).
+Provenance names the ONNX node each RLX node came from (`onnx::<OpType>`)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from ...dtypes import NARROW_DTYPES, from_rlx, to_rlx
+import numpy as np
+
+from ...dtypes import NARROW_DTYPES, boundary_dtype, from_rlx, numpy_dtype, to_rlx
+from ...lower.builder import Builder
+from ...lower.call import Value
+from ...lower.rlx.audit import audit
 from ...lower.rlx.boundary import protect_outputs
-from ...program import Program, Provenance, RlxNode, ValueDecl
+from ...program import Program, Provenance, ValueDecl
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A graph input or output as the ONNX file declares it: name, torch-ir dtype, dims."""
+
+    name: str
+    dtype: str
+    dims: tuple[int, ...]
 
 
 def _dims(shape: dict[str, Any]) -> tuple[int, ...]:
@@ -22,66 +40,60 @@ def _dims(shape: dict[str, Any]) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def to_program(name: str, program_json: str, op_types: dict[str, str], outputs: list[tuple[str, str]]) -> Program:
+def _to(b: Builder, v: Value, dtype: str, dims: tuple[int, ...]) -> Value:
+    """`v` as `dtype` and `dims` (a cast, a reshape between shapes that differ by size-1 axes)."""
+    v = b.cast(v, dtype)
+    return b.reshape(v, dims) if tuple(v.dims) != tuple(dims) else v
+
+
+def _constant(b: Builder, op: dict[str, Any], dims: tuple[int, ...], rlx: str) -> Value:
+    """An importer Constant (raw little-endian bytes) re-made by `Builder.const` (constant-narrow)."""
+    raw = bytes(op["Constant"]["data"])
+    dtype = from_rlx(rlx)
+    store = np.dtype(np.uint8) if dtype == "bool" else numpy_dtype(dtype).newbyteorder("<")
+    arr = np.frombuffer(raw, dtype=store).reshape(dims)
+    return b.const(arr.astype(bool) if dtype == "bool" else arr, dtype)
+
+
+def to_program(name: str, program_json: str, op_types: dict[str, str], inputs: list[Edge], outputs: list[Edge]) -> Program:
     """Our program from the core's JSON. `op_types`: ONNX node name (and output tensor name, the
-    importer's label for an unnamed node) -> op type, for provenance; `outputs`: the graph's
-    outputs in order as (name, torch-ir dtype the file declares). An output the importer computes in
-    another dtype is cast to the declared one (its values are still compared with ONNX Runtime's)."""
+    importer's label for an unnamed node) -> op type, for provenance; `inputs` / `outputs`: the graph's
+    edges as the file declares them, in the importer's order (the importer's outputs are these)."""
     doc = json.loads(program_json)
     program = Program(name=name)
-    renamed: dict[str, str] = {}
-    boundary: list[RlxNode] = []
+    b = Builder(program)
+    values: dict[str, Value] = {}
+    declared = {e.name: e for e in inputs}
     for v in doc["inputs"]:
-        dims, dtype = _dims(v["shape"]), v["shape"]["dtype"]
-        if from_rlx(dtype) in NARROW_DTYPES:
-            program.inputs.append(ValueDecl(v["name"], dims, "F32"))
-            program.carried_inputs[v["name"]] = from_rlx(dtype)
-            cast = RlxNode(
-                f"{v['name']}#in", {"Cast": {"to": dtype}}, (v["name"],), dims, dtype,
-                Provenance(aten="<boundary cast>", node=v["name"]),
-            )  # fmt: skip
-            boundary.append(cast)
-            renamed[v["name"]] = cast.id
-        else:
-            program.inputs.append(ValueDecl(v["name"], dims, dtype))
-    program.params = [ValueDecl(p["name"], _dims(p["shape"]), p["shape"]["dtype"]) for p in doc["params"]]
-    program.nodes = boundary
+        edge = declared[v["name"]]
+        carrier = boundary_dtype(edge.dtype)
+        program.inputs.append(ValueDecl(edge.name, edge.dims, carrier))
+        if carrier != to_rlx(edge.dtype):
+            program.carried_inputs[edge.name] = edge.dtype
+        b.provenance = Provenance(aten="<boundary cast>", node=edge.name)
+        value = Value(edge.name, edge.dims, from_rlx(carrier))
+        value = b.cast(value, edge.dtype) if edge.dtype in NARROW_DTYPES else value
+        values[edge.name] = _to(b, value, from_rlx(v["shape"]["dtype"]), _dims(v["shape"]))
+    for p in doc["params"]:
+        dims = _dims(p["shape"])
+        program.params.append(ValueDecl(p["name"], dims, p["shape"]["dtype"]))
+        values[p["name"]] = Value(p["name"], dims, from_rlx(p["shape"]["dtype"]))
     for n in doc["nodes"]:
         label = n.get("label") or ""
-        program.nodes.append(
-            RlxNode(
-                n["id"],
-                n["op"],
-                tuple(renamed.get(i, i) for i in n["inputs"]),
-                _dims(n["shape"]),
-                n["shape"]["dtype"],
-                Provenance(aten=f"onnx::{op_types.get(label, '?')}", node=label or n["id"]),
-            )
-        )
-    by_id = {n.id: n for n in program.nodes}
-    declared = {v.name: v for v in program.inputs}
-    for k, out in enumerate(doc["outputs"]):
-        out = renamed.get(out, out)
-        node = by_id.get(out)
-        dtype = node.dtype if node is not None else declared[out].dtype
-        dims = node.dims if node is not None else declared[out].dims
-        if k < len(outputs) and from_rlx(dtype) != outputs[k][1]:
-            dtype = to_rlx(outputs[k][1])
-            cast = RlxNode(
-                f"{out}#as{k}", {"Cast": {"to": dtype}}, (out,), dims, dtype,
-                Provenance(aten="<boundary cast>", node=outputs[k][0]),
-            )  # fmt: skip
-            program.nodes.append(cast)
-            out = cast.id
-        if from_rlx(dtype) in NARROW_DTYPES:
-            if k < len(outputs):
-                program.carried_outputs[outputs[k][0]] = from_rlx(dtype)
-            cast = RlxNode(
-                f"{out}#out{len(program.outputs)}", {"Cast": {"to": "F32"}}, (out,), dims, "F32",
-                Provenance(aten="<boundary cast>", node=out),
-            )  # fmt: skip
-            program.nodes.append(cast)
-            out = cast.id
-        program.outputs.append(out)
+        b.provenance = Provenance(aten=f"onnx::{op_types.get(label, '?')}", node=label or n["id"])
+        dims, rlx = _dims(n["shape"]), n["shape"]["dtype"]
+        if isinstance(n["op"], dict) and "Constant" in n["op"]:
+            values[n["id"]] = _constant(b, n["op"], dims, rlx)
+        else:
+            values[n["id"]] = b.emit(n["op"], [values[i] for i in n["inputs"]], dims, from_rlx(rlx))
+    for edge, out in zip(outputs, doc["outputs"], strict=False):
+        b.provenance = Provenance(aten="<boundary cast>", node=edge.name)
+        value = _to(b, values[out], edge.dtype, edge.dims)
+        if boundary_dtype(edge.dtype) != to_rlx(edge.dtype):
+            program.carried_outputs[edge.name] = edge.dtype
+        if edge.dtype in NARROW_DTYPES:
+            value = b.cast(value, "float32")
+        program.outputs.append(value.id)
     protect_outputs(program)
+    audit(program, b.nan_free_ids, b.compensated)
     return program

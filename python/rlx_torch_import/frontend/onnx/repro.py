@@ -89,7 +89,7 @@ def write_repro(directory: Path, found: NodeReport, row: NodeParity, target: Pat
 
 
 def _entry(arr: np.ndarray) -> safetensors_io.TensorEntry:
-    arr = np.ascontiguousarray(arr)
+    arr = np.array(arr, order="C", copy=True)
     return (str(arr.dtype), tuple(arr.shape), arr.tobytes())
 
 

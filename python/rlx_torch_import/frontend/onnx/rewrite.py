@@ -186,6 +186,41 @@ def _global_max(node: Any, ctx: _Ctx) -> list[Any] | None:
     return [_node("ReduceMax", [node.input[0]], [node.output[0]], axes=axes, keepdims=1)]
 
 
+@rule("IsInf")
+def _isinf(node: Any, ctx: _Ctx) -> list[Any]:
+    """x == +inf (detect_positive), x == -inf (detect_negative), |x| == inf (both, the default)."""
+    x, out = node.input[0], node.output[0]
+    attrs = {a.name: a.i for a in node.attribute}
+    pos, neg = attrs.get("detect_positive", 1), attrs.get("detect_negative", 1)
+    if pos and neg:
+        a = ctx.name("abs")
+        return [_node("Abs", [x], [a]), _node("Equal", [a, ctx.const(math.inf, x)], [out])]
+    return [_node("Equal", [x, ctx.const(math.inf if pos else -math.inf if neg else math.nan, x)], [out])]
+
+
+@rule("Transpose")
+def _transpose(node: Any, ctx: _Ctx) -> list[Any] | None:
+    """No `perm`: the axes reversed (ONNX's default), made explicit."""
+    rank = ctx.types.get(f"rank:{node.input[0]}")
+    if rank is None or any(a.name == "perm" for a in node.attribute):
+        return None
+    return [_node("Transpose", [node.input[0]], [node.output[0]], perm=list(reversed(range(rank))))]
+
+
+@rule("Clip")
+def _clip(node: Any, ctx: _Ctx) -> list[Any] | None:
+    """min / max given as computed values (not constants): Max with min, then Min with max."""
+    bounds = [(op, node.input[k]) for op, k in (("Max", 1), ("Min", 2)) if len(node.input) > k and node.input[k]]
+    if not bounds or all(name in ctx.inits for _op, name in bounds):
+        return None
+    nodes, acc = [], node.input[0]
+    for k, (op, bound) in enumerate(bounds):
+        target = node.output[0] if k == len(bounds) - 1 else ctx.name("clip")
+        nodes.append(_node(op, [acc, bound], [target]))
+        acc = target
+    return nodes
+
+
 _REDUCES = tuple(f"Reduce{r}" for r in ("Sum", "Mean", "Max", "Min", "Prod", "L1", "L2", "LogSum", "LogSumExp", "SumSquare"))
 
 
@@ -245,6 +280,68 @@ def rewrite(model: Any, op_types: set[str] | None = None) -> Counter[str]:
         model.graph.node.extend(out)
         model.graph.initializer.extend(ctx.constants)
     return done
+
+
+def _static_value(node: Any, model: Any) -> np.ndarray | None:
+    """The value of a node computing a graph output that the importer folds at import instead of
+    making a node (Constant; Shape and Size of a value whose shape is static), else None."""
+    from onnx import numpy_helper
+
+    if node.op_type == "Constant":
+        from onnx.reference import ReferenceEvaluator
+
+        try:
+            return np.asarray(ReferenceEvaluator(_single(node, model)).run(None, {})[0])
+        except Exception:
+            return None
+    if node.op_type not in ("Shape", "Size"):
+        return None
+    infos = {vi.name: vi for vi in [*model.graph.input, *model.graph.value_info]}
+    inits = {t.name: t for t in model.graph.initializer}
+    name = node.input[0]
+    if name in inits:
+        dims = list(numpy_helper.to_array(inits[name]).shape)
+    elif name in infos and infos[name].type.tensor_type.HasField("shape"):
+        found = infos[name].type.tensor_type.shape.dim
+        if not all(d.HasField("dim_value") for d in found):
+            return None
+        dims = [int(d.dim_value) for d in found]
+    else:
+        return None
+    if node.op_type == "Size":
+        return np.asarray(math.prod(dims), dtype=np.int64)
+    attrs = {a.name: a.i for a in node.attribute}
+    return np.asarray(dims[slice(attrs.get("start", 0), attrs.get("end"))], dtype=np.int64)
+
+
+def _single(node: Any, model: Any) -> Any:
+    from onnx import helper
+
+    graph = helper.make_graph([node], "constant", [], [helper.make_value_info(o, helper.make_empty_tensor_value_info(o).type) for o in node.output])
+    return helper.make_model(graph, opset_imports=list(model.opset_import))
+
+
+def constant_outputs(model: Any) -> int:
+    """Each graph output that no node computes at run time (an initializer after constant folding, a
+    Constant, the Shape or Size of a static shape: the importer folds those) made the output of an
+    Identity of a constant holding its value, in place (the importer reads outputs from its nodes)."""
+    from onnx import helper, numpy_helper
+
+    producers = {o: n for n in model.graph.node for o in n.output}
+    inits = {t.name: t for t in model.graph.initializer}
+    count = 0
+    for out in model.graph.output:
+        node = producers.get(out.name)
+        if node is None and out.name in inits:
+            inits[out.name].name = f"{out.name}/constant"
+        elif node is not None and (value := _static_value(node, model)) is not None:
+            model.graph.node.remove(node)
+            model.graph.initializer.append(numpy_helper.from_array(value, f"{out.name}/constant"))
+        else:
+            continue
+        model.graph.node.append(helper.make_node("Identity", [f"{out.name}/constant"], [out.name], name=f"{out.name}/identity"))
+        count += 1
+    return count
 
 
 def shape_operand_inputs(model: Any) -> dict[str, str]:
