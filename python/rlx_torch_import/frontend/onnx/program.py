@@ -41,9 +41,11 @@ def _dims(shape: dict[str, Any]) -> tuple[int, ...]:
 
 
 def _to(b: Builder, v: Value, dtype: str, dims: tuple[int, ...]) -> Value:
-    """`v` as `dtype` and `dims` (a cast, a reshape between shapes that differ by size-1 axes)."""
+    """`v` as `dtype` and, when they differ by size-1 axes only, `dims` (a cast, a reshape). Other
+    shapes are left as the importer made them (verification reports the difference)."""
     v = b.cast(v, dtype)
-    return b.reshape(v, dims) if tuple(v.dims) != tuple(dims) else v
+    same = tuple(d for d in v.dims if d != 1) == tuple(d for d in dims if d != 1)
+    return b.reshape(v, dims) if tuple(v.dims) != tuple(dims) and same else v
 
 
 def _constant(b: Builder, op: dict[str, Any], dims: tuple[int, ...], rlx: str) -> Value:

@@ -36,6 +36,7 @@ class _Ctx:
     prefix: str
     opset: int = 0
     inits: dict[str, Any] = field(default_factory=dict)
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     constants: list[Any] = field(default_factory=list)
     count: int = 0
 
@@ -198,6 +199,30 @@ def _isinf(node: Any, ctx: _Ctx) -> list[Any]:
     return [_node("Equal", [x, ctx.const(math.inf if pos else -math.inf if neg else math.nan, x)], [out])]
 
 
+@rule("MatMul")
+def _matmul_1d(node: Any, ctx: _Ctx) -> list[Any] | None:
+    """A 1-D operand (numpy's matmul: a vector is a row on the left, a column on the right, and that
+    axis is dropped from the result): made 2-D, multiplied, the result reshaped to ONNX's shape."""
+    a, b = node.input[0], node.input[1]
+    ra, rb = ctx.types.get(f"rank:{a}"), ctx.types.get(f"rank:{b}")
+    out_shape = ctx.shapes.get(node.output[0])
+    if ra is None or rb is None or (ra > 1 and rb > 1) or not out_shape:
+        return None
+    nodes = []
+    if ra == 1:
+        a2 = ctx.name("row")
+        nodes.append(_node("Unsqueeze", [a, ctx.ints([0])], [a2]))
+        a = a2
+    if rb == 1:
+        b2 = ctx.name("col")
+        nodes.append(_node("Unsqueeze", [b, ctx.ints([1])], [b2]))
+        b = b2
+    product = ctx.name("matmul")
+    nodes.append(_node("MatMul", [a, b], [product]))
+    nodes.append(_node("Reshape", [product, ctx.ints(list(out_shape))], [node.output[0]]))
+    return nodes
+
+
 @rule("Transpose")
 def _transpose(node: Any, ctx: _Ctx) -> list[Any] | None:
     """No `perm`: the axes reversed (ONNX's default), made explicit."""
@@ -243,6 +268,16 @@ def _reduce_axes(node: Any, ctx: _Ctx) -> list[Any] | None:
     return [new]
 
 
+def _shapes(model: Any) -> dict[str, tuple[int, ...]]:
+    """Each value's static shape, where every dim is known."""
+    found = {}
+    for vi in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
+        t = vi.type.tensor_type
+        if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
+            found[vi.name] = tuple(int(d.dim_value) for d in t.shape.dim)
+    return found
+
+
 def _rank_types(model: Any) -> dict[str, int]:
     """Element type of each typed value, and `rank:<name>` -> its rank."""
     g = model.graph
@@ -262,7 +297,7 @@ def rewrite(model: Any, op_types: set[str] | None = None) -> Counter[str]:
     """Apply the rules to every node of `op_types` (default: every op type with a rule), in place.
     Returns how many nodes of each op type were rewritten."""
     opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    ctx = _Ctx(_rank_types(model), "rlx_rewrite", opset, {t.name: t for t in model.graph.initializer})
+    ctx = _Ctx(_rank_types(model), "rlx_rewrite", opset, {t.name: t for t in model.graph.initializer}, _shapes(model))
     done: Counter[str] = Counter()
     out = []
     for node in model.graph.node:
