@@ -18,6 +18,7 @@ __all__ = [
     "BOUNDARY_NARROW",
     "CUDA_BUILT",
     "CUDA_STRICT_SETTINGS",
+    "ONNX_BUILT",
     "PROBE_RAW_DEVICE_ENV",
     "PROBE_RAW_KERNELS_ENV",
     "CheckError",
@@ -28,6 +29,8 @@ __all__ = [
     "cuda_refusal",
     "device_info",
     "generalize",
+    "onnx_import",
+    "onnx_op_types",
     "op_to_rust",
     "program_to_hir_json",
     "rlx_version",
@@ -54,6 +57,7 @@ class DeviceError(RuntimeError):
     float32 does not hold exactly): RLX's CUDA backend stores every value as float32."""
 
 CUDA_BUILT: bool
+ONNX_BUILT: bool  # the core was built with the `onnx` feature (RLX's ONNX importer)
 """Whether this build of the core includes RLX's CUDA backend (the `cuda` cargo feature)."""
 
 CUDA_STRICT_SETTINGS: list[tuple[str, str]]
@@ -79,6 +83,16 @@ def device_info(name: str) -> tuple[str, list[str]]:
 
 def cuda_refusal(hir_json: str) -> str | None:
     """Why RLX's CUDA backend cannot run this HIR graph within the budgets, or None; needs no GPU."""
+
+def onnx_import(path: str, dims: dict[str, int], strict: bool = False) -> tuple[str, list[tuple[str, str, bytes]], str]:
+    """An ONNX file through RLX's importer (rlx-onnx-import, the `onnx` cargo feature; src/onnx.rs): the
+    program JSON (`program_to_hir_json`'s vocabulary), its weights as (name, RLX dtype, little-endian
+    bytes) and the importer's report JSON (`lowered`, `stubbed_nodes`, `unsupported`: [op type, count]).
+    `dims`: ONNX symbolic dim name -> size; `strict`: the importer refuses a stubbed node itself.
+    CheckError when the importer fails (its message names the node), RlxFailure when it panics."""
+
+def onnx_op_types() -> list[str]:
+    """The op types in RLX's ONNX importer's registry (empty without the `onnx` feature)."""
 
 def program_to_hir_json(program_json: str) -> str:
     """Lowered-program JSON -> rlx-ir HIR JSON; raises CheckError naming the bad node."""

@@ -223,7 +223,7 @@ def from_onnx(
     rlx_config.set_threads(threads)
     prog = Progress(progress)
     with staged(Path(out_dir)) as stage:
-        _ir, program, notes = convert(path, stage, prog, inputs=inputs, dims=dims, name=name)
+        _ir, program = convert(Path(path), stage, prog, inputs=inputs, dims=dims, name=name, verify=verify)
         report, conv = lower_write_verify(
             stage,
             stage / BUNDLE,
@@ -234,7 +234,6 @@ def from_onnx(
             device=device,
             program=program,
         )
-        report.notes += notes
         if verify and per_node:
             add_node_parity(report, conv, prog, device=device)
         write_reports(report, stage)

@@ -158,7 +158,9 @@ class UnsupportedOpsError(RtiError):
     def __post_init__(self) -> None:
         targets = sorted({i.target for i in self.items})
         lines = "\n".join(f"  - {i.line()}" for i in self.items)
-        if self.decomposition == "core" or all(i.target.startswith("<") for i in self.items):
+        if self.decomposition == "onnx":  # the ONNX front end: RLX's importer decides (docs/onnx.md)
+            hint = "see docs/onnx.md for what RLX's ONNX importer takes and the pre-pass rewrites"
+        elif self.decomposition == "core" or all(i.target.startswith("<") for i in self.items):
             # already Core ATen, or only non-op gaps (a weight's dtype): decomposing cannot help
             hint = "see docs/adding-an-op.md to add a lowering"
         else:

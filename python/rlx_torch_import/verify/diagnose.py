@@ -59,7 +59,9 @@ def diagnose(directory: Path | str, *, node: str | None = None, repro_dir: Path 
     if (directory / "source.onnx").is_file() and Conversion.load(directory).ir.decomposition == "onnx":
         from ..frontend.onnx.repro import diagnose as diagnose_onnx
 
-        found, chosen, target = diagnose_onnx(directory, outputs_ok, node, None if repro_dir is None else Path(repro_dir))
+        found, chosen, target = diagnose_onnx(
+            directory, outputs_ok, node, None if repro_dir is None else Path(repro_dir)
+        )
         return Diagnosis(found, chosen, target)
     found = node_parity(Conversion.load(directory), outputs_ok=outputs_ok)
     chosen = found.first_divergence

@@ -88,11 +88,14 @@ def verify_bundle(
 
 def _notes(ir: torchir.TorchIR) -> list[str]:
     """What the front end baked in, inlined or left out, one line each."""
-    notes = [
-        f"input {c['path']} = {c['value']!r} baked in (torch.export specializes on it)"
-        for c in ir.constant_inputs
-        if not c.get("default")  # a default forward used: not something the caller passed
-    ]
+    if ir.decomposition == "onnx":  # the ONNX front end's own notes (frontend/onnx/driver.py)
+        notes = [v for k, v in sorted(ir.producer.items()) if k.startswith("note.")]
+    else:
+        notes = [
+            f"input {c['path']} = {c['value']!r} baked in (torch.export specializes on it)"
+            for c in ir.constant_inputs
+            if not c.get("default")  # a default forward used: not something the caller passed
+        ]
     notes += [f"{c['kind']} (node {c['node']}): {c['how']}" for c in ir.control_flow]
     notes += [f"dropped {d['target']} (node {d['node']}, {d['check']}): {d['reason']}" for d in ir.dropped]
     if not ir.outputs:

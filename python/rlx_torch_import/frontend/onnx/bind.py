@@ -23,6 +23,7 @@ def parse_dims(items: Mapping[str, int] | list[str] | None) -> dict[str, int]:
     """`{"batch": 2}` or `["batch=2", ...]` (the CLI's --dim) as a dict; InputError on a bad item."""
     if items is None:
         return {}
+    pairs: list[tuple[str, Any]]
     if isinstance(items, Mapping):
         pairs = list(items.items())
     else:
@@ -88,7 +89,9 @@ def bind_sizes(src: OnnxSource, dims: dict[str, int], given: dict[str, np.ndarra
     unknown = sorted(set(dims) - set(used))
     if unknown:
         known = ", ".join(sorted(used)) or "none: every input dim is static"
-        raise InputError(f"--dim {', '.join(unknown)}: no input of the model has such a dim (its symbolic dims: {known})")
+        raise InputError(
+            f"--dim {', '.join(unknown)}: no input of the model has such a dim (its symbolic dims: {known})"
+        )
     missing = [d for d in used if d not in sizes]
     if missing:
         where = "; ".join(f"{d!r} sizes {', '.join(used[d])}" for d in missing)
@@ -110,7 +113,9 @@ def input_shape(spec: TensorInfo, sizes: dict[str, int]) -> tuple[int, ...]:
         elif d in sizes:
             shape.append(sizes[d])
         else:
-            raise InputError(f"input {spec.name!r} axis {axis} has an unnamed dynamic size; pass its value with --inputs")
+            raise InputError(
+                f"input {spec.name!r} axis {axis} has an unnamed dynamic size; pass its value with --inputs"
+            )
     return tuple(shape)
 
 

@@ -21,6 +21,7 @@ from ...errors import InputError, LoweringError, Unsupported, UnsupportedOpsErro
 from ...layout import REFERENCE, WEIGHTS, input_key, output_key
 from ...program import Program
 from ...progress import Progress
+from ...symbolic import Dim
 from ...torchir import OutputSpec, TensorSpec, TorchIR, WeightSpec
 from . import bind, expand, gaps, prepass, reference, source
 from .program import Edge, to_program
@@ -85,7 +86,7 @@ def import_static(src: source.OnnxSource, path: Path, sizes: dict[str, int], nam
     model = onnx.load(str(path))
     try:
         result = _core.onnx_import(str(path), sizes, False)
-    except _core.CheckError as e:
+    except (_core.CheckError, _core.RlxFailure) as e:
         raise UnsupportedOpsError([gaps.failure(str(e))], decomposition=DECOMPOSITION) from None
     gaps.raise_all(gaps.importer_gaps(src, model, json.loads(result[2])))
     return _imported(src, model, result, name)
@@ -114,7 +115,7 @@ def import_expanding(
         prepass.save(static, path)
         try:
             result = _core.onnx_import(str(path), sizes, False)
-        except _core.CheckError as e:
+        except (_core.CheckError, _core.RlxFailure) as e:
             culprit = _failed_node(static, str(e))
             if culprit is not None and round_ < EXPAND_ROUNDS and expand.expandable(static, culprit[1]):
                 done = expand.expand(static, set(), only={culprit[0]})
@@ -150,12 +151,16 @@ def reimport(directory: Path, name: str) -> Program:
 
 def _boundary_ir(src: source.OnnxSource, name: str, program: Program, out: dict[str, np.ndarray]) -> TorchIR:
     """torch-ir for the graph's boundary: inputs and outputs at the program's shapes, the weights."""
-    inputs = [TensorSpec(v.name, list(v.dims), program.carried_inputs.get(v.name, from_rlx(v.dtype))) for v in program.inputs]
+    inputs = [
+        TensorSpec(v.name, list(v.dims), program.carried_inputs.get(v.name, from_rlx(v.dtype))) for v in program.inputs
+    ]
     dims_of = {v.name: v.dims for v in (*program.inputs, *program.params)} | {n.id: n.dims for n in program.nodes}
     outputs = []
     for spec, value in zip(src.outputs, program.outputs, strict=False):
-        dims = list(dims_of[value])
-        outputs.append(OutputSpec(spec.name, spec.name, dims, spec.dtype or str(out[spec.name].dtype)))
+        dims = [int(d) for d in dims_of[value]]
+        dtype = spec.dtype or (str(out[spec.name].dtype) if spec.name in out else "float32")
+        shape: list[Dim] = list(dims)
+        outputs.append(OutputSpec(spec.name, spec.name, shape, dtype))
     weights = [WeightSpec(p.name, p.name, "parameter", list(p.dims), from_rlx(p.dtype)) for p in program.params]
     return TorchIR(
         name=name,
@@ -184,20 +189,41 @@ def _fit(name: str, arr: np.ndarray, dims: list[int], notes: list[str], what: st
     )
 
 
+def _notes(
+    sizes: dict[str, int], baked: dict[str, str], feed: dict[str, np.ndarray], expanded: Counter[str]
+) -> list[str]:
+    notes = []
+    if sizes:
+        specialized = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        notes.append(f"symbolic dims specialized: {specialized} (the bundle is static at these sizes)")
+    if baked:
+        notes.append(
+            "inputs read at conversion (they fix shapes), baked in as constants; the bundle does not take them: "
+            + ", ".join(f"{n} ({why}) = {_short(feed[n])}" for n, why in baked.items())
+        )
+    if expanded:
+        notes.append(
+            "expanded into their ONNX function definitions (the importer has no lowering for them): "
+            + ", ".join(f"{op} x{n}" for op, n in sorted(expanded.items()))
+        )
+    return notes
+
+
 def convert(
-    path: str | Path,
+    path: Path,
     stage: Path,
     prog: Progress,
     *,
     inputs: Any = None,
     dims: Any = None,
     name: str | None = None,
-) -> tuple[TorchIR, Program, list[str]]:
-    """Read, check, bind and import the ONNX file at `path`; write torch-ir.json, source.onnx,
-    weights.safetensors and reference.safetensors into `stage`. Returns the boundary torch-ir, the
-    program and the notes for the report. Raises UnsupportedOpsError (every gap at once), InputError
-    (a symbolic dim without a size, inputs that do not fit), ModelLoadError (a file that is not an
-    ONNX model ONNX Runtime runs)."""
+    verify: bool = True,
+) -> tuple[TorchIR, Program]:
+    """Read, check, bind and import the ONNX file at `path`; write torch-ir.json (its `producer` holds
+    the report's notes as `note.<k>`), source.onnx, weights.safetensors and (with `verify`)
+    reference.safetensors into `stage`. Returns the boundary torch-ir and the program. Raises
+    UnsupportedOpsError (every gap at once), InputError (a symbolic dim without a size, inputs that do
+    not fit), ModelLoadError (a file that is not an ONNX model, or one ONNX Runtime cannot run)."""
     with prog.phase("read"):
         src = source.read(path)
         found = gaps.domain_gaps(src) + gaps.dtype_gaps(src)
@@ -215,35 +241,28 @@ def convert(
         gaps.raise_all(found + more)  # every gap at once (exit 3), before anything runs
         assert imported is not None
         feed, notes = bind.make_inputs(src, sizes, given)
-        if sizes:
-            notes.append(
-                "symbolic dims specialized: " + ", ".join(f"{k}={v}" for k, v in sizes.items())
-                + " (the bundle is static at these sizes)"
-            )  # fmt: skip
-        if baked:
-            notes.append(
-                "inputs read at conversion (they fix shapes), baked in as constants; the bundle does not take them: "
-                + ", ".join(f"{n} ({why}) = {_short(feed[n])}" for n, why in baked.items())
-            )
-        if expanded:
-            notes.append(
-                "expanded into their ONNX function definitions (the importer has no lowering for them): "
-                + ", ".join(f"{op} x{n}" for op, n in sorted(expanded.items()))
-            )
-    with prog.phase("reference (ONNX Runtime)"):
-        out = reference.run(src.path, feed)
-    program = imported.program
-    ir = _boundary_ir(src, name, program, out)
+        notes += _notes(sizes, baked, feed, expanded)
+    out: dict[str, np.ndarray] = {}
+    if verify:
+        with prog.phase("reference (ONNX Runtime)"):
+            out = reference.run(src.path, feed)
+    ir = _boundary_ir(src, name, imported.program, out)
     ir.constant_inputs = [{"path": n, "value": feed[n].tolist()} for n in baked]
     tensors: dict[str, safetensors_io.TensorEntry] = {}
     for spec in ir.inputs:
-        tensors[input_key(spec.name)] = _entry(_fit(spec.name, feed[spec.name], list(spec.shape), notes, "input"))
-    for o in ir.outputs:
-        tensors[output_key(o.name)] = _entry(_fit(o.name, out[o.name], list(o.shape), notes, "output"))
+        tensors[input_key(spec.name)] = _entry(_fit(spec.name, feed[spec.name], _ints(spec.shape), notes, "input"))
+    for o in ir.outputs if verify else []:
+        tensors[output_key(o.name)] = _entry(_fit(o.name, out[o.name], _ints(o.shape), notes, "output"))
+    ir.producer.update({f"note.{k}": note for k, note in enumerate(notes)})
     ir.save(stage)
     safetensors_io.write(stage / WEIGHTS, dict(imported.weights))
-    safetensors_io.write(stage / REFERENCE, tensors)
-    return ir, program, notes
+    if verify:
+        safetensors_io.write(stage / REFERENCE, tensors)
+    return ir, imported.program
+
+
+def _ints(dims: Any) -> list[int]:
+    return [int(d) for d in dims]
 
 
 def _short(arr: np.ndarray) -> str:

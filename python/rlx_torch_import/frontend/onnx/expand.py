@@ -22,7 +22,7 @@ def _body(node: Any, opset: int, types: dict[str, Any]) -> bytes | None:
     import onnx
 
     try:
-        schema = onnx.defs.get_schema(node.op_type, opset, "")
+        schema: Any = onnx.defs.get_schema(node.op_type, opset, "")  # its function accessors are untyped
     except Exception:
         return None
     versions = [v for v in schema.function_opset_versions if v <= opset] if schema.has_function else []
@@ -50,7 +50,7 @@ def expandable(model: Any, op_type: str) -> bool:
     import onnx
 
     try:
-        schema = onnx.defs.get_schema(op_type, _opset(model), "")
+        schema: Any = onnx.defs.get_schema(op_type, _opset(model), "")
     except Exception:
         return False
     return bool(schema.has_function or schema.has_context_dependent_function)

@@ -72,7 +72,9 @@ def dtype_gaps(src: OnnxSource) -> list[Unsupported]:
 def zero_size_gaps(shapes: dict[str, tuple[int, ...]]) -> list[Unsupported]:
     """Each input with a zero-size dim (the importer reads a 0 dim as unknown)."""
     return [
-        Unsupported("<zero-size input>", name, "", f"input {name!r} is {list(shape)}; the importer takes no zero-size dims")
+        Unsupported(
+            "<zero-size input>", name, "", f"input {name!r} is {list(shape)}; the importer takes no zero-size dims"
+        )
         for name, shape in shapes.items()
         if 0 in shape
     ]
@@ -84,7 +86,7 @@ def importer_gaps(src: OnnxSource, model: Any, report: dict[str, Any]) -> list[U
     stubbed. Nodes of unknown domains are `domain_gaps`' and not listed again."""
     refused = {op for op, _count in report.get("unsupported", [])}
     found = []
-    listed = set()
+    listed = {node.name or node.op_type for node, _where in _nodes(model.graph) if node.domain not in KNOWN_DOMAINS}
     for node, where in _nodes(model.graph):
         if node.op_type in refused and node.domain in KNOWN_DOMAINS:
             name = f"{where}{node.name or '(unnamed)'}"

@@ -71,7 +71,9 @@ def _float_values(model: Any) -> list[tuple[int, Any, str]]:
     return [(i, n, o) for i, n in enumerate(model.graph.node) for o in n.output if o and types.get(o) == 1]
 
 
-def _run(program: Any, weights: dict[str, tuple[str, tuple[int, ...], bytes]], feed: dict[str, np.ndarray], device: str):
+def _run(
+    program: Any, weights: dict[str, tuple[str, tuple[int, ...], bytes]], feed: dict[str, np.ndarray], device: str
+) -> list[np.ndarray]:
     """Compile and run an imported program on `feed`; its outputs in order as arrays."""
     dtypes = {v.name: program.carried_inputs.get(v.name, from_rlx(v.dtype)) for v in program.inputs}
     args = [(v.name, to_carrier(feed[v.name], dtypes[v.name], from_rlx(v.dtype)), v.dtype) for v in program.inputs]
@@ -91,7 +93,9 @@ def _import(src: Any, model: Any, directory: Path, name: str) -> Any:
     return import_static(src, path, {}, name)
 
 
-def local_model(model: Any, values: dict[str, np.ndarray], skip: set[int]) -> tuple[Any, dict[str, np.ndarray], list[str]]:
+def local_model(
+    model: Any, values: dict[str, np.ndarray], skip: set[int]
+) -> tuple[Any, dict[str, np.ndarray], list[str]]:
     """Every node alone: float inputs made graph inputs `n<i>:<name>` (fed ORT's values), integer and
     bool inputs constants holding ORT's values, outputs renamed `n<i>:<name>`. Returns the model, its
     feed and its output names."""
@@ -106,6 +110,7 @@ def local_model(model: Any, values: dict[str, np.ndarray], skip: set[int]) -> tu
     lg = local.graph
     del lg.node[:], lg.input[:], lg.output[:], lg.value_info[:]
     feed: dict[str, np.ndarray] = {}
+    made: set[str] = set()
     outs: list[str] = []
     for i, node in enumerate(g.node):
         if i in skip or not any(o in values or types.get(o) for o in node.output):
@@ -122,11 +127,14 @@ def local_model(model: Any, values: dict[str, np.ndarray], skip: set[int]) -> tu
                 break
             arr = values[inp]
             fresh = f"n{i}:{inp}"
-            if arr.dtype == np.float32:
+            if fresh in feed or fresh in made:  # the same value read twice (Mul(x, x)): one input
+                pass
+            elif arr.dtype == np.float32:
                 lg.input.append(helper.make_tensor_value_info(fresh, 1, arr.shape))
                 feed[fresh] = arr
             else:
                 lg.initializer.append(numpy_helper.from_array(arr, fresh))
+                made.add(fresh)
             new.input.append(fresh)
         else:
             for o in node.output:

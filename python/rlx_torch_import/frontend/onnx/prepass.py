@@ -5,7 +5,8 @@ pass keeps what the file computes; which passes run and why is docs/design.md, d
   symbolic dims by name heuristics; binding them here makes its shapes the ones ONNX Runtime sees);
 - graph inputs that fix shapes baked in as constants (`rewrite.bake_operands`);
 - constant folding at those sizes (`fold`, onnxscript's optimizer);
-- rewrites of op types the importer lacks into ones it has (`rewrite.rewrite`);
+- rewrites of op types the importer lacks into ones it has (`rewrite.rewrite`), and broadcasting
+  operands brought to one rank (`rewrite.align_ranks`: the importer aligns a lower-rank operand by size);
 - ONNX's own shape inference (with data propagation), so every intermediate has a static shape;
 - `expose`: chosen intermediates made graph outputs (per-node parity)."""
 
@@ -74,7 +75,9 @@ def save(model: Any, path: Path) -> Path:
         return path
     onnx.save(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=DATA_FILE)
     try:
-        onnx.shape_inference.infer_shapes_path(str(path), str(path), check_type=False, strict_mode=False, data_prop=True)
+        onnx.shape_inference.infer_shapes_path(
+            str(path), str(path), check_type=False, strict_mode=False, data_prop=True
+        )
     except Exception:
         pass  # as `infer`: the importer's shape propagation decides
     return path
@@ -112,7 +115,7 @@ def prepare(
     and shapes inferred; and the baked inputs (name -> what reads it)."""
     import onnx
 
-    from .rewrite import bake_operands, constant_outputs, rewrite
+    from .rewrite import align_ranks, bake_operands, constant_outputs, rewrite
 
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
@@ -121,4 +124,6 @@ def prepare(
     copy = fold(infer(copy))
     rewrite(copy)
     constant_outputs(copy)
+    copy = infer(copy)
+    align_ranks(copy)
     return infer(copy), baked

@@ -57,7 +57,9 @@ def _constant(b: Builder, op: dict[str, Any], dims: tuple[int, ...], rlx: str) -
     return b.const(arr.astype(bool) if dtype == "bool" else arr, dtype)
 
 
-def to_program(name: str, program_json: str, op_types: dict[str, str], inputs: list[Edge], outputs: list[Edge]) -> Program:
+def to_program(
+    name: str, program_json: str, op_types: dict[str, str], inputs: list[Edge], outputs: list[Edge]
+) -> Program:
     """Our program from the core's JSON. `op_types`: ONNX node name (and output tensor name, the
     importer's label for an unnamed node) -> op type, for provenance; `inputs` / `outputs`: the graph's
     edges as the file declares them, in the importer's order (the importer's outputs are these)."""

@@ -15,7 +15,7 @@ from ...errors import ModelLoadError
 
 def session(model_or_path: Any, threads: int | None = None) -> Any:
     """An ORT session of an ONNX model (a path or a ModelProto) with graph optimizations off."""
-    import onnxruntime as ort
+    import onnxruntime as ort  # type: ignore[import-untyped]  # no stubs, no py.typed
 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -28,7 +28,7 @@ def session(model_or_path: Any, threads: int | None = None) -> Any:
     except Exception as e:
         raise ModelLoadError(
             f"ONNX Runtime cannot load the model ({type(e).__name__}: {str(e)[:300]})",
-            hint="the reference needs ONNX Runtime to run the file; pass --no-verify to convert without it",
+            hint="verification runs the file in ONNX Runtime; --no-verify converts without it",
         ) from None
 
 

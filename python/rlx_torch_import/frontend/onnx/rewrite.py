@@ -24,8 +24,13 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "Squeeze": (1,), "Unsqueeze": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2), "TopK": (1,),
     "Split": (1,), "Resize": (1, 2, 3), "OneHot": (1,), "CumSum": (1,), "Upsample": (1,), "Trilu": (1,),
     "Compress": (1,), "CenterCropPad": (1,), "Col2Im": (1, 2), "MaxUnpool": (2,),
-    **{f"Reduce{r}": (1,) for r in ("Sum", "Mean", "Max", "Min", "Prod", "L1", "L2", "LogSum", "LogSumExp", "SumSquare")},
 }  # fmt: skip
+
+
+_REDUCES = tuple(
+    f"Reduce{r}" for r in ("Sum", "Mean", "Max", "Min", "Prod", "L1", "L2", "LogSum", "LogSumExp", "SumSquare")
+)
+SHAPE_OPERANDS.update({r: (1,) for r in _REDUCES})
 
 
 @dataclass
@@ -146,7 +151,12 @@ def _area(node: Any, ctx: _Ctx) -> list[Any]:
     x = node.input[0]
     one = ctx.const(1.0, x)
     inner = "Add" if node.op_type == "Asinh" else "Sub"
-    return _unary(ctx, x, [("Mul", ["x", "x"]), (inner, ["$", one]), ("Sqrt", ["$"]), ("Add", ["$", "x"]), ("Log", ["$"])], node.output[0])
+    return _unary(
+        ctx,
+        x,
+        [("Mul", ["x", "x"]), (inner, ["$", one]), ("Sqrt", ["$"]), ("Add", ["$", "x"]), ("Log", ["$"])],
+        node.output[0],
+    )
 
 
 @rule("Atanh")
@@ -170,7 +180,9 @@ def _arc(node: Any, ctx: _Ctx) -> list[Any]:
     x = node.input[0]
     one = ctx.const(1.0, x)
     asin = node.output[0] if node.op_type == "Asin" else ctx.name("asin")
-    nodes = _unary(ctx, x, [("Mul", ["x", "x"]), ("Sub", [one, "$"]), ("Sqrt", ["$"]), ("Div", ["x", "$"]), ("Atan", ["$"])], asin)
+    nodes = _unary(
+        ctx, x, [("Mul", ["x", "x"]), ("Sub", [one, "$"]), ("Sqrt", ["$"]), ("Div", ["x", "$"]), ("Atan", ["$"])], asin
+    )
     if node.op_type == "Acos":
         nodes.append(_node("Sub", [ctx.const(math.pi / 2, x), asin], [node.output[0]]))
     return nodes
@@ -246,7 +258,9 @@ def _clip(node: Any, ctx: _Ctx) -> list[Any] | None:
     return nodes
 
 
-_REDUCES = tuple(f"Reduce{r}" for r in ("Sum", "Mean", "Max", "Min", "Prod", "L1", "L2", "LogSum", "LogSumExp", "SumSquare"))
+_REDUCES = tuple(
+    f"Reduce{r}" for r in ("Sum", "Mean", "Max", "Min", "Prod", "L1", "L2", "LogSum", "LogSumExp", "SumSquare")
+)
 
 
 @rule(*_REDUCES)
@@ -258,7 +272,7 @@ def _reduce_axes(node: Any, ctx: _Ctx) -> list[Any] | None:
     axes_in = node.input[1] if len(node.input) > 1 else ""
     if axes_in and (axes_in not in ctx.inits or len(ctx.inits[axes_in].dims) != 1 or ctx.inits[axes_in].dims[0] != 0):
         return None  # axes given (or not a constant): as it is
-    if not axes_in and (ctx.opset < 18 and node.op_type != "ReduceSum" or ctx.opset < 13):
+    if not axes_in and ((ctx.opset < 18 and node.op_type != "ReduceSum") or ctx.opset < 13):
         return None  # the attribute form: no axes means every axis already
     noop = next((a.i for a in node.attribute if a.name == "noop_with_empty_axes"), 0)
     if noop:
@@ -326,9 +340,10 @@ def _static_value(node: Any, model: Any) -> np.ndarray | None:
         from onnx.reference import ReferenceEvaluator
 
         try:
-            return np.asarray(ReferenceEvaluator(_single(node, model)).run(None, {})[0])
+            results: Any = ReferenceEvaluator(_single(node, model)).run(None, {})
         except Exception:
             return None
+        return np.asarray(results[0])
     if node.op_type not in ("Shape", "Size"):
         return None
     infos = {vi.name: vi for vi in [*model.graph.input, *model.graph.value_info]}
@@ -352,7 +367,12 @@ def _static_value(node: Any, model: Any) -> np.ndarray | None:
 def _single(node: Any, model: Any) -> Any:
     from onnx import helper
 
-    graph = helper.make_graph([node], "constant", [], [helper.make_value_info(o, helper.make_empty_tensor_value_info(o).type) for o in node.output])
+    graph = helper.make_graph(
+        [node],
+        "constant",
+        [],
+        [helper.make_value_info(o, helper.make_empty_tensor_value_info(o).type) for o in node.output],
+    )
     return helper.make_model(graph, opset_imports=list(model.opset_import))
 
 
@@ -374,8 +394,56 @@ def constant_outputs(model: Any) -> int:
             model.graph.initializer.append(numpy_helper.from_array(value, f"{out.name}/constant"))
         else:
             continue
-        model.graph.node.append(helper.make_node("Identity", [f"{out.name}/constant"], [out.name], name=f"{out.name}/identity"))
+        model.graph.node.append(
+            helper.make_node("Identity", [f"{out.name}/constant"], [out.name], name=f"{out.name}/identity")
+        )
         count += 1
+    return count
+
+
+# Ops that broadcast their inputs numpy-style (right-aligned). The importer aligns a lower-rank operand
+# by size instead (a [N] bias against [N, N] goes to the first axis), so ranks are made equal first.
+BROADCASTING = frozenset({
+    "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Equal", "Less", "Greater", "LessOrEqual",
+    "GreaterOrEqual", "And", "Or", "Xor", "Where", "PRelu", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
+})  # fmt: skip
+
+
+def align_ranks(model: Any) -> int:
+    """Give every operand of a broadcasting op the rank of its highest-rank operand, in place: leading
+    size-1 axes added (an initializer reshaped into a new constant, a computed value through Unsqueeze).
+    Rank-0 operands stay (the importer reads them as scalars). Returns how many operands changed."""
+    from onnx import helper, numpy_helper
+
+    ranks = _rank_types(model)
+    inits = {t.name: t for t in model.graph.initializer}
+    ctx = _Ctx(ranks, "rlx_align")
+    out: list[Any] = []
+    count = 0
+    for node in model.graph.node:
+        if node.op_type not in BROADCASTING or node.domain not in ("", "ai.onnx"):
+            out.append(node)
+            continue
+        have = [ranks.get(f"rank:{i}") if i else None for i in node.input]
+        top = max((r for r in have if r is not None), default=0)
+        for k, (name, rank) in enumerate(zip(list(node.input), have, strict=True)):
+            if not rank or rank >= top:
+                continue
+            fresh = ctx.name("aligned")
+            if name in inits:
+                arr = numpy_helper.to_array(inits[name])
+                model.graph.initializer.append(
+                    numpy_helper.from_array(arr.reshape((1,) * (top - rank) + arr.shape), fresh)
+                )
+            else:
+                axes = ctx.ints(list(range(top - rank)))
+                out.append(helper.make_node("Unsqueeze", [name, axes], [fresh], name=fresh))
+            node.input[k] = fresh
+            count += 1
+        out.append(node)
+    del model.graph.node[:]
+    model.graph.node.extend(out)
+    model.graph.initializer.extend(ctx.constants)
     return count
 
 

@@ -141,6 +141,8 @@ def read(path: str | os.PathLike[str]) -> OnnxSource:
         model = onnx.load(str(p), load_external_data=False)
     except Exception as e:
         raise ModelLoadError(f"{p}: not a readable ONNX model ({type(e).__name__}: {str(e)[:200]})") from None
+    if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+        raise ModelLoadError(f"{p}: not an ONNX model (it holds no graph)")
     external = _external_files(model)
     for location in external:
         if not (p.parent / location).is_file():
