@@ -184,6 +184,7 @@ def from_onnx(
     progress: bool = False,
     threads: int | None = None,
     per_node: bool = True,
+    route: str = "auto",
 ) -> ParityReport:
     """Convert the ONNX file at `path` (external data beside it is read) into `out_dir/` and verify
     it against ONNX Runtime; the same report, folder layout and exit codes as `from_torch`.
@@ -208,8 +209,10 @@ def from_onnx(
     ModelLoadError (not an ONNX model, missing external data, ONNX Runtime cannot run it),
     UnsupportedOpsError (exit 3: every op type, dtype and node the importer cannot take, listed
     together), DeviceError (exit 7), WriteError (exit 8). Parity failure is reported, not raised."""
-    from .frontend.onnx.driver import convert
+    from .onnx_convert import ROUTES, Request, convert
 
+    if route not in ROUTES:
+        raise InputError(f"route {route!r} is not one of {', '.join(ROUTES)}")
     emit = emit_targets(emit)
     _check_options(emit, 0, emit_style)
     if "crate" in emit and emit_style == "flow":
@@ -221,23 +224,12 @@ def from_onnx(
         )
     device = check_device(device).name if verify else device_name(device)
     rlx_config.set_threads(threads)
-    prog = Progress(progress)
+    crate = emit_style if "crate" in emit else None
+    req = Request(
+        Path(path), Path(out_dir), inputs, dims, verify, crate, name, device, per_node, Progress(progress), route
+    )
     with staged(Path(out_dir)) as stage:
-        _ir, program = convert(Path(path), stage, prog, inputs=inputs, dims=dims, name=name, verify=verify)
-        report, conv = lower_write_verify(
-            stage,
-            stage / BUNDLE,
-            verify,
-            prog,
-            out_dir=Path(out_dir),
-            crate=emit_style if "crate" in emit else None,
-            device=device,
-            program=program,
-        )
-        if verify and per_node:
-            add_node_parity(report, conv, prog, device=device)
-        write_reports(report, stage)
-    return report
+        return convert(req, stage)
 
 
 def build(

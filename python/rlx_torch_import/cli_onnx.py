@@ -41,6 +41,13 @@ def parser() -> argparse.ArgumentParser:
         help="a size for a symbolic input dim (repeat for each; not needed for dims --inputs sizes)",
     )
     p.add_argument("--name", type=model_name, help="model name (default: the file's stem)")
+    p.add_argument(
+        "--route",
+        choices=["auto", "importer", "torch"],
+        default="auto",
+        help="importer: RLX's ONNX importer only; torch: the ONNX graph as a torch module through the PyTorch "
+        "path only; auto: the importer, else (gaps, failed parity) the torch route (default: auto)",
+    )
     add_verify_args(p)
     add_emit_args(p)
     add_device_arg(p)
@@ -67,4 +74,5 @@ def convert(argv: Sequence[str]) -> ParityReport:
         device=args.device,
         progress=not args.quiet,
         threads=args.threads,
+        route=args.route,
     )

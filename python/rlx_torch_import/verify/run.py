@@ -88,7 +88,7 @@ def verify_bundle(
 
 def _notes(ir: torchir.TorchIR) -> list[str]:
     """What the front end baked in, inlined or left out, one line each."""
-    if ir.decomposition == "onnx":  # the ONNX front end's own notes (frontend/onnx/driver.py)
+    if ir.producer.get("frontend") == "onnx" or ir.decomposition == "onnx":  # the ONNX front end's notes
         notes = [v for k, v in sorted(ir.producer.items()) if k.startswith("note.")]
     else:
         notes = [

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ...dtypes import numpy_dtype
-from ...errors import InputError
+from ...errors import InputError, Unsupported, UnsupportedOpsError
 from .source import OnnxSource, TensorInfo, elem_name
 
 # Random integer inputs are drawn from [0, INT_HIGH): valid as indices into any axis of size >= 4.
@@ -139,7 +139,10 @@ def make_inputs(
     for spec in src.inputs:
         dtype = spec.dtype
         if dtype is None:
-            raise InputError(f"input {spec.name!r} is {elem_name(spec.elem_type)}, which a bundle cannot take")
+            raise UnsupportedOpsError(
+                [Unsupported(f"<input dtype {elem_name(spec.elem_type)}>", spec.name, "", "a bundle cannot take it")],
+                decomposition="onnx",
+            )
         if given is not None and spec.name in given:
             arr = given[spec.name]
             if arr.dtype != numpy_dtype(dtype):

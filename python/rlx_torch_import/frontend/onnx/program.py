@@ -18,7 +18,9 @@ from ...dtypes import NARROW_DTYPES, boundary_dtype, from_rlx, numpy_dtype, to_r
 from ...lower.builder import Builder
 from ...lower.call import Value
 from ...lower.rlx.audit import audit
+from ...errors import Unsupported, UnsupportedOpsError
 from ...lower.rlx.boundary import protect_outputs
+from ...lower.rlx.routing import RlxLimit
 from ...program import Program, Provenance, ValueDecl
 
 
@@ -82,14 +84,21 @@ def to_program(
         dims = _dims(p["shape"])
         program.params.append(ValueDecl(p["name"], dims, p["shape"]["dtype"]))
         values[p["name"]] = Value(p["name"], dims, from_rlx(p["shape"]["dtype"]))
+    limits: list[Unsupported] = []
     for n in doc["nodes"]:
         label = n.get("label") or ""
         b.provenance = Provenance(aten=f"onnx::{op_types.get(label, '?')}", node=label or n["id"])
         dims, rlx = _dims(n["shape"]), n["shape"]["dtype"]
         if isinstance(n["op"], dict) and "Constant" in n["op"]:
             values[n["id"]] = _constant(b, n["op"], dims, rlx)
-        else:
+            continue
+        try:
             values[n["id"]] = b.emit(n["op"], [values[i] for i in n["inputs"]], dims, from_rlx(rlx))
+        except RlxLimit as e:  # no exact route for this op on these operands (lower/rlx/)
+            limits.append(Unsupported(b.provenance.aten, b.provenance.node, "", str(e)))
+            values[n["id"]] = Value(n["id"], dims, from_rlx(rlx))
+    if limits:
+        raise UnsupportedOpsError(limits, decomposition="onnx")
     for edge, out in zip(outputs, doc["outputs"], strict=False):
         b.provenance = Provenance(aten="<boundary cast>", node=edge.name)
         value = _to(b, values[out], edge.dtype, edge.dims)

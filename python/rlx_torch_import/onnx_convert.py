@@ -1,0 +1,241 @@
+"""`from_onnx`'s steps: the importer route first (`frontend/onnx`: RLX's own ONNX importer, the
+pre-pass, the defect layer) through the shared back half (`backend`); where RLX's importer cannot take
+the model, or its bundle fails parity against ONNX Runtime, the torch route (`frontend/onnx/torch_route`:
+the ONNX graph as a torch module, through `from_torch`'s front end and the ATen registry), verified
+against ONNX Runtime too. The report says which route made the bundle and why (docs/design.md (ah))."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import safetensors_io, torchir
+from .backend import lower_write_verify
+from .errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
+from .layout import BUNDLE, REFERENCE, input_key, output_key
+from .progress import Progress
+from .verify.report import ParityReport
+from .verify.run import add_node_parity, write_reports
+
+ROUTE_NOTE = "route: "
+IMPORTER_ROUTE = "RLX's ONNX importer (rlx-onnx-import, after the pre-pass)"
+TORCH_ROUTE = "the torch route (the ONNX graph as a torch module, through torch.export and the ATen registry)"
+
+
+@dataclass
+class Request:
+    """One `from_onnx` call's settings (checked by `api.from_onnx`)."""
+
+    path: Path
+    out_dir: Path
+    inputs: Any
+    dims: Any
+    verify: bool
+    crate: str | None
+    name: str | None
+    device: str
+    per_node: bool
+    prog: Progress
+    route: str = "auto"
+
+
+# `route`: "auto" (the importer, else the torch route), "importer" or "torch" only.
+ROUTES = ("auto", "importer", "torch")
+
+
+def convert(req: Request, stage: Path) -> ParityReport:
+    """Convert into `stage` by the importer route, else (gaps, a wrong shape, failed parity) the torch
+    route. Raises UnsupportedOpsError listing the importer route's gaps and, per node, why the torch
+    route could not translate it, when neither route can convert the model."""
+    if req.route == "torch":
+        return _finish(_torch_route(req, stage), req, stage, TORCH_ROUTE)
+    try:
+        report = _importer_route(req, stage)
+    except (UnsupportedOpsError, LoweringError) as e:
+        if req.route == "importer":
+            raise
+        first: RtiError = e
+    else:
+        if report.ok or not req.verify or req.route == "importer":
+            return _finish(report, req, stage, IMPORTER_ROUTE)
+        first = RtiError(f"the bundle from RLX's ONNX importer failed parity ({_failed(report)})")
+        failed = report
+    second = Path(tempfile.mkdtemp(prefix=".torch-route-", dir=stage.parent))
+    try:
+        report = _torch_route(req, second)
+        why = first.message.splitlines()[0] if isinstance(first, UnsupportedOpsError) else first.message
+        report.notes.insert(0, f"RLX's ONNX importer route: {why}")
+        _replace(stage, second)
+        return _finish(report, req, stage, TORCH_ROUTE)
+    except UnsupportedOpsError as e:  # UntranslatableError, or a gap of the torch path
+        if isinstance(first, UnsupportedOpsError | LoweringError) or "failed" not in locals():
+            raise _combined(first, e) from None
+        report = failed  # the importer's bundle stands, failing; the report says why the torch route could not help
+        report.notes.insert(0, f"the torch route could not convert it either: {e.message.splitlines()[0]}")
+        return _finish(report, req, stage, IMPORTER_ROUTE)
+    finally:
+        shutil.rmtree(second, ignore_errors=True)
+
+
+def _failed(report: ParityReport) -> str:
+    """Which outputs failed, and the first diverging ONNX node when per-node parity found one."""
+    bad = [o.name for o in report.outputs if not o.ok]
+    text = f"output(s) {', '.join(bad[:4])}" if bad else "verification"
+    first = report.first_divergence
+    return text + (f"; first diverging ONNX node {first.node} ({first.aten})" if first is not None else "")
+
+
+def _finish(report: ParityReport, req: Request, stage: Path, route: str) -> ParityReport:
+    report.notes.insert(0, ROUTE_NOTE + route)
+    write_reports(report, stage)
+    return report
+
+
+def _replace(stage: Path, other: Path) -> None:
+    """Make `stage` hold what `other` holds (the route that won)."""
+    for item in stage.iterdir():
+        shutil.rmtree(item) if item.is_dir() else item.unlink()
+    for item in other.iterdir():
+        shutil.move(str(item), str(stage / item.name))
+
+
+def _importer_route(req: Request, stage: Path) -> ParityReport:
+    from .frontend.onnx.driver import convert as importer_convert
+
+    _ir, program = importer_convert(
+        req.path, stage, req.prog, inputs=req.inputs, dims=req.dims, name=req.name, verify=req.verify
+    )
+    return _back_half(req, stage, program)
+
+
+def _back_half(req: Request, stage: Path, program: Any) -> ParityReport:
+    report, conv = lower_write_verify(
+        stage, stage / BUNDLE, req.verify, req.prog, out_dir=req.out_dir, crate=req.crate, device=req.device,
+        program=program,
+    )  # fmt: skip
+    if req.verify and req.per_node:
+        add_node_parity(report, conv, req.prog, device=req.device)
+    return report
+
+
+class UntranslatableError(UnsupportedOpsError):
+    """The torch route's refusal: every node it cannot translate (exit 3 like any gap)."""
+
+
+def _combined(first: RtiError, second: UnsupportedOpsError) -> UnsupportedOpsError:
+    items = list(first.items) if isinstance(first, UnsupportedOpsError) else [
+        Unsupported("<importer route>", "(graph)", "", first.message.splitlines()[0])
+    ]  # fmt: skip
+    by_node = {i.node: i.reason for i in second.items}
+    merged = [
+        Unsupported(i.target, i.node, i.module_path, f"{i.reason}; torch route: {by_node[i.node]}")
+        if i.node in by_node
+        else i
+        for i in items
+    ]
+    merged += [i for i in second.items if i.node not in {m.node for m in items}]
+    return UnsupportedOpsError(merged, decomposition="onnx")
+
+
+def _torch_route(req: Request, stage: Path) -> ParityReport:
+    """The ONNX graph as a torch module (`torch_route.to_module`) through `from_torch`'s front end; the
+    reference's outputs are ONNX Runtime's. Raises UntranslatableError for what it cannot translate."""
+    from .frontend.onnx import bind, prepass, reference, source
+    from .frontend.onnx.torch_route import Untranslatable, to_module
+
+    src = source.read(req.path)
+    given = bind.read_inputs(req.inputs)
+    sizes = bind.bind_sizes(src, bind.parse_dims(req.dims), given)
+    shapes = {
+        s.name: tuple(given[s.name].shape) if given and s.name in given else bind.input_shape(s, sizes)
+        for s in src.inputs
+    }
+    static, baked = prepass.prepare(src.model, shapes, given)
+    feed, notes = bind.make_inputs(src, sizes, given)
+    try:
+        module, args, names = to_module(static, {k: v for k, v in feed.items() if k not in baked})
+    except Untranslatable as e:
+        raise UntranslatableError(
+            [Unsupported(target, node, "", reason) for node, target, reason in e.items], decomposition="onnx"
+        ) from None
+    out = reference.run(src.path, feed) if req.verify else {}
+    if sizes:
+        notes.append("symbolic dims specialized: " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
+    constants = [{"path": n, "value": feed[n].tolist()} for n in baked]
+    _torch_front(module, args, names, stage, req, out, notes, constants)
+    return _back_half(req, stage, None)
+
+
+def _onnx_names(ir: torchir.TorchIR, inputs: dict[str, str], outputs: list[str]) -> torchir.TorchIR:
+    """`ir` with its inputs renamed by `inputs` (torch-ir name -> ONNX name; node arguments follow) and
+    its outputs named as the ONNX graph's, in order."""
+    from dataclasses import replace
+
+    def arg(a: dict[str, Any]) -> dict[str, Any]:
+        ((tag, payload),) = a.items()
+        if tag == "tensor":
+            return {"tensor": inputs.get(payload, payload)}
+        return {"list": [arg(x) for x in payload]} if tag == "list" else a
+
+    nodes = [
+        replace(n, args=[arg(a) for a in n.args], kwargs={k: arg(v) for k, v in n.kwargs.items()}) for n in ir.nodes
+    ]
+    specs = [replace(s, name=inputs.get(s.name, s.name), path=inputs.get(s.name, s.name)) for s in ir.inputs]
+    outs = [
+        replace(o, name=name, value=inputs.get(o.value, o.value)) for o, name in zip(ir.outputs, outputs, strict=True)
+    ]
+    return replace(ir, inputs=specs, nodes=nodes, outputs=outs, output_tree={})
+
+
+def _torch_front(
+    module: Any,
+    args: tuple[Any, ...],
+    names: list[str],
+    stage: Path,
+    req: Request,
+    out: dict[str, Any],
+    notes: list[str],
+    constants: list[dict[str, Any]],
+) -> None:
+    """`from_torch`'s front end on the translated module into `stage`; then the torch-ir's inputs and
+    outputs take the ONNX names, its producer the notes, and reference.safetensors ONNX Runtime's
+    outputs. The back half lowers the renamed torch-ir."""
+    from .frontend.driver import FrontEnd, eval_mode
+    from .frontend.state import kept_state
+
+    front = FrontEnd.check(
+        module, args, None, req.name or req.path.stem, None,
+        decomposition="high", strict=False, timeout=None, rounds=4, set_specs=[],
+    )  # fmt: skip
+    with eval_mode(module), kept_state(module) as state:
+        ir, _program, _skipped = front.run(stage, req.prog, state)
+    renamed = dict(zip((s.name for s in ir.inputs), names, strict=True))
+    onnx_outputs = list(out) if out else [o.name for o in ir.outputs]
+    old_outputs = [o.name for o in ir.outputs]
+    ir = _onnx_names(ir, renamed, onnx_outputs)
+    ir.producer.update({"frontend": "onnx", "route": "torch", "source": str(req.path)})
+    ir.producer.update({f"note.{k}": n for k, n in enumerate(notes)})
+    ir.constant_inputs = constants  # inputs baked in (they fix shapes): the bundle may be given them, unchanged
+    ir.save(stage)
+    ref = safetensors_io.read(stage / REFERENCE)
+    tensors: dict[str, safetensors_io.TensorEntry] = {}
+    for old, new in renamed.items():
+        t = ref[input_key(old)]
+        tensors[input_key(new)] = (t.dtype, t.shape, bytes(t.data))
+    for spec, old in zip(ir.outputs, old_outputs, strict=True):
+        if spec.name not in out:  # without verification: eager PyTorch's, as the torch path keeps
+            t = ref[output_key(old)]
+            tensors[output_key(spec.name)] = (t.dtype, t.shape, bytes(t.data))
+            continue
+        arr = out[spec.name]
+        if str(arr.dtype) != spec.dtype or list(arr.shape) != [int(d) for d in spec.shape]:
+            raise LoweringError(
+                f"torch route: output {spec.name!r} is {spec.dtype}{list(spec.shape)}, ONNX Runtime gives "
+                f"{arr.dtype}{list(arr.shape)}"
+            )
+        tensors[output_key(spec.name)] = (spec.dtype, tuple(arr.shape), arr.tobytes())
+    del ref
+    safetensors_io.write(stage / REFERENCE, tensors)
