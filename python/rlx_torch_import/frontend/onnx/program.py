@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from ...dtypes import NARROW_DTYPES, boundary_dtype, from_rlx, numpy_dtype, to_rlx
+from ...errors import Unsupported, UnsupportedOpsError
 from ...lower.builder import Builder
 from ...lower.call import Value
 from ...lower.rlx.audit import audit
-from ...errors import Unsupported, UnsupportedOpsError
 from ...lower.rlx.boundary import protect_outputs
 from ...lower.rlx.routing import RlxLimit
 from ...program import Program, Provenance, ValueDecl

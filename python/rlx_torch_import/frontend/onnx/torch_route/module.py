@@ -13,7 +13,7 @@ into a constant. Failures of every node are collected and raised together as `Un
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,18 @@ Fn = Callable[..., Any]
 Handler = Callable[["NodeCtx"], Any]
 REGISTRY: dict[str, Handler] = {}
 SMALL = 16  # initializers with at most this many elements are translation-time constants, not buffers
-_FAMILIES = ("ops_elementwise", "ops_shape", "ops_reduce", "ops_nn", "ops_index", "ops_misc", "ops_seq")
+_FAMILIES = (
+    "ops_elementwise",
+    "ops_shape",
+    "ops_reduce",
+    "ops_nn",
+    "ops_pool",
+    "ops_resample",
+    "ops_index",
+    "ops_misc",
+    "ops_attention",
+    "ops_seq",
+)
 _RANDOM = {"Bernoulli", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial"}
 
 # ONNX TensorProto element type -> torch dtype (the types the torch route carries).
@@ -54,7 +65,8 @@ class Untranslatable(Exception):
 
     def __init__(self, items: list[tuple[str, str, str]], inputs_needed_constant: list[str] | None = None) -> None:
         self.items = items
-        # graph inputs that a node needed as a translation-time constant (a shape operand): a caller that
+        # graph inputs that a node needed as a translation-time constant (a shape operand), directly or
+        # through values computed from them: a caller that
         # knows their values for good may make them initializers and translate again
         self.inputs_needed_constant = inputs_needed_constant or []
         lines = [f"  {name or '<unnamed>'}: {what}: {why}" for name, what, why in items]
@@ -106,6 +118,7 @@ class Value:
     example: torch.Tensor
     const: bool = False
     buffer: str | None = None  # the registered buffer holding it (large constants)
+    deps: frozenset[str] = frozenset()  # the graph inputs it is computed from
 
 
 @dataclass
@@ -259,8 +272,8 @@ class OnnxModule(torch.nn.Module):
         if kind == "env":
             return env[key]
         if kind == "buf":
-            return getattr(self, key)  # type: ignore[no-any-return]
-        return key  # type: ignore[no-any-return]
+            return getattr(self, key)
+        return key
 
     def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
         env: dict[str, torch.Tensor] = dict(zip(self.input_names, args, strict=True))
@@ -284,4 +297,3 @@ def load_families() -> None:
 
     for fam in _FAMILIES:
         importlib.import_module(f"{__package__}.{fam}")
-

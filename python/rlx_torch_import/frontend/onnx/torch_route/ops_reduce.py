@@ -83,6 +83,8 @@ def reduce(ctx: NodeCtx) -> Fn:
     if any(shape[a] == 0 for a in dims):
         out = [1 if a in dims else s for a, s in enumerate(shape) if keep or a not in dims]
         value = _EMPTY.get(ctx.op, 0)
+        if ctx.dtype(0) == torch.bool:
+            value = ctx.op == "ReduceMin"  # all() of nothing is true, any() false
         return lambda x, *_: torch.full(out, value, dtype=x.dtype)
     if rank == 0:
         return lambda x, *_: f(x.reshape(1), (0,), False).reshape(())
@@ -163,9 +165,12 @@ def softmax(ctx: NodeCtx) -> Fn:
 
 @handles("LpNormalization")
 def lp_normalization(ctx: NodeCtx) -> Fn:
-    """x / ||x||_p along axis (p 1 or 2)."""
+    """x / ||x||_p along axis (p 1 or 2); 0 where the norm is 0."""
     a = ctx.axis(ctx.attr("axis", -1), ctx.rank(0))
     p = ctx.attr("p", 2)
-    if p == 1:
-        return lambda x: x / torch.sum(torch.abs(x), a, keepdim=True)
-    return lambda x: x / torch.sqrt(torch.sum(x * x, a, keepdim=True))
+
+    def fn(x: T) -> T:
+        n = torch.sum(torch.abs(x), a, keepdim=True) if p == 1 else torch.sqrt(torch.sum(x * x, a, keepdim=True))
+        return torch.where(n == 0, torch.zeros_like(x), x / n)  # a zero vector stays zero
+
+    return fn

@@ -230,7 +230,9 @@ def depth_space(ctx: NodeCtx) -> Fn:
     crd = ctx.attr("mode", "DCR") == "CRD"
     if ctx.op == "SpaceToDepth":
         perm = (0, 1, 3, 5, 2, 4) if crd else (0, 3, 5, 1, 2, 4)
-        return lambda x: x.reshape(b, c, h // bs, bs, w // bs, bs).permute(perm).reshape(b, c * bs * bs, h // bs, w // bs)
+        return lambda x: (
+            x.reshape(b, c, h // bs, bs, w // bs, bs).permute(perm).reshape(b, c * bs * bs, h // bs, w // bs)
+        )
     c2 = c // (bs * bs)
     if not crd:
         return lambda x: x.reshape(b, bs, bs, c2, h, w).permute(0, 3, 4, 1, 5, 2).reshape(b, c2, h * bs, w * bs)

@@ -95,6 +95,7 @@ class _Translation:
         if isinstance(res, Const):
             self._bind(node, res.values, const=True)
             return
+        deps = frozenset().union(*[v.deps for v in ins if v is not None])
         runtime = [i for i, v in enumerate(ins) if v is not None and i not in ctx.static]
         args = [v.example if i in runtime and v is not None else None for i, v in enumerate(ins)]
         with torch.no_grad():
@@ -107,15 +108,59 @@ class _Translation:
         if not fold:
             sources = [self.source(node.input[i]) if i in runtime else None for i in range(len(ins))]
             self.mod.steps.append(_Step(res, sources, list(node.output)))
-        self._bind(node, outs, const=fold)
+        self._bind(node, outs, const=fold, deps=frozenset() if fold else deps)
 
-    def _bind(self, node: onnx.NodeProto, outs: tuple[Any, ...], const: bool) -> None:
+    def _bind(
+        self, node: onnx.NodeProto, outs: tuple[Any, ...], const: bool, deps: frozenset[str] = frozenset()
+    ) -> None:
         for k, name in enumerate(node.output):
             if not name:
                 continue
             if k >= len(outs) or outs[k] is None:
                 raise NodeError(f"output {k} ({name!r}) is not produced by the translation")
-            self.values[name] = Value(outs[k], const=const)
+            self.values[name] = Value(outs[k], const=const, deps=deps)
+
+    def if_(self, node: onnx.NodeProto) -> None:
+        """If with a constant condition: the taken branch's nodes are translated in place."""
+        cond = self.values.get(node.input[0])
+        if cond is None:
+            return
+        if not cond.const:
+            raise NodeError("If on a run-time condition (data-dependent control flow)", value=node.input[0])
+        key = "then_branch" if bool(cond.example.reshape(-1)[0]) else "else_branch"
+        branch = next(a.g for a in node.attribute if a.name == key)
+        for inner in branch.node:
+            self.run_node(inner)
+        for out, bout in zip(node.output, branch.output, strict=True):
+            v = self.values.get(bout.name)
+            if v is None:
+                return
+            self.values[out] = v
+            if not v.const:
+                self.mod.steps.append(_Step(_identity, [("env", bout.name)], [out]))
+
+    def run_node(self, node: onnx.NodeProto) -> None:
+        """Translate `node`, recording its failure (and standing in for its outputs) when it fails."""
+        try:
+            if node.op_type == "If" and node.domain in ("", "ai.onnx"):
+                self.if_(node)
+            else:
+                self.node(node)
+        except NodeError as e:
+            self.items.append((node.name, _what(node, self.opset), str(e)))
+            if e.value is not None and e.value in self.values:
+                self.needed.extend(self.values[e.value].deps)
+            self.stand_in(node)
+        except Exception as e:  # torch lacks a kernel for a dtype, a shape it rejects, ...
+            first = (str(e).strip().splitlines() or [""])[0][:300]
+            self.items.append(
+                (node.name, _what(node, self.opset), f"torch cannot compute it: {type(e).__name__}: {first}")
+            )
+            self.stand_in(node)
+
+
+def _identity(x: torch.Tensor) -> torch.Tensor:
+    return x
 
 
 def _inputs(tr: _Translation, inputs: dict[str, np.ndarray]) -> list[torch.Tensor]:
@@ -137,7 +182,7 @@ def _inputs(tr: _Translation, inputs: dict[str, np.ndarray]) -> list[torch.Tenso
         if vi.name not in inputs:
             raise ValueError(f"to_module: no example value given for graph input {vi.name!r}")
         t = array_to_tensor(inputs[vi.name], dt)
-        tr.values[vi.name] = Value(t)
+        tr.values[vi.name] = Value(t, deps=frozenset([vi.name]))
         tr.mod.input_names.append(vi.name)
         args.append(t)
     return args
@@ -168,17 +213,7 @@ def to_module(
             tr.large_inits.add(t.name)
     args = _inputs(tr, inputs)
     for node in model.graph.node:
-        try:
-            tr.node(node)
-        except NodeError as e:
-            tr.items.append((node.name, _what(node, tr.opset), str(e)))
-            if e.value is not None and e.value in tr.mod.input_names:
-                tr.needed.append(e.value)
-            tr.stand_in(node)
-        except Exception as e:  # torch lacks a kernel for a dtype, a shape it rejects, ...
-            first = (str(e).strip().splitlines() or [""])[0][:300]
-            tr.items.append((node.name, _what(node, tr.opset), f"torch cannot compute it: {type(e).__name__}: {first}"))
-            tr.stand_in(node)
+        tr.run_node(node)
     if tr.items:
         raise Untranslatable(tr.items, sorted(set(tr.needed)))
     tr.mod.output_sources = [tr.source(o.name) for o in model.graph.output]
