@@ -86,3 +86,17 @@ def _from_bytes(data: Any, dtype: str, dims: list[int]) -> np.ndarray:
     """A numpy view of an output the core handed over (`OutputBuffer`: writable, owned by the array)."""
     array = np.frombuffer(data, dtype=numpy_dtype(dtype)).reshape(dims)
     return array.copy() if isinstance(data, bytes) else array
+
+
+def check_baked(name: str, value: Any, baked: Any) -> None:
+    """InputError unless `value` equals the value input `name` was baked in as at conversion."""
+    try:
+        same = np.array_equal(np.asarray(value), np.asarray(baked))
+    except Exception:
+        same = False
+    if not same:
+        raise InputError(
+            f"input {name!r} was baked into the bundle as {short(baked)} at conversion (it fixes shapes); got "
+            f"{short(value)}",
+            hint="convert again with the value you want",
+        )

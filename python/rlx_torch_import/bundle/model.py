@@ -22,7 +22,7 @@ from ..layout import BUNDLE
 from ..limits import regular_file, short
 from ..symbolic import Symbol, evaluate, evaluate_shape, infer_binding
 from .format import HIR, META, SYMBOLIC, WEIGHTS, check_meta, check_params, meta_text, read_meta
-from .host import _bind, as_input, from_carrier, to_carrier
+from .host import _bind, as_input, check_baked, from_carrier, to_carrier
 
 # Compiled bindings a dynamic bundle keeps (least recently used dropped first); each holds its
 # own copy of the weights (RLX's CPU backend cannot share one between compiled graphs).
@@ -255,7 +255,7 @@ class BundleModel:
             for key, value in inputs.items():
                 name = key if key in self.input_names else by_path.get(key) if isinstance(key, str) else None
                 if name is None and key in baked:  # baked in at conversion: may be given, not changed
-                    _check_baked(key, value, baked[key])
+                    check_baked(key, value, baked[key])
                 elif name is None:
                     unknown.append(key)
                 elif name in named:
@@ -484,20 +484,6 @@ def tree_children(node: dict[str, Any]) -> list[dict[str, Any]]:
     if "tuple" in node or "list" in node:
         return list(node.get("tuple", node.get("list", [])))
     return list(node.get("dict", {}).values())
-
-
-def _check_baked(name: str, value: Any, baked: Any) -> None:
-    """InputError unless `value` equals the value input `name` was baked in as at conversion."""
-    try:
-        same = np.array_equal(np.asarray(value), np.asarray(baked))
-    except Exception:
-        same = False
-    if not same:
-        raise InputError(
-            f"input {name!r} was baked into the bundle as {short(baked)} at conversion (it fixes shapes); got "
-            f"{short(value)}",
-            hint="convert again with the value you want",
-        )
 
 
 def run_bundle(

@@ -150,6 +150,36 @@ def local_model(
     return prepass.infer(local), feed, outs
 
 
+def _local_values(
+    src: Any, model: Any, values: dict[str, np.ndarray], wanted: list[tuple[int, Any, str]], tmp: Path, device: str
+) -> tuple[dict[str, np.ndarray], dict[int, str]]:
+    """RLX's reference-fed values (value name -> array), every node alone in one debug import fed
+    ONNX Runtime's `values`; a node the importer cannot lower alone is left out, with the reason
+    (node index -> reason), and the import is tried again without it (up to four times)."""
+    local: dict[str, np.ndarray] = {}
+    skip: set[int] = set()
+    alone: dict[int, str] = {}
+    for _ in range(4):
+        lmodel, lfeed, louts = local_model(model, values, skip)
+        try:
+            limp = _import(src, lmodel, tmp, "local")
+            lvals = _run(limp.program, limp.weights, lfeed, device)
+        except DeviceError:
+            raise
+        except Exception as e:
+            found = re.search(r"node n(\d+)", str(e))
+            if found is None:
+                alone.update({i: f"no local RLX value: lowered alone, {str(e)[:160]}" for i, _, _ in wanted})
+                break
+            i = int(found.group(1))
+            skip.add(i)
+            alone[i] = f"no local RLX value: the importer cannot lower it alone ({str(e)[:160]})"
+            continue
+        local = {n.split(":", 1)[1]: v for n, v in zip(louts, lvals, strict=False)}
+        break
+    return local, alone
+
+
 def node_parity(
     conv: Conversion, *, outputs_ok: bool = True, device: str = "cpu", progress: Progress | None = None
 ) -> NodeReport:
@@ -181,27 +211,7 @@ def node_parity(
         except Exception as e:
             note = f"no cumulative RLX value: the debug import failed ({str(e)[:160]})"
             notes = {o: note for o in added}
-        local: dict[str, np.ndarray] = {}
-        skip: set[int] = set()
-        alone: dict[int, str] = {}
-        for _ in range(4):
-            lmodel, lfeed, louts = local_model(model, {**feed, **ort}, skip)
-            try:
-                limp = _import(src, lmodel, Path(tmp), "local")
-                lvals = _run(limp.program, limp.weights, lfeed, device)
-            except DeviceError:
-                raise
-            except Exception as e:
-                found = re.search(r"node n(\d+)", str(e))
-                if found is None:
-                    alone.update({i: f"no local RLX value: lowered alone, {str(e)[:160]}" for i, _, _ in wanted})
-                    break
-                i = int(found.group(1))
-                skip.add(i)
-                alone[i] = f"no local RLX value: the importer cannot lower it alone ({str(e)[:160]})"
-                continue
-            local = {n.split(":", 1)[1]: v for n, v in zip(louts, lvals, strict=False)}
-            break
+        local, alone = _local_values(src, model, {**feed, **ort}, wanted, Path(tmp), device)
     for index, (i, node, value) in enumerate((progress or Progress(False)).items(wanted, "nodes")):
         expected = ort.get(value)
         dtype = elem_dtype(1) or "float32"
