@@ -181,7 +181,8 @@ def _nodes_section(report: ParityReport) -> str:
     head_html = (
         "<tr>"
         + "".join(f'<th rowspan="2">{escape(h)}</th>' for h in fixed)
-        + '<th colspan="6">local (fed PyTorch\'s inputs)</th><th colspan="6">cumulative (fed the model inputs)</th>'
+        + f'<th colspan="6">local (fed {escape(report.node_reference or report.reference)}\'s inputs)</th>'
+        + '<th colspan="6">cumulative (fed the model inputs)</th>'
         + "</tr><tr>"
         + metrics * 2
         + "</tr>"
@@ -210,7 +211,8 @@ def _nodes_section(report: ParityReport) -> str:
     return (
         "<h2>Per-node parity</h2>\n"
         f"<p>{len(report.nodes)} values, {failing} over budget. <em>local</em>: the node's own RLX computation "
-        "fed with PyTorch's values of its inputs (the op's error alone); <em>cumulative</em>: RLX run on the "
+        f"fed with {escape(report.node_reference or report.reference)}'s values of its inputs (the op's error "
+        "alone); <em>cumulative</em>: RLX run on the "
         "model inputs up to this node.</p>\n" + _table((), rows, head_html)
     )
 
@@ -346,7 +348,8 @@ def report_html(report: ParityReport) -> str:
     timings = ", ".join(f"{k} {v:.2f} s" for k, v in report.timings_s.items())
     head = (
         f'<p class="verdict">Verdict: <span class="{cls}">{verdict}</span></p>\n'
-        f"<p>Decomposition <code>{escape(report.decomposition)}</code>, torch {escape(report.torch_version)}, "
+        f"<p>Against {escape(report.reference)}; decomposition <code>{escape(report.decomposition)}</code>, "
+        f"torch {escape(report.torch_version)}, "
         f"RLX {escape(report.rlx_version)}"
         f"{' on ' + escape(' '.join([report.device, *report.device_settings])) if report.device else ''}; "
         f"written to <code>{escape(report.out_dir)}</code>.</p>\n"

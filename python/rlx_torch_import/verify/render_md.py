@@ -51,7 +51,8 @@ def markdown(report: ParityReport) -> str:
     return (
         f"# Parity report: {_md(report.name)}\n\n"
         f"Verdict: **{'not verified' if not report.verified else 'PASS' if report.ok else 'FAIL'}** "
-        f"(decomposition `{report.decomposition}`, torch {report.torch_version}, RLX {report.rlx_version}"
+        f"(against {report.reference}; decomposition `{report.decomposition}`, torch {report.torch_version}, "
+        f"RLX {report.rlx_version}"
         f"{_device_text(report)})\n\n"
         + (f"Auto-decomposed: {', '.join(report.auto_decomposed_ops)}\n\n" if report.auto_decomposed_ops else "")
         + "".join(f"- {n}\n" for n in report.notes)
@@ -108,7 +109,8 @@ def _nodes_markdown(report: ParityReport) -> str:
             f"; {len(shown)} shown (failing nodes and the first divergence; every node is in report.json "
             "and report.html)"
         )
-    lines = [f"\n## Per-node parity\n\n{head}. local: the op fed PyTorch's inputs; cumulative: fed the model inputs.\n"]
+    fed = report.node_reference or report.reference
+    lines = [f"\n## Per-node parity\n\n{head}. local: the op fed {fed}'s inputs; cumulative: fed the model inputs.\n"]
     if d is not None:
         lim = f" (local max abs {d.local.max_abs:.3g} > {d.local.allowed_abs:.3g})" if d.local is not None else ""
         where = f" in `{_md(d.module_path)}`" if d.module_path else ""

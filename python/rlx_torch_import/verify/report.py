@@ -117,6 +117,10 @@ class ParityReport:
     auto_decomposed_ops: list[str] = field(default_factory=list)
     rlx_version: str = ""
     torch_version: str = ""
+    # What the outputs and node values are compared with: eager "PyTorch", or "ONNX Runtime" (`from_onnx`).
+    reference: str = "PyTorch"
+    # What node values are compared with when it is not `reference` (the ONNX torch route: PyTorch).
+    node_reference: str = ""
     # Where RLX ran (`devices.DeviceInfo.description`: "cpu", "cuda: NVIDIA H200"; "" when nothing
     # was verified) and the RLX settings in effect for it (CUDA: strict float32, docs/design.md ad).
     device: str = "cpu"

@@ -48,6 +48,8 @@ def new_report(
         rlx_version=_core.rlx_version(),
         torch_version=ir.producer.get("torch", ""),
         notes=_notes(ir),
+        reference="ONNX Runtime" if ir.producer.get("frontend") == "onnx" else "PyTorch",
+        node_reference="PyTorch" if ir.producer.get("route") == "torch" else "",
     )
 
 
