@@ -192,6 +192,22 @@ def test_external_data_converts_and_the_folder_does_not_need_it(
     assert not missing.exists()
 
 
+def test_a_model_past_protobufs_limit_keeps_its_weights_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model over 2 GB is not refused for its size: the pre-passed copy the importer reads keeps its
+    weights in a data file beside it (the limit lowered here so a small model takes that path)."""
+    from rlx_torch_import.frontend.onnx import prepass
+
+    monkeypatch.setattr(prepass, "PROTO_LIMIT", 64)
+    out, path = tmp_path / "o", tmp_path / "m.onnx"
+    onnx.save(static_mlp(), str(path))
+    report = rti.from_onnx(path, out)
+    assert report.ok, report.summary()
+    assert (out / "source.onnx.data").stat().st_size >= (8 * 6 + 8 + 8 * 3) * 4
+    check_weights(out, path)
+
+
 @pytest.fixture
 def symbolic(tmp_path: Path) -> Path:
     path = tmp_path / "sym.onnx"

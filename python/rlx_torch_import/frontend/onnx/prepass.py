@@ -18,7 +18,6 @@ from typing import Any
 
 # Protobuf's own limit on one serialized message; larger models keep their weights in a data file.
 PROTO_LIMIT = 2**31 - 1
-DATA_FILE = "model.onnx.data"
 
 
 def static_inputs(model: Any, shapes: dict[str, tuple[int, ...]]) -> None:
@@ -65,7 +64,7 @@ def infer(model: Any) -> Any:
 
 
 def save(model: Any, path: Path) -> Path:
-    """Write `model` to `path` (weights into `model.onnx.data` beside it when the model is past
+    """Write `model` to `path` (weights into `<path name>.data` beside it when the model is past
     protobuf's 2 GB limit, shape inference then run on the file); returns `path`."""
     import onnx
 
@@ -73,7 +72,10 @@ def save(model: Any, path: Path) -> Path:
     if model.ByteSize() < PROTO_LIMIT:
         onnx.save(model, str(path))
         return path
-    onnx.save(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=DATA_FILE)
+    onnx.save(
+        model, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=f"{path.name}.data",
+        size_threshold=0,
+    )  # fmt: skip
     try:
         onnx.shape_inference.infer_shapes_path(
             str(path), str(path), check_type=False, strict_mode=False, data_prop=True
