@@ -14,6 +14,7 @@ from typing import Any
 
 from . import safetensors_io, torchir
 from .backend import lower_write_verify
+from .dtypes import numpy_dtype
 from .errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
 from .layout import BUNDLE, REFERENCE, input_key, output_key
 from .progress import Progress
@@ -144,6 +145,7 @@ def _torch_route(req: Request, stage: Path) -> ParityReport:
     """The ONNX graph as a torch module (`torch_route.to_module`) through `from_torch`'s front end; the
     reference's outputs are ONNX Runtime's. Raises UntranslatableError for what it cannot translate."""
     from .frontend.onnx import bind, prepass, reference, source
+    from .frontend.onnx.rewrite import bake_inputs
     from .frontend.onnx.torch_route import Untranslatable, to_module
 
     src = source.read(req.path)
@@ -155,17 +157,23 @@ def _torch_route(req: Request, stage: Path) -> ParityReport:
     }
     static, baked = prepass.prepare(src.model, shapes, given)
     feed, notes = bind.make_inputs(src, sizes, given)
-    try:
-        module, args, names = to_module(static, {k: v for k, v in feed.items() if k not in baked})
-    except Untranslatable as e:
-        raise UntranslatableError(
-            [Unsupported(target, node, "", reason) for node, target, reason in e.items], decomposition="onnx"
-        ) from None
+    for _ in range(3):  # inputs a shape needs (through values computed from them) become constants too
+        try:
+            module, args, names = to_module(static, {k: v for k, v in feed.items() if k not in baked})
+            break
+        except Untranslatable as e:
+            more = [n for n in e.inputs_needed_constant if n not in baked and given and n in given]
+            if not more or len(more) < len(e.inputs_needed_constant):
+                raise UntranslatableError(
+                    [Unsupported(target, node, "", reason) for node, target, reason in e.items], decomposition="onnx"
+                ) from None
+            bake_inputs(static, more, feed)
+            baked.update({n: "a shape computed from it" for n in more})
     out = reference.run(src.path, feed) if req.verify else {}
     if sizes:
         notes.append("symbolic dims specialized: " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
     constants = [{"path": n, "value": feed[n].tolist()} for n in baked]
-    _torch_front(module, args, names, stage, req, out, notes, constants)
+    _torch_front(module, args, names, [o.name for o in src.outputs], stage, req, out, notes, constants)
     return _back_half(req, stage, None)
 
 
@@ -194,6 +202,7 @@ def _torch_front(
     module: Any,
     args: tuple[Any, ...],
     names: list[str],
+    onnx_outputs: list[str],
     stage: Path,
     req: Request,
     out: dict[str, Any],
@@ -213,7 +222,6 @@ def _torch_front(
     with eval_mode(module), kept_state(module) as state:
         ir, _program, _skipped = front.run(stage, req.prog, state)
     renamed = dict(zip((s.name for s in ir.inputs), names, strict=True))
-    onnx_outputs = list(out) if out else [o.name for o in ir.outputs]
     old_outputs = [o.name for o in ir.outputs]
     ir = _onnx_names(ir, renamed, onnx_outputs)
     ir.producer.update({"frontend": "onnx", "route": "torch", "source": str(req.path)})
@@ -231,7 +239,7 @@ def _torch_front(
             tensors[output_key(spec.name)] = (t.dtype, t.shape, bytes(t.data))
             continue
         arr = out[spec.name]
-        if str(arr.dtype) != spec.dtype or list(arr.shape) != [int(d) for d in spec.shape]:
+        if arr.dtype != numpy_dtype(spec.dtype) or list(arr.shape) != [int(d) for d in spec.shape]:
             raise LoweringError(
                 f"torch route: output {spec.name!r} is {spec.dtype}{list(spec.shape)}, ONNX Runtime gives "
                 f"{arr.dtype}{list(arr.shape)}"

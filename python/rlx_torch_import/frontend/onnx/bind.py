@@ -45,6 +45,18 @@ def parse_dims(items: Mapping[str, int] | list[str] | None) -> dict[str, int]:
     return found
 
 
+def _host(value: Any) -> np.ndarray:
+    """A numpy array of `value` (a torch tensor, an array); bfloat16 (torch's, or ml_dtypes') as its
+    uint16 bits, as our files keep it."""
+    if hasattr(value, "detach"):
+        import torch
+
+        t = value.detach().cpu()
+        return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
+    arr = np.asarray(value)
+    return arr.view(np.uint16) if arr.dtype.name == "bfloat16" else arr
+
+
 def read_inputs(inputs: Any) -> dict[str, np.ndarray] | None:
     """The user's inputs by name: a mapping (arrays or torch tensors), or a .safetensors / .npz file
     keyed by input name. InputError naming the file or key otherwise."""
@@ -63,12 +75,7 @@ def read_inputs(inputs: Any) -> dict[str, np.ndarray] | None:
             return {k: t.to_numpy().copy() for k, t in safetensors_io.read(path).items()}
         raise InputError(f"{path}: inputs must be a .safetensors or .npz file")
     if isinstance(inputs, Mapping):
-        found = {}
-        for k, v in inputs.items():
-            if hasattr(v, "detach"):
-                v = v.detach().cpu().numpy()
-            found[str(k)] = np.asarray(v)
-        return found
+        return {str(k): _host(v) for k, v in inputs.items()}
     raise InputError(f"inputs must be a mapping of input name to array or a file path, got {type(inputs).__name__}")
 
 

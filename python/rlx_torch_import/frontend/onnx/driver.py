@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ... import _core, safetensors_io
-from ...dtypes import from_rlx
+from ...dtypes import from_rlx, numpy_dtype
 from ...errors import InputError, LoweringError, Unsupported, UnsupportedOpsError
 from ...layout import REFERENCE, WEIGHTS, input_key, output_key
 from ...program import Program
@@ -250,9 +250,10 @@ def convert(
     ir.constant_inputs = [{"path": n, "value": feed[n].tolist()} for n in baked]
     tensors: dict[str, safetensors_io.TensorEntry] = {}
     for spec in ir.inputs:
-        tensors[input_key(spec.name)] = _entry(_fit(spec.name, feed[spec.name], _ints(spec.shape), notes, "input"))
+        arr = _fit(spec.name, feed[spec.name], _ints(spec.shape), notes, "input")
+        tensors[input_key(spec.name)] = _entry(arr, spec.dtype)
     for o in ir.outputs if verify else []:
-        tensors[output_key(o.name)] = _entry(_fit(o.name, out[o.name], _ints(o.shape), notes, "output"))
+        tensors[output_key(o.name)] = _entry(_fit(o.name, out[o.name], _ints(o.shape), notes, "output"), o.dtype)
     ir.producer.update({f"note.{k}": note for k, note in enumerate(notes)})
     ir.save(stage)
     safetensors_io.write(stage / WEIGHTS, dict(imported.weights))
@@ -270,6 +271,7 @@ def _short(arr: np.ndarray) -> str:
     return str(flat.tolist()) if flat.size <= 8 else f"{arr.dtype}{list(arr.shape)}"
 
 
-def _entry(arr: np.ndarray) -> safetensors_io.TensorEntry:
-    arr = np.array(arr, order="C", copy=True)
-    return (str(arr.dtype), tuple(arr.shape), arr.tobytes())
+def _entry(arr: np.ndarray, dtype: str) -> safetensors_io.TensorEntry:
+    """A reference tensor of torch-ir `dtype` (bfloat16 arrives as its uint16 bits)."""
+    arr = np.array(arr, dtype=numpy_dtype(dtype), order="C", copy=True)
+    return (dtype, tuple(arr.shape), arr.tobytes())

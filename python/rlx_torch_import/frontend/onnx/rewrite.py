@@ -462,8 +462,6 @@ def bake_operands(model: Any, values: dict[str, np.ndarray], given: set[str]) ->
     """Make each shape-operand graph input (`shape_operand_inputs`) a constant holding `values[name]`,
     in place; returns name -> what reads it. Raises InputError for one whose value the user did not
     give (a random value would fix a random shape)."""
-    from onnx import numpy_helper
-
     found = shape_operand_inputs(model)
     missing = sorted(n for n in found if n not in given)
     if missing:
@@ -472,11 +470,18 @@ def bake_operands(model: Any, values: dict[str, np.ndarray], given: set[str]) ->
             + "; ".join(f"{n!r} ({found[n]})" for n in missing),
             hint="pass their values with --inputs (from_onnx(..., inputs={name: array}))",
         )
-    if not found:
-        return found
-    keep = [vi for vi in model.graph.input if vi.name not in found]
+    bake_inputs(model, list(found), values)
+    return found
+
+
+def bake_inputs(model: Any, names: list[str], values: dict[str, np.ndarray]) -> None:
+    """Make each named graph input a constant (initializer) holding `values[name]`, in place."""
+    from onnx import numpy_helper
+
+    if not names:
+        return
+    keep = [vi for vi in model.graph.input if vi.name not in names]
     del model.graph.input[:]
     model.graph.input.extend(keep)
-    for name in found:
+    for name in names:
         model.graph.initializer.append(numpy_helper.from_array(np.asarray(values[name]), name))
-    return found
