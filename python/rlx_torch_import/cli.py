@@ -328,7 +328,8 @@ def _run(argv: Sequence[str]) -> int:
     if argv and argv[0] == "coverage":
         print(
             "error: the coverage run is a developer tool of the repository now: from a checkout, run "
-            '`python -m tools.coverage ...` (README "Core ATen coverage")',
+            '`python -m tools.coverage ...` (README "Core ATen coverage"; ONNX\'s conformance suite: '
+            "`python -m tools.onnx_coverage`)",
             file=sys.stderr,
         )
         return ExitCode.BAD_INPUT
