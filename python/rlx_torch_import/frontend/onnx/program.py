@@ -9,6 +9,7 @@ Provenance names the ONNX node each RLX node came from (`onnx::<OpType>`)."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +56,8 @@ def _constant(b: Builder, op: dict[str, Any], dims: tuple[int, ...], rlx: str) -
     raw = bytes(op["Constant"]["data"])
     dtype = from_rlx(rlx)
     store = np.dtype(np.uint8) if dtype == "bool" else numpy_dtype(dtype).newbyteorder("<")
+    if len(raw) != math.prod(dims) * store.itemsize:  # e.g. an empty shape vector declared [1]: as it is
+        return b.raw(op, [], dims, dtype)
     arr = np.frombuffer(raw, dtype=store).reshape(dims)
     return b.const(arr.astype(bool) if dtype == "bool" else arr, dtype)
 

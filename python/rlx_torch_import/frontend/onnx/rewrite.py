@@ -199,6 +199,26 @@ def _global_max(node: Any, ctx: _Ctx) -> list[Any] | None:
     return [_node("ReduceMax", [node.input[0]], [node.output[0]], axes=axes, keepdims=1)]
 
 
+@rule("HardSigmoid", "HardSwish")
+def _hard_sigmoid(node: Any, ctx: _Ctx) -> list[Any]:
+    """HardSigmoid x = max(0, min(1, alpha * x + beta)) (alpha 0.2, beta 0.5 by default; HardSwish is
+    x * HardSigmoid x with alpha 1/6): written out, since ONNX defines no function body for them
+    before opset 18."""
+    x, out = node.input[0], node.output[0]
+    attrs = {a.name: a.f for a in node.attribute}
+    swish = node.op_type == "HardSwish"
+    alpha, beta = (1.0 / 6.0, 0.5) if swish else (attrs.get("alpha", 0.2), attrs.get("beta", 0.5))
+    scaled, shifted, low = ctx.name("scaled"), ctx.name("shifted"), ctx.name("low")
+    sigmoid = ctx.name("hardsigmoid") if swish else out
+    nodes = [
+        _node("Mul", [x, ctx.const(alpha, x)], [scaled]),
+        _node("Add", [scaled, ctx.const(beta, x)], [shifted]),
+        _node("Max", [shifted, ctx.const(0.0, x)], [low]),
+        _node("Min", [low, ctx.const(1.0, x)], [sigmoid]),
+    ]
+    return nodes + ([_node("Mul", [x, sigmoid], [out])] if swish else [])
+
+
 @rule("IsInf")
 def _isinf(node: Any, ctx: _Ctx) -> list[Any]:
     """x == +inf (detect_positive), x == -inf (detect_negative), |x| == inf (both, the default)."""
