@@ -53,12 +53,21 @@ def convert(req: Request, stage: Path) -> ParityReport:
     route could not translate it, when neither route can convert the model."""
     if req.route == "torch":
         return _finish(_torch_route(req, stage), req, stage, TORCH_ROUTE)
+    failed: ParityReport | None = None  # the importer's bundle, when it failed parity
+    unexpected: Exception | None = None  # an error of the importer route that is no gap (a bug of ours)
     try:
         report = _importer_route(req, stage)
     except (UnsupportedOpsError, LoweringError) as e:
         if req.route == "importer":
             raise
         first: RtiError = e
+    except RtiError:
+        raise  # bad input, an unreadable file, a device: the torch route would meet it too
+    except Exception as e:
+        if req.route == "importer":
+            raise
+        unexpected = e
+        first = RtiError(f"internal error ({type(e).__name__}: {str(e)[:200]})")
     else:
         if report.ok or not req.verify or req.route == "importer":
             return _finish(report, req, stage, IMPORTER_ROUTE)
@@ -67,16 +76,18 @@ def convert(req: Request, stage: Path) -> ParityReport:
     second = Path(tempfile.mkdtemp(prefix=".torch-route-", dir=stage.parent))
     try:
         report = _torch_route(req, second)
-        why = first.message.splitlines()[0] if isinstance(first, UnsupportedOpsError) else first.message
+        why = first.message.splitlines()[0]
         report.notes.insert(0, f"RLX's ONNX importer route: {why}")
         _replace(stage, second)
         return _finish(report, req, stage, TORCH_ROUTE)
     except UnsupportedOpsError as e:  # UntranslatableError, or a gap of the torch path
-        if isinstance(first, UnsupportedOpsError | LoweringError) or "failed" not in locals():
+        if unexpected is not None:
+            raise unexpected from None  # neither route converts it: our bug surfaces as it is
+        if failed is None:
             raise _combined(first, e) from None
-        report = failed  # the importer's bundle stands, failing; the report says why the torch route could not help
-        report.notes.insert(0, f"the torch route could not convert it either: {e.message.splitlines()[0]}")
-        return _finish(report, req, stage, IMPORTER_ROUTE)
+        # the importer's bundle stands, failing; the report says why the torch route could not help
+        failed.notes.insert(0, f"the torch route could not convert it either: {e.message.splitlines()[0]}")
+        return _finish(failed, req, stage, IMPORTER_ROUTE)
     finally:
         shutil.rmtree(second, ignore_errors=True)
 
