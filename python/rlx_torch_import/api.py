@@ -215,6 +215,12 @@ def from_onnx(
         raise InputError(f"route {route!r} is not one of {', '.join(ROUTES)}")
     emit = emit_targets(emit)
     _check_options(emit, 0, emit_style)
+    if "crate" in emit and not verify:
+        raise InputError(
+            "--emit crate needs verification: the crate tests itself against ONNX Runtime's outputs, which "
+            "--no-verify (verify=False) does not compute",
+            hint="drop --no-verify, or emit the bundle only",
+        )
     if "crate" in emit and emit_style == "flow":
         raise InputError("an ONNX bundle's crate is graph or tensor style (flow needs torch-ir's nodes)")
     if not _core.ONNX_BUILT:

@@ -176,6 +176,7 @@ def _run_bundle(argv: Sequence[str]) -> int:
     import numpy as np
 
     from . import safetensors_io
+    from .bundle.host import check_baked
     from .bundle.model import BundleModel
     from .layout import NOT_INPUTS, input_key, output_key
 
@@ -218,6 +219,11 @@ def _run_bundle(argv: Sequence[str]) -> int:
         feed[name] = tensors[key]
     # A reference.safetensors holds outputs (and sweep/set entries) next to the inputs: those are not inputs.
     used = set(model.input_names) | {input_key(n) for n in model.input_names}
+    for const in model.meta.get("constant_inputs", []):  # baked in at conversion: may be given, unchanged
+        for key in (const["path"], input_key(const["path"])):
+            if key in tensors:
+                check_baked(const["path"], tensors[key], const["value"])
+                used.add(key)
     unknown = sorted(k for k in tensors if k not in used and not k.startswith(NOT_INPUTS))
     if unknown:
         raise InputError(

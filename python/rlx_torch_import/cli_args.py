@@ -88,25 +88,27 @@ def emits(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def add_verify_args(p: argparse.ArgumentParser) -> None:
+def add_verify_args(p: argparse.ArgumentParser, against: str = "PyTorch") -> None:
     group = p.add_mutually_exclusive_group()
     group.add_argument(
         "--verify",
         dest="verify",
         action="store_true",
         default=True,
-        help="check parity against PyTorch (the default; this is its explicit form)",
+        help=f"check parity against {against} (the default; this is its explicit form)",
     )
-    group.add_argument("--no-verify", dest="verify", action="store_false", help="skip the parity check against PyTorch")
-    add_per_node_arg(p)
+    group.add_argument(
+        "--no-verify", dest="verify", action="store_false", help=f"skip the parity check against {against}"
+    )
+    add_per_node_arg(p, against)
 
 
-def add_per_node_arg(p: argparse.ArgumentParser) -> None:
+def add_per_node_arg(p: argparse.ArgumentParser, against: str = "PyTorch") -> None:
     p.add_argument(
         "--no-per-node",
         dest="per_node",
         action="store_false",
-        help="skip per-node parity (each node's value against PyTorch's, cumulative and reference-fed; "
+        help=f"skip per-node parity (each node's value against {against}'s, cumulative and reference-fed; "
         "the report's per-node table and first divergence)",
     )
 

@@ -48,7 +48,7 @@ def parser() -> argparse.ArgumentParser:
         help="importer: RLX's ONNX importer only; torch: the ONNX graph as a torch module through the PyTorch "
         "path only; auto: the importer, else (gaps, failed parity) the torch route (default: auto)",
     )
-    add_verify_args(p)
+    add_verify_args(p, against="ONNX Runtime")
     add_emit_args(p)
     add_device_arg(p)
     add_threads_arg(p)

@@ -21,9 +21,7 @@ from .progress import Progress
 from .verify.report import ParityReport
 from .verify.run import add_node_parity, write_reports
 
-ROUTE_NOTE = "route: "
-IMPORTER_ROUTE = "RLX's ONNX importer (rlx-onnx-import, after the pre-pass)"
-TORCH_ROUTE = "the torch route (the ONNX graph as a torch module, through torch.export and the ATen registry)"
+IMPORTER_ROUTE, TORCH_ROUTE = "importer", "torch"  # torch-ir producer["route"]; its note: verify.run.ONNX_ROUTES
 
 
 @dataclass
@@ -76,8 +74,8 @@ def convert(req: Request, stage: Path) -> ParityReport:
     second = Path(tempfile.mkdtemp(prefix=".torch-route-", dir=stage.parent))
     try:
         report = _torch_route(req, second)
-        why = first.message.splitlines()[0]
-        report.notes.insert(0, f"RLX's ONNX importer route: {why}")
+        why = "; ".join(line.strip(" -") for line in first.message.splitlines())
+        report.notes.insert(1, f"RLX's ONNX importer route: {why[:1500]}")
         _replace(stage, second)
         return _finish(report, req, stage, TORCH_ROUTE)
     except UnsupportedOpsError as e:  # UntranslatableError, or a gap of the torch path
@@ -101,7 +99,7 @@ def _failed(report: ParityReport) -> str:
 
 
 def _finish(report: ParityReport, req: Request, stage: Path, route: str) -> ParityReport:
-    report.notes.insert(0, ROUTE_NOTE + route)
+    """Write the reports of the route that made the bundle (its route note comes from torch-ir)."""
     write_reports(report, stage)
     return report
 
@@ -156,7 +154,7 @@ def _torch_route(req: Request, stage: Path) -> ParityReport:
     """The ONNX graph as a torch module (`torch_route.to_module`) through `from_torch`'s front end; the
     reference's outputs are ONNX Runtime's. Raises UntranslatableError for what it cannot translate."""
     from .frontend.onnx import bind, prepass, reference, source
-    from .frontend.onnx.rewrite import bake_inputs
+    from .frontend.onnx.operands import bake_inputs
     from .frontend.onnx.torch_route import Untranslatable, to_module
 
     src = source.read(req.path)

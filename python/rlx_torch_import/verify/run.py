@@ -88,10 +88,19 @@ def verify_bundle(
         report.ok = report.ok and all(r.ok for r in report.input_sets)
 
 
+# How an ONNX conversion's bundle was made (torch-ir `producer["route"]`; `onnx_convert.py`).
+ONNX_ROUTES = {
+    "importer": "RLX's ONNX importer (rlx-onnx-import, after the pre-pass)",
+    "torch": "the torch route (the ONNX graph as a torch module, through torch.export and the ATen registry)",
+}
+
+
 def _notes(ir: torchir.TorchIR) -> list[str]:
     """What the front end baked in, inlined or left out, one line each."""
     if ir.producer.get("frontend") == "onnx" or ir.decomposition == "onnx":  # the ONNX front end's notes
-        notes = [v for k, v in sorted(ir.producer.items()) if k.startswith("note.")]
+        route = ONNX_ROUTES.get(ir.producer.get("route", ""))
+        notes = [f"route: {route}"] if route else []
+        notes += [v for k, v in sorted(ir.producer.items(), key=lambda kv: kv[0]) if k.startswith("note.")]
     else:
         notes = [
             f"input {c['path']} = {c['value']!r} baked in (torch.export specializes on it)"

@@ -1,8 +1,12 @@
 """The ONNX front end: an `.onnx` file (external data included) lands on the same bundle, crate and
-report as `from_torch`, through RLX's own importer (`rlx-onnx-import`, the core's `onnx` feature).
+report as `from_torch`, verified against ONNX Runtime (docs/onnx.md; the reasons: docs/design.md (ah)).
 
-`source` reads the file and names its inputs and symbolic dims; `bind` gives every dim a size and
-makes the inputs; `prepass` writes the static model the importer reads; `gaps` lists everything the
-importer cannot take, all at once; `reference` runs ONNX Runtime (graph optimizations off) for the
-reference and the per-node values; `program` turns the importer's graph into our program;
-`driver` writes the conversion folder. The reasons for this route: docs/design.md, decision (ah)."""
+Importer route (RLX's own `rlx-onnx-import`, the core's `onnx` feature): `source` reads the file and
+names its inputs and symbolic dims; `bind` gives every dim a size and makes the inputs; `gaps` lists
+everything the importer cannot take, all at once; `prepass` writes the static model the importer
+reads (`operands` bakes in the inputs that fix shapes, `rewrite` rewrites forms it lacks, `expand`
+inlines ONNX's own function definitions); `program` replays the importer's graph through our RLX
+defect layer; `reference` runs ONNX Runtime (graph optimizations off); `driver` writes the conversion
+folder; `nodes` is per-node parity against ONNX Runtime and `repro` the `diagnose` repro folder.
+Torch route (`torch_route/`): the graph translated into a torch module for the PyTorch path, where the
+importer cannot (`onnx_convert.py` chooses)."""

@@ -169,7 +169,7 @@ def _boundary_ir(src: source.OnnxSource, name: str, program: Program, out: dict[
         weights=weights,
         nodes=[],
         outputs=outputs,
-        producer={**src.producer(), "frontend": "onnx", "source": str(src.path)},
+        producer={**src.producer(), "frontend": "onnx", "route": "importer", "source": str(src.path)},
     )
 
 

@@ -3,7 +3,7 @@ pass keeps what the file computes; which passes run and why is docs/design.md, d
 
 - `static_inputs`: every graph input at the sizes this conversion runs (the importer specializes
   symbolic dims by name heuristics; binding them here makes its shapes the ones ONNX Runtime sees);
-- graph inputs that fix shapes baked in as constants (`rewrite.bake_operands`);
+- graph inputs that fix shapes baked in as constants (`operands.bake_operands`);
 - constant folding at those sizes (`fold`, onnxscript's optimizer);
 - rewrites of op types the importer lacks into ones it has (`rewrite.rewrite`), and broadcasting
   operands brought to one rank (`rewrite.align_ranks`: the importer aligns a lower-rank operand by size);
@@ -113,11 +113,12 @@ def prepare(
     model: Any, shapes: dict[str, tuple[int, ...]], given: dict[str, Any] | None = None
 ) -> tuple[Any, dict[str, str]]:
     """A copy of `model` with static inputs at `shapes`, shape-fixing operand inputs baked in from
-    `given` (`rewrite.bake_operands`), the rewrite rules applied (`rewrite.rewrite`), constants folded
+    `given` (`operands.bake_operands`), the rewrite rules applied (`rewrite.rewrite`), constants folded
     and shapes inferred; and the baked inputs (name -> what reads it)."""
     import onnx
 
-    from .rewrite import align_ranks, bake_operands, constant_outputs, rewrite
+    from .operands import bake_operands
+    from .rewrite import align_ranks, constant_outputs, rewrite
 
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
