@@ -153,17 +153,12 @@ def _combined(first: RtiError, second: UnsupportedOpsError) -> UnsupportedOpsErr
 def _torch_route(req: Request, stage: Path) -> ParityReport:
     """The ONNX graph as a torch module (`torch_route.to_module`) through `from_torch`'s front end; the
     reference's outputs are ONNX Runtime's. Raises UntranslatableError for what it cannot translate."""
-    from .frontend.onnx import bind, prepass, reference, source
+    from .frontend.onnx import bind, prepass, reference
+    from .frontend.onnx.driver import read_and_bind
     from .frontend.onnx.operands import bake_inputs
     from .frontend.onnx.torch_route import Untranslatable, to_module
 
-    src = source.read(req.path)
-    given = bind.read_inputs(req.inputs)
-    sizes = bind.bind_sizes(src, bind.parse_dims(req.dims), given)
-    shapes = {
-        s.name: tuple(given[s.name].shape) if given and s.name in given else bind.input_shape(s, sizes)
-        for s in src.inputs
-    }
+    src, given, sizes, shapes = read_and_bind(req.path, req.inputs, req.dims)
     static, baked = prepass.prepare(src.model, shapes, given)
     feed, notes = bind.make_inputs(src, sizes, given)
     for _ in range(3):  # inputs a shape needs (through values computed from them) become constants too

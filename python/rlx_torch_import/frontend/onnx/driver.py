@@ -209,6 +209,21 @@ def _notes(
     return notes
 
 
+def read_and_bind(
+    path: Path, inputs: Any, dims: Any
+) -> tuple[source.OnnxSource, dict[str, np.ndarray] | None, dict[str, int], dict[str, tuple[int, ...]]]:
+    """The file read, the user's inputs (or None), each symbolic dim's size and each input's shape
+    (`bind`): what both routes start from."""
+    src = source.read(path)
+    given = bind.read_inputs(inputs)
+    sizes = bind.bind_sizes(src, bind.parse_dims(dims), given)
+    shapes = {
+        s.name: tuple(given[s.name].shape) if given and s.name in given else bind.input_shape(s, sizes)
+        for s in src.inputs
+    }
+    return src, given, sizes, shapes
+
+
 def convert(
     path: Path,
     stage: Path,
@@ -225,15 +240,8 @@ def convert(
     UnsupportedOpsError (every gap at once), InputError (a symbolic dim without a size, inputs that do
     not fit), ModelLoadError (a file that is not an ONNX model, or one ONNX Runtime cannot run)."""
     with prog.phase("read"):
-        src = source.read(path)
-        found = gaps.domain_gaps(src) + gaps.dtype_gaps(src)
-        given = bind.read_inputs(inputs)
-        sizes = bind.bind_sizes(src, bind.parse_dims(dims), given)
-        shapes = {
-            s.name: tuple(given[s.name].shape) if given and s.name in given else bind.input_shape(s, sizes)
-            for s in src.inputs
-        }
-        found += gaps.zero_size_gaps(shapes)
+        src, given, sizes, shapes = read_and_bind(path, inputs, dims)
+        found = gaps.domain_gaps(src) + gaps.dtype_gaps(src) + gaps.zero_size_gaps(shapes)
     name = name or src.path.stem
     with prog.phase("import"):
         static, baked = prepass.prepare(src.model, shapes, given)
