@@ -51,6 +51,7 @@ golden: setup
 	rm -f tests/test_golden_ops.py.bak  # expecttest's copy of the file before its edit
 	$(VENV)/bin/ruff format tests/test_golden_ops.py
 
-## RLX vs PyTorch eager vs ONNX Runtime, conversion cost, peak memory -> bench/results.md
+## RLX vs PyTorch eager vs ONNX Runtime vs OpenVINO, BLAS providers, conversion cost and CLI wall time,
+## LLM decode, peak memory -> bench/results.md
 bench: setup
 	$(PY) -m tools.bench

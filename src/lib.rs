@@ -9,6 +9,9 @@
 #[cfg(target_endian = "big")]
 compile_error!("tensors cross the core as little-endian bytes");
 
+// One file with the generated crates, which copy it verbatim (crate/write.py).
+#[path = "../python/rlx_torch_import/crate/templates/blas.rs"]
+pub mod blas;
 pub mod boundary;
 pub mod device;
 pub mod dynamic;

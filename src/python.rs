@@ -316,6 +316,17 @@ fn cuda_refusal(py: Python<'_>, hir_json: &str) -> PyResult<Option<String>> {
     })
 }
 
+/// The BLAS provider RLX computes with (loaded now if it was not yet): `(provider, library path,
+/// detail, chosen_by)`; `CheckError` says why none could be loaded (`blas::info`).
+#[pyfunction]
+fn blas_info() -> PyResult<(String, String, String, String)> {
+    entry("loading the BLAS provider", || {
+        crate::blas::info()
+            .map(|i| (i.provider, i.path, i.detail, i.chosen_by))
+            .map_err(|why| to_py(CoreError::Check(why)))
+    })
+}
+
 /// RLX version the core was built against.
 #[pyfunction]
 fn rlx_version() -> PyResult<&'static str> {
@@ -485,6 +496,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cuda_refusal, m)?)?;
     m.add_function(wrap_pyfunction!(program_to_hir_json, m)?)?;
     m.add_function(wrap_pyfunction!(rlx_version, m)?)?;
+    m.add_function(wrap_pyfunction!(blas_info, m)?)?;
     m.add_function(wrap_pyfunction!(set_rlx_env, m)?)?;
     m.add_function(wrap_pyfunction!(op_to_rust, m)?)?;
     m.add("ONNX_BUILT", cfg!(feature = "onnx"))?;

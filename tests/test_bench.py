@@ -34,6 +34,7 @@ def test_bench_runs_the_tiny_mlp(tmp_path, capsys) -> None:
             "--warmup",
             "1",
             "--no-onnx",
+            "--no-openvino",
             "--no-kernels",
             "--no-dynamic",
             "--no-per-node",
@@ -47,6 +48,7 @@ def test_bench_runs_the_tiny_mlp(tmp_path, capsys) -> None:
     row = _row(printed, "tests.mlp")
     assert row["parity"].split()[0] == "ok", printed  # a footnote may follow (e.g. noisy timings)
     assert row["ORT ms"] == "skipped"
+    assert row["OV ms"] == "skipped"
     for col in ("RLX ms", "eager ms"):
         assert float(row[col]) > 0, row
     ratio = re.match(r"([0-9.]+)\N{MULTIPLICATION SIGN}", row["RLX/eager"])

@@ -84,7 +84,13 @@ def describe(rel: str, want: bytes | None, got: bytes | None) -> str:
 
 @pytest.mark.skipif(shutil.which("rustfmt") is None, reason="the golden crates are rustfmt-formatted")
 @pytest.mark.parametrize("style", list(MODELS))
-def test_generated_crate_matches_golden(style: str, tmp_path: Path) -> None:
+def test_generated_crate_matches_golden(style: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # .cargo/config.toml records where this environment has the BLAS libraries: fixed paths here
+    for var, path in (
+        ("RTI_BLAS_MKL", "/opt/blas/libmkl_rt.so.3"),
+        ("RTI_BLAS_OPENBLAS", "/opt/blas/libscipy_openblas.so"),
+    ):
+        monkeypatch.setenv(var, path)
     model, inputs = MODELS[style]()
     out = tmp_path / "out"
     report = rti.from_torch(model, inputs, out, emit="crate", emit_style=style, name="golden", per_node=False)

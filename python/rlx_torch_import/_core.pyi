@@ -97,6 +97,11 @@ def onnx_op_types() -> list[str]:
 def program_to_hir_json(program_json: str) -> str:
     """Lowered-program JSON -> rlx-ir HIR JSON; raises CheckError naming the bad node."""
 
+def blas_info() -> tuple[str, str, str, str]:
+    """The BLAS provider RLX computes with, loaded now if it was not yet (src/blas.rs): provider
+    ("mkl", "openblas", "system", "custom"), library path, its version/kernel detail, and how it was
+    chosen ("auto (GenuineIntel)", "RTI_BLAS=system"); CheckError says why none could be loaded."""
+
 def rlx_version() -> str:
     """Version of the RLX crates the core was built against."""
 

@@ -1,4 +1,4 @@
-"""How RLX's CPU runtime is configured in this process: threads and the OpenBLAS kernel.
+"""How RLX's CPU runtime is configured in this process: threads, the BLAS provider, the OpenBLAS kernel.
 
 RLX 0.2.19 reads these settings once, when its CPU backend starts, so they are
 process-wide (docs/design.md, "Runtime configuration", has the measurements):
@@ -9,12 +9,20 @@ process-wide (docs/design.md, "Runtime configuration", has the measurements):
   machine). We default to every core this process may run on, like PyTorch.
   OpenBLAS is left to RLX, which keeps it at one thread inside the pool (more
   would only oversubscribe the cores; measured in docs/design.md).
+- **BLAS provider.** RLX's MatMul and im2col convolution are `cblas_sgemm` calls;
+  the core forwards them to a provider it loads at run time (src/blas.rs):
+  `RTI_BLAS=auto` (default) takes Intel MKL on Intel CPUs and OpenBLAS 0.3.34
+  (scipy-openblas32) elsewhere, falling back to the system's `libopenblas.so.0`;
+  `RTI_BLAS=mkl|openblas|system|/path/lib.so` forces one (`system` is the way back
+  to Debian's OpenBLAS). `prepare_process()` tells the core where the pinned wheels
+  put the libraries (`RTI_BLAS_MKL`, `RTI_BLAS_OPENBLAS`); `blas()` loads and names
+  the provider, raising `InputError` when the one asked for cannot be loaded.
 - **OpenBLAS kernel.** Debian 12's OpenBLAS 0.3.21 does not know recent Intel
   CPUs and falls back to its generic "Prescott" (SSE3) kernels, 3x slower than its
-  AVX-512 ones. OpenBLAS reads `OPENBLAS_CORETYPE` when the library loads, which
-  happens when the Rust core is imported, so `prepare_process()` runs first
-  (package import). The core type is chosen from the CPU's own feature flags
-  (`/proc/cpuinfo`), never hard-coded, and only when the user has not set it.
+  AVX-512 ones. OpenBLAS reads `OPENBLAS_CORETYPE` when the library loads, so
+  `prepare_process()` runs first (package import). The core type is chosen from
+  the CPU's own feature flags (`/proc/cpuinfo`), never hard-coded, and only when
+  the user has not set it.
 
 Everything is overridable with the variables named above; `describe()` says what
 is in effect (the benchmark prints it).
@@ -22,8 +30,8 @@ is in effect (the benchmark prints it).
 
 from __future__ import annotations
 
-import ctypes
 import os
+from importlib import metadata
 from pathlib import Path
 
 from .errors import InputError
@@ -78,6 +86,50 @@ def prepare_process() -> None:
             os.environ["OPENBLAS_CORETYPE"] = coretype
             _forced_coretype = coretype
     os.environ.setdefault(_THREADS_VAR, str(available_cpus()))
+    for var, (dist, pattern) in _BLAS_WHEELS.items():
+        if not os.environ.get(var):
+            found = _wheel_library(dist, pattern)
+            if found is not None:
+                os.environ[var] = found
+
+
+# The pinned wheels that carry a BLAS provider: variable the core reads -> (distribution, file glob).
+_BLAS_WHEELS: dict[str, tuple[str, str]] = {
+    "RTI_BLAS_MKL": ("mkl", "libmkl_rt.so.*"),
+    "RTI_BLAS_OPENBLAS": ("scipy-openblas32", "libscipy_openblas.so"),
+}
+
+
+def _wheel_library(dist: str, pattern: str) -> str | None:
+    """The installed file of distribution `dist` whose name matches `pattern`, or None."""
+    try:
+        files = metadata.distribution(dist).files or []
+    except metadata.PackageNotFoundError:
+        return None
+    for f in files:
+        if Path(f.name).match(pattern):
+            path = Path(str(f.locate()))
+            if path.is_file():
+                return str(path.resolve())
+    return None
+
+
+def blas() -> dict[str, str]:
+    """The BLAS provider RLX computes with, loaded now if it was not yet (see module docs).
+
+    Returns {"provider", "path", "detail", "chosen_by"}. Raises `InputError` naming `RTI_BLAS`
+    when the provider asked for cannot be loaded (a BLAS call would otherwise abort the process).
+    """
+    from . import _core
+
+    try:
+        provider, path, detail, chosen_by = _core.blas_info()
+    except _core.CheckError as err:
+        raise InputError(
+            f"no BLAS provider for RLX: {err}",
+            hint="RTI_BLAS=auto|mkl|openblas|system|/path/to/libblas.so (docs/usage.md, 'BLAS provider')",
+        ) from None
+    return {"provider": provider, "path": path, "detail": detail, "chosen_by": chosen_by}
 
 
 def set_threads(threads: int | None) -> int:
@@ -119,26 +171,19 @@ def mark_started() -> int:
     """Record that RLX has started (its pool size is now fixed); returns that size."""
     global _applied_threads
     if _applied_threads is None:
+        blas()  # a provider that cannot load is an InputError here, not an abort in RLX
         _applied_threads = _env_threads()
     return _applied_threads
 
 
-def openblas_corename() -> str | None:
-    """The kernel family OpenBLAS runs (`openblas_get_corename`), or None without OpenBLAS."""
-    try:
-        lib = ctypes.CDLL("libopenblas.so.0", mode=getattr(os, "RTLD_NOLOAD", 4))
-    except OSError:
-        return None
-    fn = lib.openblas_get_corename
-    fn.restype = ctypes.c_char_p
-    name = fn()
-    return name.decode() if name else None
-
-
 def describe() -> dict[str, object]:
-    """The configuration in effect: threads, OpenBLAS core type and whether we chose it."""
+    """The configuration in effect: threads, the BLAS provider, the OpenBLAS core type and who chose it."""
+    info = blas()
     return {
         "threads": set_threads(None),
-        "openblas_core": openblas_corename(),
+        "blas": info["provider"],
+        "blas_detail": info["detail"],
+        "blas_chosen_by": info["chosen_by"],
+        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
         "openblas_coretype_chosen_by": "rlx-torch-import" if _forced_coretype else "OpenBLAS / user",
     }

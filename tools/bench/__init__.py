@@ -1,4 +1,4 @@
-"""Benchmark: RLX against PyTorch eager and ONNX Runtime, conversion cost, and peak memory.
+"""Benchmark: RLX against PyTorch eager, ONNX Runtime and OpenVINO, conversion cost, and peak memory.
 
 Usage::
 
@@ -9,18 +9,20 @@ Usage::
 Options: `--models a,b` (default: all), `--runs N` timed runs (default 20) after
 `--warmup N` untimed ones (default 3), `--threads N` (default: every core this
 process may use), `--out PATH` (default bench/results.md), `--no-onnx` (skip
-ONNX Runtime), `--no-kernels` (skip the RLX-kernels-alone table), `--no-dynamic`
-(skip the dynamic-bundle table, `dynamic_bench.py`), `--no-per-node` (skip the per-node
-parity cost table, `verify_bench.py`), `--no-threads` (skip the 4-threads-vs-1 table,
-`thread_bench.py`), `--timeout S` per model,
-`--list` (the model names).
+ONNX Runtime), `--no-openvino` (skip OpenVINO), `--no-kernels` (skip the
+RLX-kernels-alone table), `--no-dynamic` (skip the dynamic-bundle table,
+`dynamic_bench.py`), `--no-per-node` (skip the per-node parity cost table,
+`verify_bench.py`), `--no-threads` (skip the 4-threads-vs-1 table,
+`thread_bench.py`), `--timeout S` per model, `--list` (the model names).
 
 Every model runs in a fresh child process (`--one NAME --json PATH`), so memory
 peaks and thread pools never leak from one model into the next; this process
 only collects the children's JSON, prints the table, and writes `--out` (the
 same table plus the configuration, each model's conversion phases and RLX
-kernel profile, and the footnotes). In a child, RLX, PyTorch and ONNX Runtime
-get the same inputs and the same thread count.
+kernel profile, and the footnotes). In a child, RLX, PyTorch, ONNX Runtime and
+OpenVINO get the same inputs and the same thread count, and are timed the same
+way; the peer runtimes (tools/bench/peers.py) are built and timed one after the
+other, each released before the next.
 
 Columns (latencies in milliseconds, medians of `--runs` runs after warm-up;
 ratios are plain factors: 2.00 = twice the time, below 1 = faster):
@@ -32,8 +34,21 @@ ratios are plain factors: 2.00 = twice the time, below 1 = faster):
 - **eager ms**: the PyTorch module under `torch.no_grad()` with `torch.set_num_threads(T)`.
 - **ORT ms**: ONNX Runtime (CPUExecutionProvider, `intra_op_num_threads=T`,
   `inter_op_num_threads=1`) on `torch.onnx.export(..., dynamo=True)`; `n/a` with a
-  footnote when the export or the session fails.
-- **RLX/eager**, **ORT/eager**, **RLX/ORT**: latency ratios (below 1 = faster).
+  footnote when the export or the session fails; a footnote after the number when its
+  output differs from eager's (max abs error above 1e-3 of eager's largest |value|).
+- **OV ms**: OpenVINO on its own PyTorch front-end, `ov.convert_model(model,
+  example_input=inputs)` (a TorchScript trace; where that conversion fails, as on an
+  operation it has no rule for, `ov.convert_model` of `torch.export.export(model, inputs)`,
+  with a footnote saying so and why), compiled for "CPU" with
+  `INFERENCE_PRECISION_HINT` f32, `INFERENCE_NUM_THREADS=T` and `PERFORMANCE_HINT`
+  LATENCY (one stream), run through one infer request; the configuration lines show
+  what the compiled model reports back. `n/a` with a footnote when the conversion or
+  compilation fails, or when its output differs from eager's (same test as ORT: such
+  a run is not timed).
+- **RLX/eager**, **ORT/eager**, **OV/eager**, **RLX/ORT**, **RLX/OV**: latency ratios
+  (below 1 = faster). OpenVINO has no target; it shows where a tuned CPU runtime is.
+- Each model's section after the table gives ORT's and OpenVINO's max abs error
+  against eager and their export-and-compile time.
 - **export s**: `torch.export` time inside `rti.from_torch` (seconds).
 - **ours s** / **ours/export**: our own conversion stages (every phase of
   `report.timings_s` except "export", "reference" and "verify": capture, write

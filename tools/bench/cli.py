@@ -18,8 +18,9 @@ from tqdm import tqdm
 
 from rlx_torch_import import rlx_config
 from tools import child_env
-from tools.bench.measure import ModelResult, _loadavg, _short, measure
+from tools.bench.measure import ModelResult, _loadavg, measure
 from tools.bench.models import BenchModel, registry
+from tools.bench.peers import short
 from tools.bench.tables import render
 
 DEFAULT_OUT = Path("bench") / "results.md"
@@ -56,6 +57,8 @@ def run_child(spec: BenchModel, args: argparse.Namespace) -> ModelResult:
         ]
         if args.no_onnx:
             cmd.append("--no-onnx")
+        if args.no_openvino:
+            cmd.append("--no-openvino")
         start = time.perf_counter()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=_child_env())
@@ -72,14 +75,15 @@ def run_child(spec: BenchModel, args: argparse.Namespace) -> ModelResult:
         return ModelResult(
             name=spec.name,
             description=spec.description,
-            error=f"the child process exited with {proc.returncode} and wrote no result: {_short(why)}",
+            error=f"the child process exited with {proc.returncode} and wrote no result: {short(why)}",
         )
 
 
 def _parse(argv: Sequence[str] | None, names: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m tools.bench",
-        description="RLX vs PyTorch eager vs ONNX Runtime latency, conversion cost and peak memory, as a table.",
+        description="RLX vs PyTorch eager vs ONNX Runtime vs OpenVINO latency, conversion cost and peak memory, "
+        "as a table.",
     )
     parser.add_argument("--models", help=f"comma-separated subset of: {', '.join(names)} (default: all)")
     parser.add_argument("--runs", type=int, default=20, help="timed runs per runtime (median reported; default 20)")
@@ -88,10 +92,11 @@ def _parse(argv: Sequence[str] | None, names: Sequence[str]) -> argparse.Namespa
         "--threads",
         type=int,
         default=rlx_config.available_cpus(),
-        help="threads for RLX, PyTorch and ONNX Runtime (default: every core available, %(default)s here)",
+        help="threads for RLX, PyTorch, ONNX Runtime and OpenVINO (default: every core available, %(default)s here)",
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results file (default: %(default)s)")
     parser.add_argument("--no-onnx", action="store_true", help="skip ONNX Runtime")
+    parser.add_argument("--no-openvino", action="store_true", help="skip OpenVINO")
     parser.add_argument("--no-kernels", action="store_true", help="skip the RLX-kernels-alone table")
     parser.add_argument("--no-dynamic", action="store_true", help="skip the dynamic-bundle table")
     parser.add_argument("--no-per-node", action="store_true", help="skip the per-node parity cost table")
@@ -126,7 +131,7 @@ def _child_table(args: argparse.Namespace, module: str, tag: str, what: str) -> 
     cmd = [sys.executable, "-m", f"tools.{module}", "--threads", str(args.threads)]
     done = subprocess.run(cmd, capture_output=True, text=True, env=_child_env(), check=False, timeout=args.timeout)
     if done.returncode != 0:
-        tqdm.write(f"[{tag}] failed: {_short(done.stderr)}", file=sys.stderr)
+        tqdm.write(f"[{tag}] failed: {short(done.stderr)}", file=sys.stderr)
         return None
     return done.stdout.strip()
 
@@ -208,7 +213,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.one:
         result = measure(
-            models[args.one], runs=args.runs, warmup=args.warmup, threads=args.threads, onnx=not args.no_onnx
+            models[args.one],
+            runs=args.runs,
+            warmup=args.warmup,
+            threads=args.threads,
+            onnx=not args.no_onnx,
+            openvino=not args.no_openvino,
         )
         text = json.dumps(asdict(result), indent=1)
         if args.json:

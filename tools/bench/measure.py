@@ -1,18 +1,16 @@
-"""Measure one model: convert, verify, time RLX / eager / ONNX Runtime, peak memory, node counts, profile."""
+"""Measure one model: convert, verify, time RLX / eager / ONNX Runtime / OpenVINO, peak memory, node counts,
+profile."""
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
 import traceback
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +23,9 @@ from torch import nn
 from rlx_torch_import import rlx_config
 from rlx_torch_import.api import from_torch
 from rlx_torch_import.bundle.model import BundleModel
+from tools.bench import peers
 from tools.bench.models import BenchModel
+from tools.bench.peers import short
 
 # RLX ops (as we emit them into the HIR, before RLX's own fusion pass) that do the
 # work of several ATen ops in one kernel: attention, the normalizations, rotary
@@ -285,6 +285,11 @@ class ModelResult:
     eager_ms: float | None = None
     ort_ms: float | None = None
     ort_note: str | None = None  # why there is no ORT number, or a remark on its output
+    ov_ms: float | None = None
+    ov_note: str | None = None  # why there is no OpenVINO number (an output that differs from eager: none)
+    peer_errors: dict[str, float] = field(default_factory=dict)  # "ORT"/"OV" -> max abs error against eager
+    peer_settings: dict[str, dict[str, str]] = field(default_factory=dict)  # runtime -> settings it reports
+    peer_setup_s: dict[str, float] = field(default_factory=dict)  # runtime -> export + compile seconds
     rlx_nodes: int | None = None
     aten_nodes: int | None = None
     aten_on_fused: int | None = None
@@ -341,68 +346,11 @@ class ModelResult:
         return (self.rss_peak - self.rss_before) / self.weight_bytes
 
 
-def _short(err: BaseException | str, limit: int = 300) -> str:
-    """One line: an exception as "Type: first line of its message", a string's first line; at most `limit`."""
-    lines = str(err).strip().splitlines()
-    text = lines[0] if lines else ""
-    if isinstance(err, BaseException):
-        text = f"{type(err).__name__}: {text}" if text else type(err).__name__
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _ort_latency(
-    model: nn.Module,
-    inputs: tuple[torch.Tensor, ...],
-    feed: list[np.ndarray],
-    expected: np.ndarray | None,
-    workdir: Path,
-    threads: int,
-    runs: int,
-    warmup: int,
-) -> tuple[list[float] | None, float | None, str | None]:
-    """ONNX Runtime on the dynamo ONNX export: run times (ms; None if it failed), the cores other
-    processes used meanwhile (`OtherLoad`), and why it failed or a remark on its output."""
-    try:
-        import onnxruntime as ort
-    except ImportError as e:
-        return None, None, f"onnxruntime is not installed ({_short(e)})"
-    path = workdir / "model.onnx"
-    try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
-            warnings.simplefilter("ignore")
-            torch.onnx.export(model, inputs, str(path), dynamo=True, verbose=False)
-    except Exception as e:
-        return None, None, f"ONNX export failed: {_short(e)}"
-    try:
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        names = [i.name for i in session.get_inputs()]
-        if len(names) != len(feed):
-            return None, None, f"the ONNX model takes {len(names)} inputs, the module {len(feed)}"
-        ort_feed = dict(zip(names, feed, strict=True))
-        got = session.run(None, ort_feed)[0]  # the first warm-up run; its output is checked below
-        for _ in range(warmup - 1):
-            session.run(None, ort_feed)
-        with OtherLoad() as load:
-            times = timed_ms(lambda: session.run(None, ort_feed), runs, 0)
-    except Exception as e:
-        return None, None, f"ONNX Runtime failed: {_short(e)}"
-    note = None
-    if expected is not None:
-        scale = float(np.max(np.abs(expected))) or 1.0
-        if got.shape != expected.shape:
-            note = f"ORT output shape {list(got.shape)} differs from eager {list(expected.shape)}"
-        else:
-            err = float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64)))) / scale
-            if not err <= 1e-3:
-                note = f"ORT output differs from eager (max error {err:.2e} of the largest value)"
-    return times, load.cores, note
-
-
-def measure(spec: BenchModel, *, runs: int, warmup: int, threads: int, onnx: bool) -> ModelResult:
-    """Convert, verify, time and profile one model in this process (meant for a fresh child)."""
+def measure(
+    spec: BenchModel, *, runs: int, warmup: int, threads: int, onnx: bool, openvino: bool = True
+) -> ModelResult:
+    """Convert, verify, time and profile one model in this process (meant for a fresh child); `onnx` and
+    `openvino` time those peer runtimes too (each one's failure is a note in the result, never an exception)."""
     result = ModelResult(name=spec.name, description=spec.description, threads=threads)
     load_before = _loadavg()
     torch.set_num_threads(threads)
@@ -410,7 +358,7 @@ def measure(spec: BenchModel, *, runs: int, warmup: int, threads: int, onnx: boo
     try:
         model, inputs = spec.make()
     except Exception as e:
-        result.error = f"could not build the model: {_short(e)}"
+        result.error = f"could not build the model: {short(e)}"
         return result
     result.weight_bytes = weight_bytes(model)
     feed = [t.detach().numpy() for t in inputs]
@@ -437,7 +385,7 @@ def measure(spec: BenchModel, *, runs: int, warmup: int, threads: int, onnx: boo
             result.rlx_ms = result.time("RLX", lambda: loaded.run(feed), runs, warmup)
             bundle = loaded
         except Exception as e:
-            result.error = _short(e)
+            result.error = short(e)
             result.error_detail = "".join(traceback.format_exception_only(type(e), e)).strip()[:4000]
         expected: np.ndarray | None = None
         try:
@@ -447,17 +395,14 @@ def measure(spec: BenchModel, *, runs: int, warmup: int, threads: int, onnx: boo
                     expected = out_t.detach().numpy()
                 result.eager_ms = result.time("eager", lambda: model(*inputs), runs, warmup)
         except Exception as e:
-            result.notes.append(f"eager PyTorch failed: {_short(e)}")
-        if onnx:
-            times, others, result.ort_note = _ort_latency(model, inputs, feed, expected, workdir, threads, runs, warmup)
-            if times is not None:
-                result.ort_ms = result.record("ORT", times, others)
+            result.notes.append(f"eager PyTorch failed: {short(e)}")
+        peers.time_peers(result, model, inputs, feed, expected, workdir, runs, warmup, onnx=onnx, openvino=openvino)
         if bundle is not None:
             try:
                 prof = bundle.profile(feed, runs=PROFILE_RUNS)
                 result.profile = [(k, float(ms), int(calls)) for k, (ms, calls) in prof.items()]
             except Exception as e:
-                result.notes.append(f"RLX profile failed: {_short(e)}")
+                result.notes.append(f"RLX profile failed: {short(e)}")
     result.config = {**rlx_config.describe(), "torch_threads": torch.get_num_threads()}
     result.loadavg = (load_before, _loadavg())
     return result

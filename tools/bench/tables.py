@@ -7,7 +7,7 @@ import datetime
 import json
 import os
 import platform
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ import torch
 
 from rlx_torch_import import _core, rlx_config
 from tools.bench.measure import BUSY_OTHERS, PROFILE_RUNS, ModelResult
+from tools.bench.peers import openvino_config
 
 # Targets from the issue; a cell above its limit is marked ✗.
 TARGETS: dict[str, float] = {
@@ -76,9 +77,12 @@ HEADER = (
     "RLX ms",
     "eager ms",
     "ORT ms",
+    "OV ms",
     "RLX/eager",
     "ORT/eager",
+    "OV/eager",
     "RLX/ORT",
+    "RLX/OV",
     "export s",
     "ours s",
     "ours/export",
@@ -89,6 +93,14 @@ HEADER = (
     "ATen on fused",
     "top RLX kernels",
 )
+
+
+def _peer_cell(name: str, ms: float | None, remark: str | None, note: Callable[[str], str]) -> str:
+    """A peer runtime's latency cell: its median, `n/a` with a footnote saying why there is none, or
+    `skipped` (not run); a remark on an output that was timed all the same becomes a footnote too."""
+    if ms is None:
+        return "n/a" + note(f"{name}: {remark}") if remark else "skipped"
+    return _ms(ms) + (note(f"{name}: {remark}") if remark else "")
 
 
 def table(results: Sequence[ModelResult]) -> tuple[list[str], list[str]]:
@@ -107,11 +119,8 @@ def table(results: Sequence[ModelResult]) -> tuple[list[str], list[str]]:
             parity = "ok"
         else:
             parity = "**FAIL**" + note(f"{r.name}: parity failed: {r.parity}")
-        ort = _ms(r.ort_ms)
-        if r.ort_ms is None:
-            ort = "n/a" + note(f"{r.name}: {r.ort_note}") if r.ort_note else "skipped"
-        elif r.ort_note:
-            ort += note(f"{r.name}: {r.ort_note}")
+        ort = _peer_cell(r.name, r.ort_ms, r.ort_note, note)
+        ov = _peer_cell(r.name, r.ov_ms, r.ov_note, note)
         for extra in r.notes:
             parity += note(f"{r.name}: {extra}")
         noisy, contended = r.noisy(), r.contended()
@@ -130,9 +139,12 @@ def table(results: Sequence[ModelResult]) -> tuple[list[str], list[str]]:
             _ms(r.rlx_ms),
             _ms(r.eager_ms),
             ort,
+            ov,
             _ratio(_div(r.rlx_ms, r.eager_ms), TARGETS["rlx_vs_eager"]),
             _ratio(_div(r.ort_ms, r.eager_ms)),
+            _ratio(_div(r.ov_ms, r.eager_ms)),
             _ratio(_div(r.rlx_ms, r.ort_ms), TARGETS["rlx_vs_ort"]),
+            _ratio(_div(r.rlx_ms, r.ov_ms)),
             f"{r.export_s:.2f}" if r.export_s is not None else "—",
             f"{r.ours_s:.3f}" if r.ours_s is not None else "—",
             _ratio(_div(r.ours_s, r.export_s), TARGETS["ours_vs_export"], percent=True),
@@ -149,7 +161,7 @@ def table(results: Sequence[ModelResult]) -> tuple[list[str], list[str]]:
 
 def _cpu_model() -> str:
     """The CPU's model name and its widest vector extensions, from /proc/cpuinfo."""
-    name, flags = platform.processor() or platform.machine(), set()
+    name, flags = platform.processor() or platform.machine(), set[str]()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             key, _, value = line.partition(":")
@@ -170,7 +182,7 @@ def _versions() -> dict[str, str]:
         "RLX": _core.rlx_version(),
         "rlx-torch-import": _package_version(),
     }
-    for name in ("onnxruntime", "onnxscript", "torchvision", "transformers"):
+    for name in ("onnxruntime", "onnxscript", "openvino", "torchvision", "transformers"):
         try:
             found[name] = str(__import__(name).__version__)
         except Exception:
@@ -184,6 +196,14 @@ def _package_version() -> str:
     return __version__
 
 
+def _peer_settings(results: Sequence[ModelResult]) -> list[str]:
+    """A configuration line with what OpenVINO's compiled model reports (the first model that has it)."""
+    ov = next((r.peer_settings["OV"] for r in results if "OV" in r.peer_settings), None)
+    if ov is None:
+        return []
+    return ["- OpenVINO CPU plugin, read back from the compiled model: " + ", ".join(f"{k} {v}" for k, v in ov.items())]
+
+
 def configuration(args: argparse.Namespace, results: Sequence[ModelResult]) -> list[str]:
     """The configuration section: runtime settings, CPU, versions, date, method."""
     child = next((r.config for r in results if r.config), None)
@@ -194,7 +214,9 @@ def configuration(args: argparse.Namespace, results: Sequence[ModelResult]) -> l
         f"- CPU: {_cpu_model()}, {os.cpu_count()} logical cores, "
         f"{rlx_config.available_cpus()} available to this process; {platform.system()} {platform.release()}",
         f"- threads: {args.threads} for everyone: RLX pool (RLX_WORKERS), torch.set_num_threads, "
-        f"ONNX Runtime intra_op_num_threads (inter_op 1)",
+        f"ONNX Runtime intra_op_num_threads (inter_op 1), OpenVINO INFERENCE_NUM_THREADS (compile_model "
+        f"properties {json.dumps(openvino_config(args.threads))})",
+        *_peer_settings(results),
         f"- RLX runtime (rlx_config.describe() in the child): {json.dumps(config)}",
         "- versions: " + ", ".join(f"{k} {v}" for k, v in _versions().items()),
         f"- latency: median of {args.runs} runs after {args.warmup} warm-up runs, same inputs, one fresh process "
@@ -204,6 +226,17 @@ def configuration(args: argparse.Namespace, results: Sequence[ModelResult]) -> l
         f"(a row gets a footnote when other processes kept more than {BUSY_OTHERS} cores busy while it was timed)",
     ]
     return lines
+
+
+def _peers_line(r: ModelResult) -> str:
+    """The peer runtimes of one model: each one's max abs error against eager and its set-up time."""
+    parts = []
+    for key in sorted({*r.peer_errors, *r.peer_setup_s}):
+        err = r.peer_errors.get(key)
+        setup = r.peer_setup_s.get(key)
+        text = f"{key} max abs error {err:.2e}" if err is not None else f"{key} output not compared"
+        parts.append(text + (f" (export and compile {setup:.1f} s)" if setup is not None else ""))
+    return "Peer runtimes against eager: " + "; ".join(parts) + "."
 
 
 def profiles(results: Sequence[ModelResult]) -> list[str]:
@@ -222,6 +255,8 @@ def profiles(results: Sequence[ModelResult]) -> list[str]:
         if r.others_cores:
             busy = ", ".join(f"{k} {v:.2f}" for k, v in r.others_cores.items())
             lines.append(f"Cores other processes kept busy while timing: {busy}.")
+        if r.peer_errors or r.peer_setup_s:
+            lines.append(_peers_line(r))
         if r.fused_ops:
             lines.append("Fused RLX nodes emitted: " + ", ".join(f"{k} {v}" for k, v in r.fused_ops.items()) + ".")
         if r.profile:

@@ -10,7 +10,9 @@ another: `load/<style>.rs` (how `Model::load_on` binds the weights), `imports/<k
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from importlib import resources
 
 from .. import _core
@@ -165,6 +167,7 @@ def cargo_toml(names: CrateNames, program: Program, ir: TorchIR, style: str) -> 
         f'rlx-runtime = {{ version = "={rlx}", default-features = false, features = ["cpu"] }}',
         f'rlx-cuda = {{ version = "={rlx}", optional = true }}',
         'serde_json = "1"',
+        'libloading = "0.8"',  # src/blas.rs loads the BLAS provider at run time
     ]
     if style == "flow":
         deps += [f'rlx-flow = "={rlx}"', 'anyhow = "1"']
@@ -180,6 +183,23 @@ def cargo_toml(names: CrateNames, program: Program, ir: TorchIR, style: str) -> 
         "DEPS": sorted(deps),
     }
     return fill(template("Cargo.toml"), values, "Cargo.toml")
+
+
+def cargo_config() -> str:
+    """.cargo/config.toml: rlx-cpu on the generic CBLAS ABI (resolved by src/blas.rs) and the
+    provider libraries this process found, baked in so the crate computes with the same BLAS."""
+    lines = [
+        "# Written by rlx-torch-import: RLX's BLAS calls go to src/blas.rs, which loads the provider",
+        "# chosen per CPU at run time (RTI_BLAS=auto|mkl|openblas|system|/path/lib.so). The paths are",
+        "# where the converting environment had them; the same variables at run time override them.",
+        "[env]",
+        'RLX_BLAS_LINK = "dl"',
+    ]
+    for var in ("RTI_BLAS_MKL", "RTI_BLAS_OPENBLAS"):
+        path = os.environ.get(var)
+        if path:
+            lines.append(f"{var} = {json.dumps(path)}")
+    return "\n".join(lines) + "\n"
 
 
 def readme(names: CrateNames, program: Program, style: str) -> str:

@@ -21,6 +21,7 @@ from .lock import lock_for
 from .rust_names import crate_names, fill
 from .sources import (
     SYMBOLIC_FILE,
+    cargo_config,
     cargo_toml,
     graph_rs,
     host_rs,
@@ -50,6 +51,8 @@ def write_crate(
         "src/lib.rs": lib_rs(program, ir, style),
         "src/host.rs": host_rs(),
         "src/weights.rs": template("weights.rs"),
+        "src/blas.rs": template("blas.rs"),
+        ".cargo/config.toml": cargo_config(),
         "examples/run.rs": fill(template("run_example.rs"), {"LIB": names.library}, "run_example.rs"),
         "tests/parity.rs": fill(template("parity_test.rs"), {"LIB": names.library}, "parity_test.rs"),
     }

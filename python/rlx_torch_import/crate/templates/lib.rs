@@ -3,6 +3,7 @@
 //! `Model::load(weights)` builds and compiles the graph and binds the weights;
 //! `Model::run` runs it. `cargo test --release` checks the outputs against PyTorch.
 
+pub mod blas;
 pub mod graph;
 pub mod host;
 pub mod weights;
@@ -95,12 +96,15 @@ fn prepare_cuda() -> Result<(), String> {
 }
 
 /// Size RLX's thread pool like rlx-torch-import does: every core this process
-/// may use, unless `RLX_WORKERS` is set (RLX's own default is 3/4 of the cores).
-fn configure_threads() {
+/// may use, unless `RLX_WORKERS` is set (RLX's own default is 3/4 of the cores);
+/// and load the BLAS provider as it does (`blas.rs`: `RTI_BLAS`, per CPU by
+/// default), so an unloadable one is an error here rather than an abort later.
+fn configure_cpu() -> Result<(), String> {
     if std::env::var_os("RLX_WORKERS").is_none() {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         rlx_ir::env::set("RLX_WORKERS", cores.to_string());
     }
+    blas::info().map(|_| ())
 }
 
 @@MODEL@@

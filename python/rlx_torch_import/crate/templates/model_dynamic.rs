@@ -47,7 +47,7 @@ impl Model {
     /// at `weights`; a binding is compiled for `device` when first run. An error says when the
     /// device is not in this build or not on this machine.
     pub fn load_on(weights: impl AsRef<Path>, device: Device) -> Result<Self, String> {
-        configure_threads();
+        configure_cpu()?;
         check_device(device)?;
         Ok(Self {
             device,

@@ -15,7 +15,7 @@ impl Model {
     /// `cuda` feature), and bind the `state_dict`-named weights read from the safetensors file
     /// at `weights`. An error says when the device is not in this build or not on this machine.
     pub fn load_on(weights: impl AsRef<Path>, device: Device) -> Result<Self, String> {
-        configure_threads();
+        configure_cpu()?;
         check_device(device)?;
         let tensors = weights::load(weights.as_ref(), PARAMS)?;
 @@LOAD@@

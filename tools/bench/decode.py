@@ -1,0 +1,408 @@
+"""Decode benchmark: the benchmark Llama (tools/bench/models.py `_llama`, random weights) run token by
+token with a KV cache, as LLM users run it.
+
+    python -m tools.bench.decode [--threads N] [--runs N]
+
+The model is exported as a decode step (`rlx_torch_import.generate.hf_decode_step`: ids, positions and
+12 cache tensors in; logits and the grown caches out; the cache length a dynamic dim 0..2048, the new
+tokens 1..1024) and converted with `from_torch(..., dynamic_shapes=...)`. Then, each runtime in a fresh
+process with the same threads:
+
+- RLX: `generate.Decoder` (the bundle's cache padded to 128-slot buckets, so a new binding compiles
+  once per 128 tokens; the first pass pays those compiles, the timed passes after it reuse them), and
+  the same without padding (bucket 1: the exact cache, a compile at every step), timed once;
+- eager PyTorch: the Hugging Face model with its DynamicCache, under torch.no_grad;
+- ONNX Runtime: the `torch.onnx.export(..., dynamo=True)` of the same decode step, the exact cache.
+
+Prefill: a 128-token prompt with an empty cache (median of `runs` after one warm-up). Decode: a prompt
+of L tokens (L = 128, 1024), then 32 greedy steps (T = 1, cache L .. L+31), tokens/s = 32 / their
+time, median of `runs` passes after a first (warm-up) pass, each pass from the same prefilled cache.
+Parity: the first pass's tokens and per-step logits (and the prefill logits) against eager's, logits
+within the float32 budget (`verify.compare.compare_output`). Prints markdown (`decode_section`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlx_torch_import import rlx_config
+from tools import child_env
+
+CACHE_LENGTHS = (128, 1024)
+STEPS = 32
+PROMPT = 128
+EXACT_STEPS = 6  # bucket-1 steps timed once: each compiles a new binding
+MAX_SEQ, MAX_CACHE = 1024, 2048
+RUNTIMES = ("rlx", "eager", "ort")
+TIMES = "\N{MULTIPLICATION SIGN}"
+
+
+def _lm() -> Any:
+    """The benchmark Llama's LlamaForCausalLM (same config and seed as `models._llama`)."""
+    from tools.bench.models import _llama
+
+    return _llama()[0].model
+
+
+def _prompt(length: int) -> np.ndarray:
+    return np.random.default_rng(length).integers(0, 32000, (1, length))
+
+
+@dataclass
+class Runtime:
+    """One way to run the decode loop: prefill(prompt) -> (state, logits [1, T, V]), step(state, ids
+    [1, 1]) -> logits (the state updated in place), copy(state) -> an independent state."""
+
+    prefill: Callable[[np.ndarray], tuple[Any, np.ndarray]]
+    step: Callable[[Any, np.ndarray], np.ndarray]
+    copy: Callable[[Any], Any]
+    compiles: Callable[[], int] = lambda: 0  # bindings compiled so far (RLX)
+
+
+# ---------------------------------------------------------------- children
+
+
+def convert(directory: Path, threads: int) -> None:
+    """Export and convert the decode step into `directory`/rlx, its ONNX export into `directory`/decode.onnx;
+    writes `directory`/convert.json (verdict, summary, seconds, the ONNX export's error if any)."""
+    import torch
+
+    from rlx_torch_import.api import from_torch
+    from rlx_torch_import.generate import hf_decode_inputs, hf_decode_step
+
+    torch.set_num_threads(threads)
+    lm = _lm()
+    step = hf_decode_step(lm)
+    args, dynamic = hf_decode_inputs(lm.config, max_seq=MAX_SEQ, max_cache=MAX_CACHE)
+    found: dict[str, Any] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        start = time.perf_counter()
+        report = from_torch(step, args, directory / "rlx", dynamic_shapes=dynamic, per_node=False, threads=threads)
+        found.update(ok=report.ok, summary=report.summary(), convert_s=time.perf_counter() - start)
+        try:
+            torch.onnx.export(step, args, str(directory / "decode.onnx"), dynamo=True, dynamic_shapes=dynamic)
+        except Exception as e:  # any failure of the exporter is the reason ORT is n/a
+            found["onnx_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+    (directory / "convert.json").write_text(json.dumps(found))
+
+
+def _rlx(model: Any, bucket: int | None = None) -> Runtime:
+    """The bundle (a BundleModel) run by `generate.Decoder` with `bucket` (default: 128-slot buckets)."""
+    from rlx_torch_import.generate import Decoder, DecodeState, prefill
+
+    decoder = Decoder(model, bucket=bucket)
+
+    def start(prompt: np.ndarray) -> tuple[Any, np.ndarray]:
+        state = decoder.start(prompt.shape[0])
+        return state, prefill(decoder, state, prompt)
+
+    def copy(s: DecodeState) -> DecodeState:
+        return DecodeState([a.copy() for a in s.caches], s.length, s.batch)
+
+    return Runtime(start, decoder.step, copy, lambda: decoder.model.compiles)
+
+
+def _eager(threads: int) -> Runtime:
+    import torch
+    import transformers
+
+    torch.set_num_threads(threads)
+    lm = _lm()
+
+    def run(cache: Any, ids: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return lm(input_ids=torch.from_numpy(ids), cache=cache, use_cache=True).logits.numpy()
+
+    def start(prompt: np.ndarray) -> tuple[Any, np.ndarray]:
+        cache = transformers.DynamicCache(config=lm.config)
+        return cache, run(cache, prompt)
+
+    def copy(cache: Any) -> Any:
+        pairs = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
+        return transformers.DynamicCache(ddp_cache_data=pairs, config=lm.config)
+
+    return Runtime(start, run, copy)
+
+
+def _ort(directory: Path, threads: int) -> Runtime:
+    import importlib
+
+    ort = importlib.import_module("onnxruntime")
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(directory / "decode.onnx"), options, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    empty = [[d if isinstance(d, int) else 0 for d in i.shape] for i in session.get_inputs()[2:]]  # S = 0
+
+    def run(state: list[Any], ids: np.ndarray) -> np.ndarray:
+        caches, length = state[0], state[1]
+        positions = np.arange(length, length + ids.shape[1], dtype=np.int64)[None, :]
+        out = session.run(None, dict(zip(names, [ids.astype(np.int64), positions, *caches], strict=True)))
+        state[0], state[1] = out[1:], length + ids.shape[1]
+        return out[0]
+
+    def start(prompt: np.ndarray) -> tuple[Any, np.ndarray]:
+        state: list[Any] = [[np.zeros(shape, np.float32) for shape in empty], 0]
+        return state, run(state, prompt)
+
+    return Runtime(start, run, lambda s: [list(s[0]), s[1]])
+
+
+def _median_ms(fn: Callable[[], Any], runs: int) -> tuple[float, float]:
+    """(first call ms, median ms of the `runs` calls after it)."""
+    times = []
+    for _ in range(runs + 1):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return times[0], statistics.median(times[1:])
+
+
+def measure(rt: Runtime, runs: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Prefill and decode timings (module docstring) and what parity needs: the prefill logits, each
+    cache length's tokens and per-step logits (first pass)."""
+    prompt = _prompt(PROMPT)
+    arrays: dict[str, np.ndarray] = {"prefill_logits": rt.prefill(prompt)[1]}
+    first, median = _median_ms(lambda: rt.prefill(prompt), runs)
+    found: dict[str, Any] = {"prefill_first_ms": first, "prefill_ms": median, "decode": {}, "warm_compiles": 0}
+    for length in CACHE_LENGTHS:
+        state, logits = rt.prefill(_prompt(length))
+        first_token = np.argmax(logits[:, -1], axis=-1)
+        rates = []
+        for n in range(runs + 1):
+            s, token, tokens, rows = rt.copy(state), first_token, [], []
+            compiled = rt.compiles()
+            start = time.perf_counter()
+            for _ in range(STEPS):
+                last = rt.step(s, token[:, None])[:, -1]
+                token = np.argmax(last, axis=-1)
+                tokens.append(token)
+                rows.append(last)
+            rates.append(STEPS / (time.perf_counter() - start))
+            found["warm_compiles"] += (rt.compiles() - compiled) if n else 0
+            if n == 0:
+                arrays[f"tokens_{length}"] = np.concatenate([first_token, *tokens])
+                arrays[f"logits_{length}"] = np.stack([np.asarray(r, np.float32)[0] for r in rows])
+        found["decode"][str(length)] = {"first": rates[0], "rates": rates[1:], "median": statistics.median(rates[1:])}
+    return found, arrays
+
+
+def _exact(model: Any) -> dict[str, float]:
+    """RLX without padding (bucket 1): tokens/s over EXACT_STEPS steps, each a new binding, at each length."""
+    rt = _rlx(model, bucket=1)
+    found = {}
+    for length in CACHE_LENGTHS:
+        state, logits = rt.prefill(_prompt(length))
+        token = np.argmax(logits[:, -1], axis=-1)
+        start = time.perf_counter()
+        for _ in range(EXACT_STEPS):
+            token = np.argmax(rt.step(state, token[:, None])[:, -1], axis=-1)
+        found[str(length)] = EXACT_STEPS / (time.perf_counter() - start)
+    return found
+
+
+def time_child(which: str, directory: Path, threads: int, runs: int) -> None:
+    """Measure one runtime (in its own process); writes `directory`/<which>.json and .npz."""
+    if which == "rlx":
+        from rlx_torch_import.bundle.model import BundleModel
+
+        model = BundleModel(directory / "rlx" / "bundle", threads=threads)
+        found, arrays = measure(_rlx(model), runs)
+        found["exact"] = _exact(model)
+    elif which == "eager":
+        found, arrays = measure(_eager(threads), runs)
+    else:
+        found, arrays = measure(_ort(directory, threads), runs)
+    found["loadavg"] = os.getloadavg()[0]
+    (directory / f"{which}.json").write_text(json.dumps(found))
+    save: Any = np.savez  # numpy's stub takes no **arrays of a dict
+    save(directory / f"{which}.npz", **arrays)
+
+
+# ---------------------------------------------------------------- parent
+
+
+def _env(threads: int) -> dict[str, str]:
+    """A child's environment: the repository on PYTHONPATH, RLX's pool at `threads`, and no OpenBLAS core
+    type this process chose itself (the child chooses again)."""
+    env = child_env()
+    if rlx_config.describe().get("openblas_coretype_chosen_by") == "rlx-torch-import":
+        env.pop("OPENBLAS_CORETYPE", None)
+    env["RLX_WORKERS"] = str(threads)
+    return env
+
+
+def _child(args: list[str], threads: int, timeout: float = 1800) -> str | None:
+    """Run `python -m tools.bench.decode ARGS`; None when it succeeded, else the last line it printed."""
+    cmd = [sys.executable, "-m", "tools.bench.decode", *args, "--threads", str(threads)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=_env(threads), check=False, timeout=timeout)
+    if done.returncode == 0:
+        return None
+    lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+    return lines[-1][:300] if lines else f"exit {done.returncode}"
+
+
+def decode_section(threads: int, runs: int) -> list[str]:
+    """The decode tables as markdown lines: converted once, each runtime measured in its own process."""
+    with tempfile.TemporaryDirectory(prefix="rti-decode-") as tmp:
+        directory = Path(tmp)
+        load = os.getloadavg()[0]
+        failed = _child(["--convert", tmp], threads)
+        if failed:
+            return [f"The decode step could not be converted: {failed}"]
+        conv = json.loads((directory / "convert.json").read_text())
+        results: dict[str, dict[str, Any]] = {}
+        arrays: dict[str, dict[str, np.ndarray]] = {}
+        why: dict[str, str] = {}
+        if "onnx_error" in conv:
+            why["ort"] = f"torch.onnx.export(dynamo=True) failed: {conv['onnx_error']}"
+        for which in RUNTIMES:
+            if which in why:
+                continue
+            failed = _child(["--time", which, tmp, "--runs", str(runs)], threads)
+            if failed:
+                why[which] = failed
+                continue
+            results[which] = json.loads((directory / f"{which}.json").read_text())
+            with np.load(directory / f"{which}.npz") as npz:
+                arrays[which] = {k: npz[k] for k in npz.files}
+        return _render(conv, results, arrays, why, threads, runs, load)
+
+
+def _parity(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> str:
+    """Tokens equal and logits within the float32 budget, against eager, per cache length and for the prefill."""
+    from rlx_torch_import.verify.compare import compare_output
+
+    pre = compare_output("prefill", got["prefill_logits"], want["prefill_logits"], "float32", "float32")
+    parts = [f"prefill logits {'ok' if pre.ok else 'FAIL'} (max abs {pre.max_abs_error:.2g})"]
+    for length in CACHE_LENGTHS:
+        tokens = got[f"tokens_{length}"] == want[f"tokens_{length}"]
+        same = int(np.argmin(tokens)) if not tokens.all() else len(tokens)
+        rows = [  # logits compared while the tokens fed were the same
+            compare_output("step", g, w, "float32", "float32")
+            for g, w in zip(got[f"logits_{length}"][:same], want[f"logits_{length}"][:same], strict=True)
+        ]
+        worst = max((r.max_abs_error for r in rows), default=0.0)
+        parts.append(
+            f"L={length}: tokens {int(tokens.sum())}/{len(tokens)} equal, logits {sum(r.ok for r in rows)}/{len(rows)} "
+            f"within budget (max abs {worst:.2g})"
+        )
+    return "; ".join(parts)
+
+
+def _rate(results: dict[str, dict[str, Any]], which: str, length: int) -> float | None:
+    return results[which]["decode"][str(length)]["median"] if which in results else None
+
+
+def _cell(results: dict[str, dict[str, Any]], which: str, length: int) -> str:
+    """Median tokens/s with the passes' range: `10.2 (9.8-10.5)`."""
+    if which not in results:
+        return "n/a"
+    found = results[which]["decode"][str(length)]
+    return f"{found['median']:.1f} ({min(found['rates']):.1f}-{max(found['rates']):.1f})"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "n/a" if a is None or b is None else f"{a / b:.2f}{TIMES}"
+
+
+def _decode_rows(results: dict[str, dict[str, Any]]) -> tuple[list[str], bool]:
+    """The decode table, and whether RLX's tokens/s reached eager's at every cache length."""
+    lines = [
+        "| cache len | RLX tok/s | eager tok/s | ORT tok/s | RLX/eager | ORT/eager | RLX first pass tok/s "
+        "| RLX bucket 1 tok/s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    met = "rlx" in results and "eager" in results
+    for length in CACHE_LENGTHS:
+        rlx, eager, ort = (_rate(results, w, length) for w in RUNTIMES)
+        hit = rlx is not None and eager is not None and rlx >= eager
+        met = met and hit
+        mark = "" if rlx is None or eager is None else " ✓" if hit else " ✗"
+        found = results.get("rlx")
+        first = f"{found['decode'][str(length)]['first']:.1f}" if found else "n/a"
+        exact = f"{found['exact'][str(length)]:.2f}" if found else "n/a"
+        cells = " | ".join(_cell(results, w, length) for w in RUNTIMES)
+        lines.append(f"| {length} | {cells} | {_ratio(rlx, eager)}{mark} | {_ratio(ort, eager)} | {first} | {exact} |")
+    return lines, met
+
+
+def _render(
+    conv: dict[str, Any],
+    results: dict[str, dict[str, Any]],
+    arrays: dict[str, dict[str, np.ndarray]],
+    why: dict[str, str],
+    threads: int,
+    runs: int,
+    load: float,
+) -> list[str]:
+    """The decode and prefill tables, the target line, parity and notes."""
+    decode, met = _decode_rows(results)
+    pre = {w: results[w]["prefill_ms"] if w in results else None for w in RUNTIMES}
+    shown = {w: "n/a" if v is None else f"{v:.1f}" for w, v in pre.items()}
+    lines = [
+        f"Benchmark Llama as a decode step (6 layers, d=512, 8/4 heads, vocab 32000), batch 1, {threads} threads "
+        f"everywhere; conversion {'ok' if conv['ok'] else 'FAILED'} in {conv['convert_s']:.0f} s (sweep verified).",
+        "",
+        *decode,
+        "",
+        "| prefill | RLX ms | eager ms | ORT ms | RLX/eager |",
+        "|---|---|---|---|---|",
+        f"| {PROMPT} tokens, empty cache | {shown['rlx']} | {shown['eager']} | {shown['ort']} "
+        f"| {_ratio(pre['rlx'], pre['eager'])} |",
+        "",
+        f"target: decode tokens/s ≥ eager at both cache lengths {'✓' if met else '✗'}",
+        "",
+    ]
+    for which in ("rlx", "ort"):
+        if which in arrays and "eager" in arrays:
+            label = "ONNX Runtime" if which == "ort" else "RLX"
+            lines.append(f"- parity {label} vs eager: {_parity(arrays[which], arrays['eager'])}")
+    lines += [f"- {which}: n/a ({reason})" for which, reason in why.items()]
+    loads = ", ".join(f"{w} {r['loadavg']:.2f}" for w, r in results.items())
+    lines.append(
+        f"- tokens/s: median (range) of {runs} passes of {STEPS} steps after a first pass (RLX's first pass "
+        f"compiles the bindings its 128-slot buckets need; bindings compiled during the passes after it: "
+        f"{results['rlx']['warm_compiles'] if 'rlx' in results else 'n/a'}); RLX bucket 1: the exact "
+        f"cache, {EXACT_STEPS} steps, each a new binding compiled; prefill: median of {runs} after one warm-up; "
+        f"1-minute load average {load:.2f} at the start, after each runtime: {loads}"
+    )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.bench.decode", description=__doc__.splitlines()[0])
+    parser.add_argument("--convert", metavar="DIR", help=argparse.SUPPRESS)  # child modes
+    parser.add_argument("--time", nargs=2, metavar=("RUNTIME", "DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, default=None, help="threads for every runtime (default: every core)")
+    parser.add_argument("--runs", type=int, default=5, help="timed passes after the first (median; default 5)")
+    args = parser.parse_args(argv)
+    threads = rlx_config.set_threads(args.threads)
+    if args.convert:
+        convert(Path(args.convert), threads)
+    elif args.time:
+        time_child(args.time[0], Path(args.time[1]), threads, args.runs)
+    else:
+        print("\n".join(decode_section(threads, args.runs)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
