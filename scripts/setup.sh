@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# One-time (idempotent) set-up: Debian libopenblas-dev, a venv with pinned
-# torch & tools, and the Rust core built into it with maturin.
+# One-time (idempotent) set-up: Debian libopenblas-dev (the system OpenBLAS: the BLAS provider of
+# last resort and the way back, RTI_BLAS=system), a venv with pinned torch & tools (MKL and
+# OpenBLAS 0.3.34 wheels among them: the providers src/blas.rs loads per CPU), and the Rust core
+# built into it with maturin.
 #
 #   RTI_VENV          venv location   (default ~/.cache/rlx-torch-import/venv)
 #   CARGO_TARGET_DIR  shared cargo cache (default ~/.cache/rlx-torch-import/target)
@@ -20,7 +22,7 @@ have_openblas_dev() {  # the linker needs libopenblas.so (the -dev symlink), not
     dpkg -s libopenblas-dev >/dev/null 2>&1 || ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so '
 }
 if ! have_openblas_dev; then
-    say "installing Debian libopenblas-dev (RLX's CPU backend links OpenBLAS)"
+    say "installing Debian libopenblas-dev (the system OpenBLAS, RLX's fallback BLAS provider)"
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
     $SUDO apt-get update -qq >&2
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libopenblas-dev >&2

@@ -9,7 +9,10 @@ table into bench/results.md; docs/rlx-defects.md lists the rows.
 
 Times are medians in milliseconds; the ratio is RLX / PyTorch (above 1: RLX is slower). "of which in
 RLX kernels" is RLX's own per-thunk timer (0.1 ms resolution); the rest of a run is RLX's per-run
-overhead (zeroing its scratch arena, copying inputs in and outputs out).
+overhead (zeroing its scratch arena, copying inputs in and outputs out). The last column is the op's
+GEMM alone (the im2col GEMM for a convolution) on the BLAS provider in use (`rlx_config.blas()`),
+single-threaded as RLX calls it per tile, and divided by the thread count: the floor RLX's kernel
+could reach with perfect splitting on that BLAS.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class KernelCase:
     out_dims: tuple[int, ...]
     torch_op: Callable[..., Any]
     weights: int = 0  # how many trailing operands are parameters (bound once, like a bundle's weights)
+    gemm: tuple[int, int, int] | None = None  # (M, K, N) of the GEMM RLX runs for it (im2col for a conv)
 
 
 def _attention(mask: str) -> Any:
@@ -79,6 +83,7 @@ def _cases() -> tuple[KernelCase, ...]:
             (128, 1376),
             torch.mm,
             1,
+            (128, 512, 1376),
         ),
         KernelCase(
             "sgemm-lm-head",
@@ -89,6 +94,7 @@ def _cases() -> tuple[KernelCase, ...]:
             (128, 32000),
             torch.mm,
             1,
+            (128, 512, 32000),
         ),
         KernelCase(
             "conv3x3",
@@ -99,6 +105,7 @@ def _cases() -> tuple[KernelCase, ...]:
             (1, 64, 56, 56),
             lambda x, w: F.conv2d(x, w, padding=1),
             1,
+            (64, 576, 3136),
         ),
         KernelCase(
             "conv7x7-s2",
@@ -109,6 +116,7 @@ def _cases() -> tuple[KernelCase, ...]:
             (1, 64, 112, 112),
             lambda x, w: F.conv2d(x, w, stride=2, padding=3),
             1,
+            (64, 147, 12544),
         ),
         KernelCase(
             "conv-depthwise",
@@ -182,15 +190,32 @@ def time_case(case: KernelCase, runs: int = 20, warmup: int = 3, seed: int = 0) 
     torch.set_num_threads(rlx_config.set_threads(None))
     with torch.no_grad():
         torch_ms = _median_ms(lambda: case.torch_op(*tensors), runs, warmup)
+    blas_ms = _blas_gemm_ms(case.gemm, runs, warmup) if case.gemm else None
     return {
         "key": case.key,
         "what": case.what,
         "seen": case.seen,
+        "blas_ms": blas_ms,
         "rlx_ms": rlx_ms,
         "rlx_kernels_ms": kernel_ms,
         "torch_ms": torch_ms,
         "ratio": rlx_ms / torch_ms,
     }
+
+
+def _blas_gemm_ms(gemm: tuple[int, int, int], runs: int, warmup: int) -> float | None:
+    """The op's GEMM alone on the BLAS provider RLX runs on (one thread, as RLX calls it per tile), in ms."""
+    from tools.blas_bench import _sgemm
+
+    fn = _sgemm(rlx_config.blas()["provider"])
+    if fn is None:
+        return None
+    m, k, n = gemm
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    c = np.zeros((m, n), np.float32)
+    args = (101, 111, 111, m, n, k, 1.0, a.ctypes.data, k, b.ctypes.data, n, 0.0, c.ctypes.data, n)
+    return _median_ms(lambda: fn(*args), runs, warmup)
 
 
 def run_all(runs: int = 20, warmup: int = 3) -> list[dict[str, Any]]:
@@ -200,14 +225,17 @@ def run_all(runs: int = 20, warmup: int = 3) -> list[dict[str, Any]]:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     """The rows as a Markdown table."""
+    threads = rlx_config.set_threads(None)
     lines = [
-        "| kernel | seen in | RLX ms | of which in RLX kernels | PyTorch ms | RLX / PyTorch |",
-        "|---|---|---:|---:|---:|---:|",
+        "| kernel | seen in | RLX ms | of which in RLX kernels | PyTorch ms | RLX / PyTorch "
+        f"| its GEMM on the chosen BLAS, 1 thread ms (/{threads}) |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
+        blas = f"{r['blas_ms']:.3f} ({r['blas_ms'] / threads:.3f})" if r.get("blas_ms") else "n/a"
         lines.append(
             f"| {r['what']} | {r['seen']} | {r['rlx_ms']:.3f} | {r['rlx_kernels_ms']:.1f} | {r['torch_ms']:.3f} | "
-            f"{r['ratio']:.2f}x |"
+            f"{r['ratio']:.2f}x | {blas} |"
         )
     return "\n".join(lines)
 
