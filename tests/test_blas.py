@@ -25,7 +25,8 @@ import numpy as np
 from rlx_torch_import import rlx_config
 from rlx_torch_import.bundle.model import BundleModel
 x = np.load(sys.argv[2])
-out = BundleModel(sys.argv[1]).run({"x": x})
+model = BundleModel(sys.argv[1])
+out = model.run({model.input_names[0]: x})
 np.save(sys.argv[3], np.asarray(next(iter(out.values()))))
 print(json.dumps(rlx_config.blas()))
 """
@@ -107,7 +108,7 @@ def test_a_provider_that_cannot_load_is_a_clear_input_error(
     value: str, says: str, matmul_bundle: tuple[Path, np.ndarray, np.ndarray], tmp_path: Path
 ) -> None:
     bundle, x, _ = matmul_bundle
-    np.savez(tmp_path / "x.npz", x=x)
+    np.savez(tmp_path / "x.npz", input=x)
     proc = subprocess.run(
         [sys.executable, "-m", "rlx_torch_import.cli", "run", str(bundle), "--inputs", str(tmp_path / "x.npz")],
         capture_output=True,

@@ -9,13 +9,14 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
 import rlx_torch_import as rti
 from rlx_torch_import import layout, safetensors_io, torchir
 from rlx_torch_import.bundle.write import write_bundle
-from rlx_torch_import.lower import lower
+from rlx_torch_import.lower import lower, passes
 
 
 def _convert(model: nn.Module, inputs: tuple[torch.Tensor, ...], out: Path) -> dict:
@@ -187,3 +188,68 @@ def test_a_convolution_and_batch_norm_used_twice_fold_once_each_way(tmp_path: Pa
     assert [p["name"] for p in meta["params"]].count("c.weight.bn_folded") == 1
     meta = _convert(TwoNorms(), (torch.randn(1, 3, 8, 8),), tmp_path / "t")
     assert {"bn1.bn_scale", "bn2.bn_scale"} <= {p["name"] for p in meta["params"]}
+
+
+class _SqueezeExcite(nn.Module):
+    """conv + batch norm + ReLU, then a [N, C, 1, 1] scale of [N, C, H, W] (torchvision's SE block)."""
+
+    def __init__(self, c: int = 8) -> None:
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, c, 3, padding=1), nn.BatchNorm2d(c)
+        self.fc = nn.Conv2d(c, c, 1)
+        self.bn.running_mean.normal_()
+        self.bn.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.bn(self.conv(x)))
+        return y * torch.sigmoid(self.fc(y.mean((2, 3), keepdim=True)))
+
+
+def _without_broadcast_passes(out: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[np.ndarray, np.ndarray]:
+    """The bundle's output with every pass, and with every pass but broadcasts.py's (same torch-ir, inputs)."""
+    ir = torchir.load(out)
+    weights = safetensors_io.read(out / layout.WEIGHTS)
+    ref = safetensors_io.read(out / layout.REFERENCE)
+    feed = {s.name: ref[f"input.{s.name}"].to_numpy() for s in ir.inputs}
+    got = []
+    for on in (True, False):
+        if not on:
+            for name in ("broadcast_channel_params", "flatten_trailing_broadcasts"):
+                monkeypatch.setattr(passes, name, lambda program: 0)
+        where = out / f"bundle_{on}"
+        write_bundle(lower(ir), ir, weights, where)
+        got.append(rti.BundleModel(where).run(feed)[ir.outputs[0].name])
+    return got[0], got[1]
+
+
+def test_a_leading_axes_broadcast_runs_flattened_with_the_same_bits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch.manual_seed(0)
+    meta = _convert(_SqueezeExcite(), (torch.randn(4, 3, 6, 5),), tmp_path / "o")
+    assert meta["rewrites"]["broadcasts_flattened"] == 1  # the [4, 8, 1, 1] scale of [4, 8, 6, 5]
+    on, off = _without_broadcast_passes(tmp_path / "o", monkeypatch)
+    assert on.tobytes() == off.tobytes()
+
+
+def test_per_channel_parameters_are_stored_broadcast(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Needs broadcast_channel_params registered (and DerivedParam's "broadcast" step)."""
+    torch.manual_seed(0)
+    model = _SqueezeExcite()
+    meta = _convert(model, (torch.randn(4, 3, 6, 5),), tmp_path / "o")
+    # the folded conv bias, stored [8, 6, 5], and the 1x1 conv's bias, a reshape to [8, 1, 1]
+    assert meta["rewrites"]["channel_params_broadcast"] == 2
+    stored = safetensors_io.read(tmp_path / "o" / "bundle" / "weights.safetensors")
+    assert stored["bn.bn_folded_bias.broadcast_8x6x5"].shape == (8, 6, 5)
+    want = model.fc.bias.detach().numpy().reshape(8, 1, 1)
+    assert np.array_equal(stored["fc.bias.broadcast_8x1x1"].to_numpy(), want)  # moved, not recomputed
+    on, off = _without_broadcast_passes(tmp_path / "o", monkeypatch)
+    assert on.tobytes() == off.tobytes()
+
+
+def test_a_batch_of_one_keeps_its_per_channel_bias(tmp_path: Path) -> None:
+    """At batch 1 the broadcast bias would be as large as the slot RLX keeps for its Expand: left as is."""
+    torch.manual_seed(0)
+    meta = _convert(nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()), (torch.randn(1, 3, 6, 6),), tmp_path / "o")
+    assert meta["rewrites"].get("channel_params_broadcast", 0) == 0
+    assert [p["shape"] for p in meta["params"] if p["name"].startswith("0.bias")] == [[1, 4, 1, 1]]

@@ -51,8 +51,9 @@ class RlxNode:
 class DerivedParam:
     """A parameter computed once at conversion from stored weights (`lower/passes/`).
 
-    `steps` apply in order to the weight `source`: ("transpose", perm) or ("reshape", dims).
-    Both only move elements, so the derived tensor holds exactly the weight's values.
+    `steps` apply in order to the weight `source`: ("transpose", perm), ("reshape", dims) or
+    ("broadcast", dims) (torch's `expand`: size-1 axes repeated). They only move or repeat
+    elements, so the derived tensor holds exactly the weight's values.
     """
 
     source: str

@@ -16,7 +16,7 @@ from .program import DerivedParam, FoldedBatchNorm, Program
 
 
 def derive(array: np.ndarray, steps: tuple[tuple[str, tuple[int, ...]], ...]) -> np.ndarray:
-    """Apply a `DerivedParam`'s moves to the weight's elements (any dtype, bytes unchanged).
+    """Apply a `DerivedParam`'s moves and broadcasts to the weight's elements (any dtype, bytes unchanged).
 
     The copy runs in torch (blocked and multi-threaded; numpy's strided copy of a large
     transpose was most of the bundle-writing time)."""
@@ -27,7 +27,7 @@ def derive(array: np.ndarray, steps: tuple[tuple[str, tuple[int, ...]], ...]) ->
         warnings.simplefilter("ignore", UserWarning)
         t = torch.from_numpy(np.ascontiguousarray(array).view(f"<i{array.dtype.itemsize}")).view(signed)
     for kind, arg in steps:
-        t = t.permute(arg) if kind == "transpose" else t.reshape(arg)
+        t = t.permute(arg) if kind == "transpose" else t.expand(arg) if kind == "broadcast" else t.reshape(arg)
     return t.contiguous().numpy().view(array.dtype)
 
 

@@ -1,7 +1,7 @@
 """Conversion-time rewrites of the lowered program: work done once here is not done on every run.
 
 One module per pass (`layouts.py`, `batch_norm.py`, `rotary.py`, `rms_norm.py`, `constants.py`,
-`dead.py`; shared helpers in `_common.py`); `optimize` runs them in order.
+`broadcasts.py`, `dead.py`; shared helpers in `_common.py`); `optimize` runs them in order.
 
 Each pass keeps the numbers RLX computes exactly as they were:
 
@@ -14,6 +14,10 @@ Each pass keeps the numbers RLX computes exactly as they were:
 - `fold_constants`: a value computed from constants alone (attention masks built
   from `arange`, position tables, shape arithmetic) is evaluated once, by RLX
   itself (`evaluate`), and stored as a `Constant`.
+- `broadcast_channel_params` / `flatten_trailing_broadcasts`: a per-channel parameter
+  (`[1, C, 1, 1]`, a conv bias) is stored broadcast to `[C, H, W]`, and a `[N, C, 1, 1]`
+  operand runs as `[1, N*C, 1, 1]`, so RLX adds no `Expand` of a parameter (which its memory
+  planner keeps in a private arena slot) and no per-element `Expand` walk (`broadcasts.py`).
 - `remove_dead`: nodes and parameters nothing reads any more are dropped.
 
 `Builder.known` uses `evaluate` during lowering, so a lowering can specialize on a
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 from ...program import Program
 from .batch_norm import fold_batch_norm
+from .broadcasts import broadcast_channel_params, flatten_trailing_broadcasts
 from .constants import fold_constants
 from .dead import remove_dead
 from .layouts import fold_param_layouts
@@ -39,5 +44,7 @@ def optimize(program: Program) -> dict[str, int]:
     stats["rotary_embeddings_on_rope"] = fold_rotary(program)
     stats["rms_norms_fused"] = fold_rms_norm(program)
     stats["constants_folded"] = fold_constants(program)
+    stats["channel_params_broadcast"] = broadcast_channel_params(program)
+    stats["broadcasts_flattened"] = flatten_trailing_broadcasts(program)
     stats["dead_nodes_removed"] = remove_dead(program)
     return stats
