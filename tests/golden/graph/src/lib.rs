@@ -10,6 +10,7 @@
 //! `Model::load(weights)` builds and compiles the graph and binds the weights;
 //! `Model::run` runs it. `cargo test --release` checks the outputs against PyTorch.
 
+pub mod blas;
 pub mod graph;
 pub mod host;
 pub mod weights;
@@ -151,12 +152,15 @@ fn prepare_cuda() -> Result<(), String> {
 }
 
 /// Size RLX's thread pool like rlx-torch-import does: every core this process
-/// may use, unless `RLX_WORKERS` is set (RLX's own default is 3/4 of the cores).
-fn configure_threads() {
+/// may use, unless `RLX_WORKERS` is set (RLX's own default is 3/4 of the cores);
+/// and load the BLAS provider as it does (`blas.rs`: `RTI_BLAS`, per CPU by
+/// default), so an unloadable one is an error here rather than an abort later.
+fn configure_cpu() -> Result<(), String> {
     if std::env::var_os("RLX_WORKERS").is_none() {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         rlx_ir::env::set("RLX_WORKERS", cores.to_string());
     }
+    blas::info().map(|_| ())
 }
 
 /// The model compiled for an RLX device (the CPU, or CUDA with the `cuda` feature), with its
@@ -176,7 +180,7 @@ impl Model {
     /// `cuda` feature), and bind the `state_dict`-named weights read from the safetensors file
     /// at `weights`. An error says when the device is not in this build or not on this machine.
     pub fn load_on(weights: impl AsRef<Path>, device: Device) -> Result<Self, String> {
-        configure_threads();
+        configure_cpu()?;
         check_device(device)?;
         let tensors = weights::load(weights.as_ref(), PARAMS)?;
         let mut graph = Session::new(device)
