@@ -18,6 +18,11 @@ EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
 # Example -> strings its output must hold (besides "example: OK"). Slowest first: they start first.
 EXPECTED: dict[str, list[str]] = {
+    "llama_decode": [
+        "PASS hf_decode_step",
+        "sweep over seq, cache: 11/11 points pass",
+        "same tokens as model.generate (greedy): True; bindings compiled: 2",
+    ],
     "hf_llm": [
         "PASS llama_for_causal_lm",
         "bundle inputs: input_ids int64[2, 8], attention_mask int64[2, 8]",

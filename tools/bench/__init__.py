@@ -13,7 +13,10 @@ ONNX Runtime), `--no-openvino` (skip OpenVINO), `--no-kernels` (skip the
 RLX-kernels-alone table), `--no-dynamic` (skip the dynamic-bundle table,
 `dynamic_bench.py`), `--no-per-node` (skip the per-node parity cost table,
 `verify_bench.py`), `--no-threads` (skip the 4-threads-vs-1 table,
-`thread_bench.py`), `--timeout S` per model, `--list` (the model names).
+`thread_bench.py`), `--no-blas` (skip the BLAS provider table, `blas_bench.py`),
+`--no-decode` (skip the LLM decode table, `bench/decode.py`), `--no-cli-wall`
+(skip the fresh-process CLI wall time table, `bench/cli_wall.py`), `--timeout S`
+per model, `--list` (the model names).
 
 Every model runs in a fresh child process (`--one NAME --json PATH`), so memory
 peaks and thread pools never leak from one model into the next; this process
@@ -30,6 +33,9 @@ ratios are plain factors: 2.00 = twice the time, below 1 = faster):
 - **weights MiB**: bytes of the model's state_dict tensors (parameters and buffers).
 - **parity**: `ok` when the RLX bundle verified against PyTorch (`report.ok`), `FAIL`
   otherwise, `error` when conversion raised (footnote).
+- **BLAS**: the BLAS provider RLX's sgemm calls went to in that child (`rlx_config.blas()`:
+  `mkl`, `openblas`, `system`; docs/design.md decision (ai)); the "BLAS provider" section
+  below times every provider side by side.
 - **RLX ms**: `BundleModel(bundle, threads=T).run(inputs)`, inputs as numpy arrays.
 - **eager ms**: the PyTorch module under `torch.no_grad()` with `torch.set_num_threads(T)`.
 - **ORT ms**: ONNX Runtime (CPUExecutionProvider, `intra_op_num_threads=T`,

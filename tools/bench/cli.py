@@ -101,6 +101,9 @@ def _parse(argv: Sequence[str] | None, names: Sequence[str]) -> argparse.Namespa
     parser.add_argument("--no-dynamic", action="store_true", help="skip the dynamic-bundle table")
     parser.add_argument("--no-per-node", action="store_true", help="skip the per-node parity cost table")
     parser.add_argument("--no-threads", action="store_true", help="skip the threads table")
+    parser.add_argument("--no-blas", action="store_true", help="skip the BLAS provider table")
+    parser.add_argument("--no-decode", action="store_true", help="skip the LLM decode table")
+    parser.add_argument("--no-cli-wall", action="store_true", help="skip the fresh-process CLI wall time table")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per model (default %(default)s)")
     parser.add_argument("--list", action="store_true", help="list the model names and exit")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # child mode: measure one model...
@@ -151,6 +154,27 @@ PER_NODE_NOTE = (
 )
 
 
+BLAS_NOTE = (
+    "RLX on each BLAS provider the core can load (`blas_bench.py`; docs/design.md decision (ai)): "
+    "single-threaded sgemm at the GEMM shapes of the benchmark models, then each model's bundle in a fresh "
+    "process per provider (`RTI_BLAS=<name>`), providers interleaved round by round."
+)
+
+
+DECODE_NOTE = (
+    "The workload LLM users run (`bench/decode.py`): the benchmark Llama exported as a decode step that takes "
+    "and returns its KV cache (dynamic cache length), run token by token on the bundle "
+    "(`rlx_torch_import.generate`), in eager PyTorch and in ONNX Runtime, same threads; runtimes interleaved."
+)
+
+
+CLI_WALL_NOTE = (
+    "What a CLI user waits for (`bench/cli_wall.py`): `rlx-torch-import model.py -o out` in a fresh process, "
+    "with its phases, against a fresh process doing only `import torch` + `torch.export` + one eager reference run "
+    "of the same model."
+)
+
+
 THREADS_NOTE = (
     "One `BundleModel` run by 1 thread, then by 4 (`thread_bench.py`), each run on its own input; calls on one "
     "compiled graph are serialised inside (RLX has one arena per graph and each run already uses its whole pool), "
@@ -167,12 +191,18 @@ def _extra_tables(args: argparse.Namespace) -> list[tuple[str, str, str, str, st
         (args.no_dynamic, "dynamic_bench", "dynamic", "new binding vs cached binding"),
         (args.no_per_node, "verify_bench", "per-node", "per-node parity cost"),
         (args.no_threads, "thread_bench", "threads", "one bundle, 4 threads vs 1"),
+        (args.no_blas, "blas_bench", "blas", "RLX on each BLAS provider"),
+        (args.no_decode, "bench.decode", "decode", "LLM decode loop with a KV cache"),
+        (args.no_cli_wall, "bench.cli_wall", "cli-wall", "fresh-process CLI wall time"),
     ]
     titles = {
         "kernel_bench": ("RLX kernels alone vs PyTorch", KERNELS_NOTE),
         "dynamic_bench": ("Dynamic shapes: a new binding vs a cached one", DYNAMIC_NOTE),
         "verify_bench": ("Per-node parity: what it adds to a conversion", PER_NODE_NOTE),
         "thread_bench": ("Threads: one bundle shared by 4 threads against 1", THREADS_NOTE),
+        "blas_bench": ("BLAS provider", BLAS_NOTE),
+        "bench.decode": ("LLM decode: token by token with a KV cache", DECODE_NOTE),
+        "bench.cli_wall": ("CLI wall time in a fresh process", CLI_WALL_NOTE),
     }
     return [(module, tag, what, *titles[module]) for off, module, tag, what in every if not off]
 

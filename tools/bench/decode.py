@@ -4,21 +4,20 @@ token with a KV cache, as LLM users run it.
     python -m tools.bench.decode [--threads N] [--runs N]
 
 The model is exported as a decode step (`rlx_torch_import.generate.hf_decode_step`: ids, positions and
-12 cache tensors in; logits and the grown caches out; the cache length a dynamic dim 0..2048, the new
-tokens 1..1024) and converted with `from_torch(..., dynamic_shapes=...)`. Then, each runtime in a fresh
-process with the same threads:
-
-- RLX: `generate.Decoder` (the bundle's cache padded to 128-slot buckets, so a new binding compiles
-  once per 128 tokens; the first pass pays those compiles, the timed passes after it reuse them), and
-  the same without padding (bucket 1: the exact cache, a compile at every step), timed once;
+12 cache tensors in, logits and the grown caches out; cache length a dynamic dim 0..2048, new tokens
+1..1024) and converted with `from_torch(..., dynamic_shapes=...)`. Each runtime is served by its own
+process, same threads, and they take turns pass by pass (a burst of load elsewhere falls on all):
+- RLX: `generate.Decoder` (the cache padded to 128-slot buckets: a new binding compiles once per 128
+  tokens, in the first pass; the passes after it reuse them), and without padding (bucket 1: the
+  exact cache, a compile at every step), timed once;
 - eager PyTorch: the Hugging Face model with its DynamicCache, under torch.no_grad;
 - ONNX Runtime: the `torch.onnx.export(..., dynamo=True)` of the same decode step, the exact cache.
 
-Prefill: a 128-token prompt with an empty cache (median of `runs` after one warm-up). Decode: a prompt
-of L tokens (L = 128, 1024), then 32 greedy steps (T = 1, cache L .. L+31), tokens/s = 32 / their
-time, median of `runs` passes after a first (warm-up) pass, each pass from the same prefilled cache.
-Parity: the first pass's tokens and per-step logits (and the prefill logits) against eager's, logits
-within the float32 budget (`verify.compare.compare_output`). Prints markdown (`decode_section`).
+Prefill: a 128-token prompt, empty cache (median of `runs` after one warm-up). Decode: a prompt of L
+tokens (L = 128, 1024), then 32 greedy steps (T = 1, cache L .. L+31): tokens/s = 32 / their time,
+median of `runs` passes after a first pass, each from a copy of the same prefilled cache. Parity: the
+first pass's tokens and per-step logits (and the prefill logits) against eager's, logits within the
+float32 budget (`verify.compare.compare_output`). Prints markdown (`decode_section`).
 """
 
 from __future__ import annotations
@@ -49,6 +48,7 @@ EXACT_STEPS = 6  # bucket-1 steps timed once: each compiles a new binding
 MAX_SEQ, MAX_CACHE = 1024, 2048
 RUNTIMES = ("rlx", "eager", "ort")
 TIMES = "\N{MULTIPLICATION SIGN}"
+NOISY = 2.0  # passes ranging over more than this factor get a note (as tools/bench/measure.py's footnotes)
 
 
 def _lm() -> Any:
@@ -165,43 +165,40 @@ def _ort(directory: Path, threads: int) -> Runtime:
     return Runtime(start, run, lambda s: [list(s[0]), s[1]])
 
 
-def _median_ms(fn: Callable[[], Any], runs: int) -> tuple[float, float]:
-    """(first call ms, median ms of the `runs` calls after it)."""
-    times = []
-    for _ in range(runs + 1):
+class Session:
+    """One runtime in its worker process: the prompt and the prefilled caches, and one timed prefill or
+    decode pass per request; the first decode pass at each length keeps its tokens and logits."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.prompt = _prompt(PROMPT)
+        self.arrays: dict[str, np.ndarray] = {"prefill_logits": rt.prefill(self.prompt)[1]}
+        self.states = {}
+        for length in CACHE_LENGTHS:
+            state, logits = rt.prefill(_prompt(length))
+            self.states[length] = (state, np.argmax(logits[:, -1], axis=-1))
+
+    def prefill_ms(self) -> float:
         start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return times[0], statistics.median(times[1:])
+        self.rt.prefill(self.prompt)
+        return (time.perf_counter() - start) * 1e3
 
-
-def measure(rt: Runtime, runs: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Prefill and decode timings (module docstring) and what parity needs: the prefill logits, each
-    cache length's tokens and per-step logits (first pass)."""
-    prompt = _prompt(PROMPT)
-    arrays: dict[str, np.ndarray] = {"prefill_logits": rt.prefill(prompt)[1]}
-    first, median = _median_ms(lambda: rt.prefill(prompt), runs)
-    found: dict[str, Any] = {"prefill_first_ms": first, "prefill_ms": median, "decode": {}, "warm_compiles": 0}
-    for length in CACHE_LENGTHS:
-        state, logits = rt.prefill(_prompt(length))
-        first_token = np.argmax(logits[:, -1], axis=-1)
-        rates = []
-        for n in range(runs + 1):
-            s, token, tokens, rows = rt.copy(state), first_token, [], []
-            compiled = rt.compiles()
-            start = time.perf_counter()
-            for _ in range(STEPS):
-                last = rt.step(s, token[:, None])[:, -1]
-                token = np.argmax(last, axis=-1)
-                tokens.append(token)
-                rows.append(last)
-            rates.append(STEPS / (time.perf_counter() - start))
-            found["warm_compiles"] += (rt.compiles() - compiled) if n else 0
-            if n == 0:
-                arrays[f"tokens_{length}"] = np.concatenate([first_token, *tokens])
-                arrays[f"logits_{length}"] = np.stack([np.asarray(r, np.float32)[0] for r in rows])
-        found["decode"][str(length)] = {"first": rates[0], "rates": rates[1:], "median": statistics.median(rates[1:])}
-    return found, arrays
+    def decode(self, length: int) -> dict[str, float]:
+        """STEPS greedy steps from the cache of `length` tokens: tokens/s and the bindings compiled."""
+        state, token = self.states[length]
+        state, tokens, rows = self.rt.copy(state), [token], []
+        compiled = self.rt.compiles()
+        start = time.perf_counter()
+        for _ in range(STEPS):
+            last = self.rt.step(state, token[:, None])[:, -1]
+            token = np.argmax(last, axis=-1)
+            tokens.append(token)
+            rows.append(last)
+        rate = STEPS / (time.perf_counter() - start)
+        if f"tokens_{length}" not in self.arrays:
+            self.arrays[f"tokens_{length}"] = np.concatenate(tokens)
+            self.arrays[f"logits_{length}"] = np.stack([np.asarray(r, np.float32)[0] for r in rows])
+        return {"tok_s": rate, "compiles": self.rt.compiles() - compiled}
 
 
 def _exact(model: Any) -> dict[str, float]:
@@ -218,22 +215,41 @@ def _exact(model: Any) -> dict[str, float]:
     return found
 
 
-def time_child(which: str, directory: Path, threads: int, runs: int) -> None:
-    """Measure one runtime (in its own process); writes `directory`/<which>.json and .npz."""
+_MARK = "@@decode "  # a worker's replies on stdout start with it (libraries may print there too)
+
+
+def _reply(found: dict[str, Any]) -> None:
+    print(_MARK + json.dumps(found), flush=True)
+
+
+def worker(which: str, directory: Path, threads: int) -> None:
+    """Serve one runtime: set up (replying `{}` when ready), then answer one JSON request per stdin line:
+    prefill, decode (length), exact (RLX only), save (path: the parity arrays as .npz), exit."""
+    model = None
     if which == "rlx":
         from rlx_torch_import.bundle.model import BundleModel
 
-        model = BundleModel(directory / "rlx" / "bundle", threads=threads)
-        found, arrays = measure(_rlx(model), runs)
-        found["exact"] = _exact(model)
-    elif which == "eager":
-        found, arrays = measure(_eager(threads), runs)
+        # 5 bindings take turns (the 128-token prefill, two buckets per cache length): all kept compiled
+        model = BundleModel(directory / "rlx" / "bundle", threads=threads, binding_cache=8)
+        rt = _rlx(model)
     else:
-        found, arrays = measure(_ort(directory, threads), runs)
-    found["loadavg"] = os.getloadavg()[0]
-    (directory / f"{which}.json").write_text(json.dumps(found))
-    save: Any = np.savez  # numpy's stub takes no **arrays of a dict
-    save(directory / f"{which}.npz", **arrays)
+        rt = _eager(threads) if which == "eager" else _ort(directory, threads)
+    session = Session(rt)
+    _reply({})
+    for line in sys.stdin:
+        req = json.loads(line)
+        if req["op"] == "prefill":
+            _reply({"ms": session.prefill_ms()})
+        elif req["op"] == "decode":
+            _reply(session.decode(int(req["length"])))
+        elif req["op"] == "exact":
+            _reply(_exact(model))
+        elif req["op"] == "save":
+            save: Any = np.savez  # numpy's stub takes no **arrays of a dict
+            save(req["path"], **session.arrays)
+            _reply({})
+        else:
+            break
 
 
 # ---------------------------------------------------------------- parent
@@ -259,31 +275,97 @@ def _child(args: list[str], threads: int, timeout: float = 1800) -> str | None:
     return lines[-1][:300] if lines else f"exit {done.returncode}"
 
 
+class _Worker:
+    """A `python -m tools.bench.decode --worker RUNTIME DIR` process, asked one request at a time."""
+
+    def __init__(self, which: str, directory: Path, threads: int) -> None:
+        self.path = directory / f"{which}.log"
+        self.log = self.path.open("w")
+        cmd = [sys.executable, "-m", "tools.bench.decode", "--worker", which, str(directory), "--threads", str(threads)]
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, env=_env(threads)
+        )
+        if self.proc.stdin is None or self.proc.stdout is None:  # never: both are pipes
+            raise RuntimeError("the worker has no pipes")
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
+        self.read()  # ready
+
+    def read(self) -> dict[str, Any]:
+        for line in self.stdout:
+            if line.startswith(_MARK):
+                found: dict[str, Any] = json.loads(line[len(_MARK) :])
+                return found
+        lines = [line for line in self.path.read_text().splitlines() if line.strip()]
+        raise RuntimeError(lines[-1][:300] if lines else f"the worker exited with {self.proc.wait()}")
+
+    def ask(self, op: str, **args: Any) -> dict[str, Any]:
+        self.stdin.write(json.dumps({"op": op, **args}) + "\n")
+        self.stdin.flush()
+        return self.read()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.stdin.write(json.dumps({"op": "exit"}) + "\n")
+            self.stdin.close()
+        self.proc.wait(timeout=60)
+        self.log.close()
+
+
+def _interleaved(workers: dict[str, _Worker], runs: int) -> dict[str, dict[str, Any]]:
+    """A first (warm-up) pass of each runtime, then `runs` rounds, each runtime in turn within a round (a
+    burst of load from elsewhere falls on all of them): prefill ms and decode tokens/s per cache length."""
+    found: dict[str, dict[str, Any]] = {w: {"prefill": [], "decode": {}, "warm_compiles": 0} for w in workers}
+    for which, w in workers.items():
+        for length in CACHE_LENGTHS:
+            found[which]["decode"][str(length)] = {"first": w.ask("decode", length=length)["tok_s"], "rates": []}
+        w.ask("prefill")  # warm-up
+    for _ in range(runs):
+        for which, w in workers.items():
+            time.sleep(0.2)  # the last runtime's spinning threads settle
+            found[which]["prefill"].append(w.ask("prefill")["ms"])
+            for length in CACHE_LENGTHS:
+                got = w.ask("decode", length=length)
+                found[which]["decode"][str(length)]["rates"].append(got["tok_s"])
+                found[which]["warm_compiles"] += got["compiles"]
+    for f in found.values():
+        f["prefill_ms"] = statistics.median(f["prefill"])
+        for d in f["decode"].values():
+            d["median"] = statistics.median(d["rates"])
+    return found
+
+
 def decode_section(threads: int, runs: int) -> list[str]:
-    """The decode tables as markdown lines: converted once, each runtime measured in its own process."""
+    """The decode tables as markdown lines: converted once, each runtime served by its own process."""
     with tempfile.TemporaryDirectory(prefix="rti-decode-") as tmp:
         directory = Path(tmp)
-        load = os.getloadavg()[0]
+        loads = [os.getloadavg()[0]]
         failed = _child(["--convert", tmp], threads)
         if failed:
             return [f"The decode step could not be converted: {failed}"]
         conv = json.loads((directory / "convert.json").read_text())
-        results: dict[str, dict[str, Any]] = {}
-        arrays: dict[str, dict[str, np.ndarray]] = {}
         why: dict[str, str] = {}
         if "onnx_error" in conv:
             why["ort"] = f"torch.onnx.export(dynamo=True) failed: {conv['onnx_error']}"
-        for which in RUNTIMES:
-            if which in why:
-                continue
-            failed = _child(["--time", which, tmp, "--runs", str(runs)], threads)
-            if failed:
-                why[which] = failed
-                continue
-            results[which] = json.loads((directory / f"{which}.json").read_text())
-            with np.load(directory / f"{which}.npz") as npz:
-                arrays[which] = {k: npz[k] for k in npz.files}
-        return _render(conv, results, arrays, why, threads, runs, load)
+        workers: dict[str, _Worker] = {}
+        try:
+            for which in (w for w in RUNTIMES if w not in why):
+                try:
+                    workers[which] = _Worker(which, directory, threads)
+                except RuntimeError as e:
+                    why[which] = str(e)
+            results = _interleaved(workers, runs)
+            if "rlx" in workers:
+                results["rlx"]["exact"] = workers["rlx"].ask("exact")
+            arrays = {}
+            for which, w in workers.items():
+                w.ask("save", path=str(directory / f"{which}.npz"))
+                with np.load(directory / f"{which}.npz") as npz:
+                    arrays[which] = {k: npz[k] for k in npz.files}
+        finally:
+            for w in workers.values():
+                w.close()
+        loads.append(os.getloadavg()[0])
+        return _render(conv, results, arrays, why, threads, runs, loads)
 
 
 def _parity(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> str:
@@ -307,10 +389,6 @@ def _parity(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> str:
     return "; ".join(parts)
 
 
-def _rate(results: dict[str, dict[str, Any]], which: str, length: int) -> float | None:
-    return results[which]["decode"][str(length)]["median"] if which in results else None
-
-
 def _cell(results: dict[str, dict[str, Any]], which: str, length: int) -> str:
     """Median tokens/s with the passes' range: `10.2 (9.8-10.5)`."""
     if which not in results:
@@ -332,7 +410,7 @@ def _decode_rows(results: dict[str, dict[str, Any]]) -> tuple[list[str], bool]:
     ]
     met = "rlx" in results and "eager" in results
     for length in CACHE_LENGTHS:
-        rlx, eager, ort = (_rate(results, w, length) for w in RUNTIMES)
+        rlx, eager, ort = (results[w]["decode"][str(length)]["median"] if w in results else None for w in RUNTIMES)
         hit = rlx is not None and eager is not None and rlx >= eager
         met = met and hit
         mark = "" if rlx is None or eager is None else " ✓" if hit else " ✗"
@@ -344,6 +422,18 @@ def _decode_rows(results: dict[str, dict[str, Any]]) -> tuple[list[str], bool]:
     return lines, met
 
 
+def _noisy(results: dict[str, dict[str, Any]]) -> list[str]:
+    """A note per runtime and cache length whose passes ranged over more than NOISY times (other processes
+    took the cores during some of them: the medians and the ratios built on them are not reliable)."""
+    return [
+        f"- noisy: {which} at cache length {length} ranged {min(d['rates']):.1f}-{max(d['rates']):.1f} tok/s over "
+        "its passes (other processes took the cores during some); its median and ratios are not reliable"
+        for which, found in results.items()
+        for length, d in found["decode"].items()
+        if max(d["rates"]) > NOISY * min(d["rates"])
+    ]
+
+
 def _render(
     conv: dict[str, Any],
     results: dict[str, dict[str, Any]],
@@ -351,7 +441,7 @@ def _render(
     why: dict[str, str],
     threads: int,
     runs: int,
-    load: float,
+    loads: list[float],
 ) -> list[str]:
     """The decode and prefill tables, the target line, parity and notes."""
     decode, met = _decode_rows(results)
@@ -376,13 +466,14 @@ def _render(
             label = "ONNX Runtime" if which == "ort" else "RLX"
             lines.append(f"- parity {label} vs eager: {_parity(arrays[which], arrays['eager'])}")
     lines += [f"- {which}: n/a ({reason})" for which, reason in why.items()]
-    loads = ", ".join(f"{w} {r['loadavg']:.2f}" for w, r in results.items())
+    lines += _noisy(results)
     lines.append(
-        f"- tokens/s: median (range) of {runs} passes of {STEPS} steps after a first pass (RLX's first pass "
+        f"- tokens/s: median (range) of {runs} passes of {STEPS} steps after a first pass, the runtimes taking "
+        f"turns pass by pass, each in its own process (RLX's first pass "
         f"compiles the bindings its 128-slot buckets need; bindings compiled during the passes after it: "
         f"{results['rlx']['warm_compiles'] if 'rlx' in results else 'n/a'}); RLX bucket 1: the exact "
         f"cache, {EXACT_STEPS} steps, each a new binding compiled; prefill: median of {runs} after one warm-up; "
-        f"1-minute load average {load:.2f} at the start, after each runtime: {loads}"
+        f"1-minute load average {loads[0]:.2f} before, {loads[1]:.2f} after"
     )
     return lines
 
@@ -390,15 +481,15 @@ def _render(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.bench.decode", description=__doc__.splitlines()[0])
     parser.add_argument("--convert", metavar="DIR", help=argparse.SUPPRESS)  # child modes
-    parser.add_argument("--time", nargs=2, metavar=("RUNTIME", "DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", nargs=2, metavar=("RUNTIME", "DIR"), help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=None, help="threads for every runtime (default: every core)")
     parser.add_argument("--runs", type=int, default=5, help="timed passes after the first (median; default 5)")
     args = parser.parse_args(argv)
     threads = rlx_config.set_threads(args.threads)
     if args.convert:
         convert(Path(args.convert), threads)
-    elif args.time:
-        time_child(args.time[0], Path(args.time[1]), threads, args.runs)
+    elif args.worker:
+        worker(args.worker[0], Path(args.worker[1]), threads)
     else:
         print("\n".join(decode_section(threads, args.runs)))
     return 0

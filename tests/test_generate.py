@@ -1,0 +1,166 @@
+"""Greedy decoding with a decode-step bundle (`rlx_torch_import.generate`): a tiny Llama exported as a
+decode step with a dynamic cache length, converted once; `generate` must pick the same tokens as the
+same greedy loop in eager PyTorch (Hugging Face's DynamicCache) with each step's logits within the
+float32 parity budget, with the cache exact (bucket 1) or padded, and with a prompt longer than the
+bundle's largest T (chunked prefill). Bundles and arguments off the convention raise
+DecodeConventionError (a ValueError) saying what does not fit."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from torch import nn
+
+import rlx_torch_import as rti
+from rlx_torch_import.generate import (
+    DecodeConventionError,
+    Decoder,
+    DecodeSpec,
+    generate,
+    hf_decode_inputs,
+    hf_decode_step,
+)
+from rlx_torch_import.verify.compare import compare_output
+
+MAX_SEQ, MAX_CACHE = 16, 64
+
+
+def _tiny_llama() -> transformers.LlamaForCausalLM:
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        num_hidden_layers=2,
+        hidden_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        vocab_size=256,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return transformers.LlamaForCausalLM(cfg).eval()
+
+
+@pytest.fixture(scope="module")
+def llama() -> transformers.LlamaForCausalLM:
+    return _tiny_llama()
+
+
+@pytest.fixture(scope="module")
+def bundle(llama: transformers.LlamaForCausalLM, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    args, dynamic = hf_decode_inputs(llama.config, max_seq=MAX_SEQ, max_cache=MAX_CACHE)
+    out = tmp_path_factory.mktemp("decode") / "llama"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = rti.from_torch(hf_decode_step(llama), args, out, dynamic_shapes=dynamic, per_node=False)
+    assert report.ok, report.summary()
+    return out / "bundle"
+
+
+def eager_greedy(model: Any, prompt: np.ndarray, new: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The greedy loop in eager PyTorch: the prompt, then one token per step with HF's DynamicCache.
+    Returns the prompt and new tokens [B, T0 + new], and each new token's logits [B, V]."""
+    tokens, logits_seen = [], []
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cache = transformers.DynamicCache(config=model.config)
+        logits = model(input_ids=torch.from_numpy(prompt), cache=cache, use_cache=True).logits
+        for _ in range(new):
+            last = logits[:, -1, :]
+            logits_seen.append(last.numpy().copy())
+            tokens.append(last.argmax(-1))
+            logits = model(input_ids=tokens[-1][:, None], cache=cache, use_cache=True).logits
+    return np.concatenate([prompt, torch.stack(tokens, 1).numpy()], axis=1), logits_seen
+
+
+def _check_parity(got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    assert len(got) == len(want)
+    for step, (g, w) in enumerate(zip(got, want, strict=True)):
+        row = compare_output(f"logits step {step}", g, w, "float32", "float32")
+        assert row.ok, f"step {step}: {row.reasons}"
+
+
+@pytest.mark.parametrize("bucket", [1, 8])
+def test_generate_matches_the_eager_greedy_loop(
+    llama: transformers.LlamaForCausalLM, bundle: Path, bucket: int
+) -> None:
+    prompt = np.random.default_rng(1).integers(0, 256, (1, 7))
+    want, want_logits = eager_greedy(llama, prompt, 20)
+    got_logits: list[np.ndarray] = []
+    got = generate(bundle, prompt, 20, bucket=bucket, step_logits=got_logits)
+    assert got.dtype == np.int64 and got.shape == (1, 27)
+    np.testing.assert_array_equal(got, want)
+    _check_parity(got_logits, want_logits)
+
+
+def test_a_prompt_longer_than_the_largest_step_is_prefilled_in_chunks(
+    llama: transformers.LlamaForCausalLM, bundle: Path
+) -> None:
+    prompt = np.random.default_rng(2).integers(0, 256, (1, MAX_SEQ * 2 + 3))  # chunks of 16, 16, 3
+    want, want_logits = eager_greedy(llama, prompt, 8)
+    got_logits: list[np.ndarray] = []
+    np.testing.assert_array_equal(generate(bundle, prompt, 8, step_logits=got_logits), want)
+    _check_parity(got_logits, want_logits)
+
+
+def test_a_decoder_reuses_its_compiled_bindings(llama: transformers.LlamaForCausalLM, bundle: Path) -> None:
+    """Padded to buckets of 16, 6 prompt tokens and 10 new ones run at two bindings (the prefill at S=0,
+    every step at S=16: the last one is fed 6 + 8 = 14 positions); a second call compiles nothing."""
+    decoder = Decoder(bundle, bucket=16)
+    prompt = np.random.default_rng(3).integers(0, 256, (1, 6))
+    first = generate(decoder, prompt, 10)
+    compiled = decoder.model.compiles
+    assert compiled == 2  # prefill (T=6, S=0) and every step (T=1, S=16)
+    np.testing.assert_array_equal(generate(decoder, prompt, 10), first)
+    assert decoder.model.compiles == compiled
+    np.testing.assert_array_equal(first, eager_greedy(llama, prompt, 10)[0])
+
+
+def test_arguments_off_the_convention_raise_a_value_error(bundle: Path) -> None:
+    prompt = np.zeros((1, 4), dtype=np.int64)
+    with pytest.raises(ValueError, match=r"feed a cache of 66 positions; .* goes up to 64"):
+        generate(bundle, prompt, 64)
+    with pytest.raises(DecodeConventionError, match=r"input_ids must be integers \[B, T0\]"):
+        generate(bundle, prompt.astype(np.float32), 4)
+    with pytest.raises(DecodeConventionError, match="bucket must be an int >= 1"):
+        Decoder(bundle, bucket=0)
+    with pytest.raises(DecodeConventionError, match="the bundle runs batch 1, got 2"):
+        generate(bundle, np.zeros((2, 4), dtype=np.int64), 2)
+
+
+def test_a_bundle_that_is_no_decode_step_is_refused(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    report = rti.from_torch(nn.Linear(4, 3), (torch.randn(2, 4),), tmp_path / "linear", per_node=False)
+    assert report.ok
+    with pytest.raises(ValueError, match=r"takes \(ids, \[positions,\] cache...\) and returns \(logits, cache...\)"):
+        generate(tmp_path / "linear" / "bundle", np.zeros((1, 2), dtype=np.int64), 2)
+
+
+def _edited(meta: dict[str, Any], where: str, index: int, **changes: Any) -> dict[str, Any]:
+    out = copy.deepcopy(meta)
+    out[where][index].update(changes)
+    return out
+
+
+def test_each_break_of_the_convention_is_named(bundle: Path) -> None:
+    meta = rti.BundleModel(bundle).meta
+    spec = DecodeSpec.from_meta(meta)
+    assert spec.positions == "positions" and len(spec.caches) == 4 and spec.cache == (0, MAX_CACHE)
+    assert all(c.axis == 2 for c in spec.caches)
+    cache_in = meta["inputs"][2]
+    cases = {
+        "must be the token ids, int64": _edited(meta, "inputs", 0, dtype="float32"),
+        "must be the logits": _edited(meta, "outputs", 0, shape=[1, 256]),
+        "the output the input grown along one axis": _edited(meta, "outputs", 1, shape=list(cache_in["shape"])),
+        "must be one dynamic dim": _edited(meta, "inputs", 2, shape=[1, 2, 5, 16]),
+        "need as many cache outputs": {**meta, "outputs": meta["outputs"][:-1]},
+    }
+    for message, broken in cases.items():
+        with pytest.raises(DecodeConventionError, match=message):
+            DecodeSpec.from_meta(broken)
