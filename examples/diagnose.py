@@ -40,7 +40,7 @@ def main() -> None:
     with torch.no_grad():
         model.fc1.bias[3] = float("nan")  # the planted failure
     out = args.out / "diagnose"
-    report = rti.from_torch(model, (torch.randn(2, 8),), out)  # per_node=True is the default
+    report = rti.from_torch(model, (torch.randn(2, 8),), out)  # a failed verify runs per-node parity
     show(report, out)
     first = report.first_divergence
     print(f"  report.first_divergence: {first.node if first else None} ({first.aten if first else ''})")

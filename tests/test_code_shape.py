@@ -20,8 +20,6 @@ LONG_FUNCTIONS: dict[str, str] = {
     "counts, the convolution found, the transposes around it): splitting it passes that state around whole",
     "frontend/export.py:export_program": "torch.export's calling sequence in order (checks, eval/no_grad, the export "
     "with its error translation, the decomposition with its own); each step is a few lines of torch's API",
-    "verify/nodes.py:node_parity": "the per-node loop that pairs PyTorch's and RLX's value of each node for the local "
-    "and cumulative verdicts; its steps already are helpers (_run_debug, _run_local, measure, *_error)",
 }
 
 

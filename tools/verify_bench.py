@@ -4,11 +4,13 @@
 
 Per model, `--runs` conversions each way in one process (after one warm-up conversion), medians:
 the whole `from_torch` without per-node parity (export, capture, lower, bundle, verify), its
-verify phase, the per-node phase of a conversion with it (PyTorch's intermediates from torch-ir,
-two debug builds of the graph compiled and run, the comparisons) and what the per-node table and
-plot add to writing the reports. "extra" is those two over the plain conversion: measured
-directly, since the export's own run-to-run variation is larger than the difference of two
-totals. Prints a markdown table (the `make bench` section "Per-node parity").
+verify phase, the per-node phase of a conversion with it in full (`per_node=True`: PyTorch's
+intermediates from torch-ir, two debug builds of the graph compiled and run, the comparisons) and
+what the per-node table and plot add to writing the reports. "extra" is those two over the plain
+conversion: measured directly, since the export's own run-to-run variation is larger than the
+difference of two totals. "by default" says what the default (`per_node="auto"`) does for the model
+when every output passes: runs per-node parity (its values hold at most `AUTO_ELEMENTS` elements) or
+leaves it to a failing conversion. Prints a markdown table (the `make bench` section "Per-node parity").
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import torch
 
 from rlx_torch_import import rlx_config
 from rlx_torch_import.api import from_torch
+from rlx_torch_import.conversion import Conversion
+from rlx_torch_import.verify.run import AUTO_ELEMENTS, value_elements
 
 DEFAULT_MODELS = ("tests.transformer_block", "hf_llama_small", "llama")
 
@@ -60,17 +64,20 @@ def rows(names: list[str], runs: int) -> list[str]:
 
     models, _ = registry()
     models["hf_llama_small"] = BenchModel("hf_llama_small", hf_llama_small.__doc__ or "", hf_llama_small)
-    head = "| model | nodes | from_torch s | per-node phase s | report with nodes s | extra | verify phase s |"
-    out = [head, "|---|---|---|---|---|---|---|"]
+    head = (
+        "| model | nodes | values (elements) | by default | from_torch s | per-node phase s | report with nodes s "
+        "| extra | verify phase s |"
+    )
+    out = [head, "|---|---|---|---|---|---|---|---|---|"]
     for name in names:
         if name not in models:
-            out.append(f"| {name} | model not available here | | | | | |")
+            out.append(f"| {name} | model not available here | | | | | | | |")
             continue
         model, inputs = models[name].make()
         totals, verifies, phases, reports = [], [], [], []
         with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            from_torch(model, inputs, Path(tmp) / "warm", per_node=True)  # warm caches (torch, RLX, matplotlib)
+            from_torch(model, inputs, Path(tmp) / "warm", per_node=True)  # warm caches (torch, RLX)
             for i in range(runs):
                 start = time.perf_counter()
                 plain = from_torch(model, inputs, Path(tmp) / f"plain-{i}", per_node=False)
@@ -80,10 +87,12 @@ def rows(names: list[str], runs: int) -> list[str]:
                 phases.append(full.timings_s.get("per-node parity", 0.0))
                 # what the per-node table and plot add to writing report.json/.md/.html
                 reports.append(_write_time(full, Path(tmp)) - _write_time(plain, Path(tmp)))
+            elements = value_elements(Conversion.load(Path(tmp) / "warm").ir)
         total, phase, report = statistics.median(totals), statistics.median(phases), statistics.median(reports)
+        default = "runs" if elements <= AUTO_ELEMENTS else "on failure"
         out.append(
-            f"| {name} | {len(full.nodes)} | {total:.2f} | {phase:.2f} | {report:.2f} | "
-            f"{(phase + report) / total * 100:+.0f}% | {statistics.median(verifies):.2f} |"
+            f"| {name} | {len(full.nodes)} | {elements / 1e6:.2f}M | {default} | {total:.2f} | {phase:.2f} | "
+            f"{report:.2f} | {(phase + report) / total * 100:+.0f}% | {statistics.median(verifies):.2f} |"
         )
     return out
 

@@ -21,7 +21,14 @@ from .layout import BUNDLE, REFERENCE, REPORT, REPORT_SUFFIXES, TORCH_IR, WEIGHT
 from .outdir import staged
 from .progress import Progress
 from .verify.report import ParityReport
-from .verify.run import add_node_parity, check_bundle_matches, new_report, verify_bundle, write_reports
+from .verify.run import (
+    add_node_parity,
+    check_bundle_matches,
+    check_per_node,
+    new_report,
+    verify_bundle,
+    write_reports,
+)
 
 EMIT_TARGETS = ("bundle", "crate")
 
@@ -62,7 +69,7 @@ def from_torch(
     max_decompose_rounds: int = 4,
     emit_style: str = "graph",
     threads: int | None = None,
-    per_node: bool = True,
+    per_node: bool | str = "auto",
     verify_inputs: Any = None,
     timeout: float | None = None,
 ) -> ParityReport:
@@ -109,7 +116,9 @@ def from_torch(
     `build` verifies them again.
     With `per_node` (and `verify`), every node's value is also compared with PyTorch's
     intermediate, cumulatively and reference-fed (`report.nodes`, `report.first_divergence`;
-    `verify/nodes.py`).
+    `verify/nodes.py`): True always; "auto" (the default) when verification fails, and on a passing
+    conversion while the graph's values hold at most `verify.run.AUTO_ELEMENTS` elements (else a
+    note says it did not run); False never.
     With `timeout` (seconds; default None, no limit), torch.export and each eager PyTorch run of
     the model (reference, sweep points, input sets) may take that long, else TimeLimitError; a
     forward that calls `sys.exit()` raises ModelLoadError (`timeout.user_code`).
@@ -120,6 +129,7 @@ def from_torch(
     from .timeout import check_timeout
 
     set_specs = normalize(verify_inputs)  # checked before anything runs
+    per_node = check_per_node(per_node)
     timeout = check_timeout(timeout)
     emit = emit_targets(emit)
     _check_options(emit, max_decompose_rounds, emit_style)
@@ -154,9 +164,10 @@ def from_torch(
                 crate=crate_style,
                 device=device,
                 program=program,
+                captured=True,
             )
-            if verify and per_node:
-                add_node_parity(report, conv, prog, device=device)
+            if verify:
+                add_node_parity(report, conv, prog, device=device, per_node=per_node)
         except UnsupportedOpsError as e:
             raise with_fallback_reasons(e, skipped) from None
         if was_training:
@@ -166,7 +177,7 @@ def from_torch(
                 f"{len(ir.input_sets)} extra input set(s) stored with the reference but not verified "
                 "(verify is off; `build` verifies them)"
             )
-        write_reports(report, stage)
+        _write_reports(report, stage, prog)
     return report
 
 
@@ -183,7 +194,7 @@ def from_onnx(
     device: str = "cpu",
     progress: bool = False,
     threads: int | None = None,
-    per_node: bool = True,
+    per_node: bool | str = "auto",
     route: str = "auto",
 ) -> ParityReport:
     """Convert the ONNX file at `path` (external data beside it is read) into `out_dir/` and verify
@@ -203,7 +214,8 @@ def from_onnx(
     which). `dims`: a size for each symbolic input dim (`{"batch": 2}` or `["batch=2"]`); a dim the
     given inputs size needs none. The bundle is static at those sizes (the report says so).
     With `per_node` (and `verify`), every ONNX node's value is compared with ONNX Runtime's
-    intermediate, cumulatively and reference-fed (`report.nodes`, `report.first_divergence`).
+    intermediate, cumulatively and reference-fed (`report.nodes`, `report.first_divergence`); True,
+    False or "auto" as in `from_torch`.
 
     Raises InputError (no such file, a symbolic dim without a size, inputs that do not fit),
     ModelLoadError (not an ONNX model, missing external data, ONNX Runtime cannot run it),
@@ -213,6 +225,7 @@ def from_onnx(
 
     if route not in ROUTES:
         raise InputError(f"route {route!r} is not one of {', '.join(ROUTES)}")
+    per_node = check_per_node(per_node)
     emit = emit_targets(emit)
     _check_options(emit, 0, emit_style)
     if "crate" in emit and not verify:
@@ -246,12 +259,13 @@ def build(
     emit: str | Sequence[str] = ("bundle",),
     emit_style: str = "graph",
     threads: int | None = None,
-    per_node: bool = True,
+    per_node: bool | str = "auto",
     device: str = "cpu",
 ) -> ParityReport:
     """Lower an existing torch-ir directory again into `directory/bundle` (and
     `directory/rlx-<name>/` with "crate" in `emit`) and verify it on RLX's `device` ("cpu" or
-    "cuda"; RLX's pool sized `threads`)."""
+    "cuda"; RLX's pool sized `threads`); per-node parity by `per_node` as in `from_torch`."""
+    per_node = check_per_node(per_node)
     emit = emit_targets(emit)
     _check_options(emit, 0, emit_style)
     device = check_device(device).name if verify else device_name(device)
@@ -268,9 +282,9 @@ def build(
             crate=emit_style if "crate" in emit else None,
             device=device,
         )
-        if verify and per_node:
-            add_node_parity(report, conv, prog, device=device)
-    write_reports(report, directory)
+        if verify:
+            add_node_parity(report, conv, prog, device=device, per_node=per_node)
+    _write_reports(report, directory, prog)
     for stale in directory.glob(f"{REPORT}-*.*"):  # `reverify`'s reports describe the bundle just replaced
         if stale.suffix in REPORT_SUFFIXES and stale.stem.removeprefix(f"{REPORT}-") in DEVICES:
             stale.unlink()
@@ -281,7 +295,7 @@ def reverify(
     directory: str | os.PathLike[str],
     *,
     device: str = "cpu",
-    per_node: bool = True,
+    per_node: bool | str = "auto",
     progress: bool = False,
     threads: int | None = None,
 ) -> ParityReport:
@@ -289,11 +303,12 @@ def reverify(
     written but the report), on RLX's `device` ("cpu" or "cuda"): the example, every sweep point
     and every input set against PyTorch's values in reference.safetensors, with the same budgets
     and report as the conversion (`report.device` says where it ran). Writes
-    `directory/report-<device>.json`, `.md` and `.html`; with `per_node`, per-node parity too.
+    `directory/report-<device>.json`, `.md` and `.html`; per-node parity by `per_node` as in `from_torch`.
 
     Raises InputError when `directory` is no conversion directory or lacks a file, BundleError
     when its files disagree with torch-ir (a bundle from another conversion included), DeviceError
     (exit 7) when `device` is missing or cannot run the bundle (`devices.check_device`)."""
+    per_node = check_per_node(per_node)
     device = check_device(device).name
     rlx_config.set_threads(threads)
     directory = _conversion_dir(directory, "verify", (TORCH_IR, REFERENCE, BUNDLE))
@@ -317,11 +332,18 @@ def reverify(
     histogram = meta.get("op_histogram", {})
     report = new_report(conv.ir, directory, device, dict(histogram) if isinstance(histogram, dict) else {})
     verify_bundle(report, conv, directory / BUNDLE, prog, device)
-    if per_node:
-        add_node_parity(report, conv, prog, device=device)
+    add_node_parity(report, conv, prog, device=device, per_node=per_node)
     report.timings_s = dict(prog.timings)
-    write_reports(report, directory, device)
+    _write_reports(report, directory, prog, device)
     return report
+
+
+def _write_reports(report: ParityReport, directory: Path, prog: Progress, device: str | None = None) -> None:
+    """`verify.run.write_reports` as a phase: the returned report's timings include it (the files, written
+    during it, cannot)."""
+    with prog.phase("write reports"):
+        write_reports(report, directory, device)
+    report.timings_s = dict(prog.timings)
 
 
 def _conversion_dir(directory: str | os.PathLike[str], command: str, holds: Sequence[str]) -> Path:

@@ -11,13 +11,9 @@ from typing import Any
 from .bundle.format import META, write_meta
 from .bundle.write import write_bundle
 from .conversion import Conversion
-from .crate.rust_names import crate_names
-from .crate.style import check_style
-from .crate.write import write_crate
 from .errors import InputError
 from .layout import REFERENCE, WEIGHTS
 from .lower import registry
-from .lower.symbolic import lower_symbolic
 from .outdir import staged
 from .program import Program
 from .progress import Progress
@@ -39,6 +35,8 @@ def lower_program(conv: Conversion, program: Program | None) -> tuple[Program, s
         return program, None, {}
     if not ir.is_dynamic:
         return (program if program is not None else registry.lower(ir)), None, {}
+    from .lower.symbolic import lower_symbolic  # dynamic dims only
+
     symbolic = lower_symbolic(ir, example=program)
     labels = {s.name: s.label for s in ir.symbols}
     lowered_at = {
@@ -58,12 +56,19 @@ def lower_write_verify(
     crate: str | None = None,
     device: str = "cpu",
     program: Program | None = None,
+    captured: bool = False,
 ) -> tuple[ParityReport, Conversion]:
     """Lower the torch-ir in `src` (unless the front end did: `program`), write the bundle (and the
     crate in style `crate`), verify the bundle on RLX's `device`; meta.json is written last, once
-    verification decided its `flush_denormals`. Returns the report and the conversion as loaded."""
-    with prog.phase("lower"):
+    verification decided its `flush_denormals`. Returns the report and the conversion as loaded.
+
+    `captured`: the torch-ir was captured in this process from torch.export's graph (`from_torch`), so
+    its nodes' shapes and dtypes are the ones torch's meta kernels gave, and checking each node against
+    them again (`Conversion.check_ops`, for a folder read from disk: `build`) is skipped."""
+    with prog.phase("lower" if program is None else "read and check"):  # the front end lowered `program`
         conv = Conversion.load(src)
+        if captured:
+            conv.mark_ops_checked()
         conv.check_ops()  # each node against torch's schema and meta kernels (TorchIRError, exit 2)
         # The files are checked against torch-ir before anything is lowered (BundleError, exit 2).
         weights = conv.weights
@@ -71,6 +76,8 @@ def lower_write_verify(
             conv.check_reference()
         program, rlxmodel, lowered_at = lower_program(conv, program)
         if crate is not None:
+            from .crate.style import check_style  # the crate writer loads only when a crate is asked for
+
             check_style(program, crate, conv.ir.is_dynamic)
             if not conv.has_reference:
                 raise InputError(f"{src / REFERENCE}: not found; a crate checks itself against it")
@@ -80,6 +87,9 @@ def lower_write_verify(
             raise TorchIRError(f"{src / WEIGHTS}: missing weights {', '.join(missing)}")
         meta = write_bundle(program, conv.ir, weights, bundle_dir, rlxmodel, lowered_at, with_meta=False)
     if crate is not None:
+        from .crate.rust_names import crate_names
+        from .crate.write import write_crate
+
         with prog.phase(f"crate ({crate} style)"):
             with staged(bundle_dir.parent / crate_names(program.name).package) as crate_dir:
                 write_crate(program, conv.ir, src / REFERENCE, crate_dir, crate, rlxmodel)

@@ -383,13 +383,18 @@ def _convert(args: argparse.Namespace) -> ParityReport:
     """`rlx-torch-import MODEL.py -o OUT`: the file's code runs under `--timeout` (with the
     watchdog: the CLI owns its process) and a `sys.exit()` in it is a ModelLoadError (exit 2)."""
     from . import api, timeout
+    from .devices import check_device
     from .frontend.dynamic import parse_cli
     from .frontend.model_file import load_model_file
+    from .progress import Progress
 
     dynamic_shapes = parse_cli(args.dynamic or [])
+    if args.verify:  # a missing device is said before the model file runs (from_torch checks it again)
+        check_device(args.device)
     timeout.enable_watchdog(args.timeout is not None)
     try:
-        model, example_inputs, example_kwargs = load_model_file(args.model_file, timeout=args.timeout)
+        with Progress(not args.quiet).phase(f"load {Path(args.model_file).name}"):
+            model, example_inputs, example_kwargs = load_model_file(args.model_file, timeout=args.timeout)
         return api.from_torch(
             model,
             example_inputs,

@@ -104,12 +104,26 @@ def add_verify_args(p: argparse.ArgumentParser, against: str = "PyTorch") -> Non
 
 
 def add_per_node_arg(p: argparse.ArgumentParser, against: str = "PyTorch") -> None:
-    p.add_argument(
+    """`--per-node` / `--no-per-node`; without either, per-node parity's default ("auto": when verification
+    fails, or the graph's values are small; `verify.run.AUTO_ELEMENTS`)."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--per-node",
+        dest="per_node",
+        action="store_const",
+        const=True,
+        default="auto",
+        help=f"always run per-node parity (each node's value against {against}'s, cumulative and reference-fed; "
+        "the report's per-node table and first divergence). Default: it runs when verification fails, and on a "
+        "passing conversion only while the graph's values hold at most 1M elements (the report notes when it "
+        "did not run)",
+    )
+    group.add_argument(
         "--no-per-node",
         dest="per_node",
-        action="store_false",
-        help=f"skip per-node parity (each node's value against {against}'s, cumulative and reference-fed; "
-        "the report's per-node table and first divergence)",
+        action="store_const",
+        const=False,
+        help="never run per-node parity",
     )
 
 

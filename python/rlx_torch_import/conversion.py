@@ -40,8 +40,13 @@ class Conversion:
     def path(self, name: str) -> Path:
         return self.directory / name
 
+    def mark_ops_checked(self) -> None:
+        """Record that the nodes need no `check_ops`: torch.export made them in this process, so their
+        shapes and dtypes are its meta kernels' own (`backend.lower_write_verify(captured=True)`)."""
+        self._ops_checked = True
+
     def check_ops(self) -> None:
-        """Each node against torch's schema and meta kernels (`torchir.check_ops`; TorchIRError)."""
+        """Each node against torch's schema and meta kernels (`torchir.check_ops`; TorchIRError), once."""
         if not self._ops_checked:
             torchir.check_ops(self.ir, REGISTRY)
             self._ops_checked = True

@@ -36,7 +36,7 @@ class Request:
     crate: str | None
     name: str | None
     device: str
-    per_node: bool
+    per_node: bool | str
     prog: Progress
     route: str = "auto"
 
@@ -126,8 +126,8 @@ def _back_half(req: Request, stage: Path, program: Any) -> ParityReport:
         stage, stage / BUNDLE, req.verify, req.prog, out_dir=req.out_dir, crate=req.crate, device=req.device,
         program=program,
     )  # fmt: skip
-    if req.verify and req.per_node:
-        add_node_parity(report, conv, req.prog, device=req.device)
+    if req.verify:
+        add_node_parity(report, conv, req.prog, device=req.device, per_node=req.per_node)
     return report
 
 

@@ -13,7 +13,8 @@ T = TypeVar("T")
 
 class Progress:
     """Prints `[rlx-torch-import] phase ... done in 1.2s` lines, and a tqdm bar over the items of a
-    long phase (`items`: per-node parity, sweep points, input sets); silent when disabled."""
+    long phase (`items`: per-node parity, sweep points, input sets); silent when disabled. `timings`:
+    seconds per phase name, whether printed or not (a name entered twice adds up)."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
@@ -28,7 +29,7 @@ class Progress:
             yield
         finally:
             elapsed = time.perf_counter() - start
-            self.timings[name] = round(elapsed, 4)
+            self.timings[name] = round(self.timings.get(name, 0.0) + elapsed, 4)  # a phase run again adds up
         if self.enabled:
             print(f"[rlx-torch-import] {name} done in {elapsed:.2f}s", file=sys.stderr, flush=True)
 

@@ -58,8 +58,9 @@ ratios are plain factors: 2.00 = twice the time, below 1 = faster):
 - **export s**: `torch.export` time inside `rti.from_torch` (seconds).
 - **ours s** / **ours/export**: our own conversion stages (every phase of
   `report.timings_s` except "export", "reference" and "verify": capture, write
-  torch-ir, lower, bundle, auto-decompose rounds) in seconds, and as a percentage
-  of the export time.
+  torch-ir, read and check, lower, bundle, per-node parity when it runs by default,
+  write reports, auto-decompose rounds) in seconds, and as a percentage of the
+  export time.
 - **verify s**: running the bundle once and comparing it with PyTorch.
 - **peak RSS/weights**: (peak resident memory during conversion - resident memory
   just before it) / weight bytes.

@@ -147,10 +147,11 @@ DYNAMIC_NOTE = (
 
 
 PER_NODE_NOTE = (
-    "`from_torch` with and without per-node parity (`verify_bench.py`), medians of 5 conversions each in one "
-    "process: per-node parity runs PyTorch's intermediates from torch-ir, compiles and runs two debug builds "
-    "of the graph (every intermediate an output; every node alone, fed PyTorch's inputs) and draws the report's "
-    "error plot. `--no-per-node` / `per_node=False` turn it off."
+    "`from_torch` with and without full per-node parity (`verify_bench.py`), medians of 5 conversions each in "
+    "one process: per-node parity runs PyTorch's intermediates from torch-ir, compiles and runs two debug builds "
+    "of the graph (every intermediate an output; every node alone, fed PyTorch's inputs). By default "
+    '(`per_node="auto"`) it runs when verification fails or when the graph\'s values hold at most 2^20 '
+    'elements ("by default" column); `--per-node` / `--no-per-node` force it on or off.'
 )
 
 

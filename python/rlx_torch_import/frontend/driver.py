@@ -164,7 +164,8 @@ class FrontEnd:
 
         with prog.phase("capture"):
             cap = recapture()
-        program, missing = registry.try_lower(cap.ir)
+        with prog.phase("lower"):
+            program, missing = registry.try_lower(cap.ir)
         auto: list[str] = []
         skipped: dict[str, str] = {}
         for round_no in range(1, self.rounds + 1):

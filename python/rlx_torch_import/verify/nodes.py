@@ -16,7 +16,8 @@ of disconnected single-node graphs whose tensor inputs are fresh graph inputs.
 Local budgets follow the op's numerical character (`op_kind`): integer/bool results and data
 movement are exact; elementwise ops may differ by a few ULP of the tensor's largest value;
 contractions and reductions by eps * (16 + 2K) of their scale, K the reduction length.
-Cumulative budgets are the output budgets (`compare.compare_output`).
+Cumulative budgets are the output budgets (`compare.compare_output`). The errors and verdicts are
+`verify/metrics.py`'s: each PyTorch value prepared once, measured against both RLX values.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ from ..program import Program
 from ..progress import Progress
 from ..symbolic import sizes, values_of
 from ..torchir import Node, OutputSpec, TensorSpec, TorchIR
-from .budgets import budget_for
-from .report import NodeError, NodeParity
+from .metrics import Expected, cumulative_error, local_error, measure
+from .report import NodeParity
 from .torch_values import to_torch, torch_values
 
 _EPS = {r.name: r.eps for r in RECORDS.values() if r.eps is not None}
@@ -149,16 +150,20 @@ def _run_debug(
 
 
 # ---------------------------------------------------------------------------------------------
-# Budgets and metrics
+# PyTorch's values and budget scales
 
 
 def _numpy(value: Any, dtype: str) -> np.ndarray:
+    """PyTorch's value as a C-contiguous array (bfloat16 as float32). numpy makes the copy of a strided
+    view (a permute, an expand): torch's `contiguous()` of a small permuted tensor can take a thousand
+    times longer (its threads' start-up on a busy machine)."""
     import torch
 
     if dtype == "bfloat16":
-        return value.float().numpy()
+        value = value.float()
     if isinstance(value, torch.Tensor):
-        return value.detach().contiguous().numpy()
+        found = value.detach().numpy()
+        return found if found.flags.c_contiguous else found.copy(order="C")  # 0-d stays 0-d
     return np.asarray(value)
 
 
@@ -188,89 +193,41 @@ def _scale(node: Node, magnitude: Any, kind: str, top: float) -> float:
     return max(top, mags[0]) if mags else top
 
 
-@dataclass(frozen=True)
-class Measured:
-    """One comparison's raw numbers (computed once, judged by two budgets)."""
-
-    shape_ok: bool
-    exact_equal: bool
-    nonfinite_same: bool
-    max_abs: float
-    max_rel: float
-    ulp: float
-    cosine: float
-    top: float  # largest finite |expected|
-
-
-def measure(actual: np.ndarray, expected: np.ndarray, dtype: str) -> Measured:
-    """Errors of `actual` against `expected` in the dtype's working precision (float32 for the
-    float32 and half dtypes, float64 for float64; integers and bool by equality)."""
-    a, e = np.asarray(actual), np.asarray(expected)
-    if a.shape != e.shape:
-        return Measured(False, False, False, math.inf, math.inf, math.inf, 0.0, 0.0)
-    if dtype not in _EPS:
-        equal = bool(np.array_equal(a, e))
-        diff = 0.0 if equal else float(np.abs(a.astype(np.float64) - e.astype(np.float64)).max())
-        return Measured(True, equal, True, diff, 0.0 if equal else math.inf, 0.0, 1.0 if equal else 0.0, 0.0)
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # ULP/relative of huge values is inf
-        return _measure_float(a, e, dtype)
-
-
-def _measure_float(a: np.ndarray, e: np.ndarray, dtype: str) -> Measured:
-    work = np.float64 if dtype == "float64" else np.float32
-    a, e = a.astype(work, copy=False).ravel(), e.astype(work, copy=False).ravel()
-    finite_a, finite_e = np.isfinite(a), np.isfinite(e)
-    nonfinite_same = bool(
-        np.array_equal(finite_a, finite_e) and np.array_equal(a[~finite_a], e[~finite_e], equal_nan=True)
-    )
-    both = finite_a & finite_e
-    if not both.all():
-        a, e = a[both], e[both]
-    if not a.size:
-        return Measured(True, nonfinite_same, nonfinite_same, 0.0, 0.0, 0.0, 1.0, 0.0)
-    diff = np.abs(a - e)
-    mag = np.abs(e)
-    top = float(mag.max())
-    max_abs = float(diff.max())
-    if max_abs == 0.0:
-        return Measured(True, nonfinite_same, nonfinite_same, 0.0, 0.0, 0.0, 1.0, top)
-    spacing = np.spacing(mag) * (2.0**16 if dtype == "bfloat16" else 2.0**13 if dtype == "float16" else 1.0)
-    ulp = float((diff / np.maximum(spacing, np.finfo(work).tiny)).max())
-    max_rel = float((diff / np.where(mag > 0, mag, 1.0)).max())
-    scale = max(top, float(np.abs(a).max())) or 1.0
-    x, y = (a / scale).astype(np.float64), (e / scale).astype(np.float64)
-    nx, ny = math.sqrt(float(x @ x)), math.sqrt(float(y @ y))
-    cosine = 1.0 if nx == ny == 0.0 else float(x @ y) / (nx * ny) if nx and ny else 0.0
-    return Measured(True, False, nonfinite_same, max_abs, max_rel, ulp, cosine, top)
-
-
-def local_error(m: Measured, dtype: str, kind: str, k: int, scale: float) -> NodeError:
-    """The local (reference-fed) verdict: exact for integers, bool and data movement; otherwise
-    max abs error within eps * (16 elementwise | 16 + 2K contraction/reduction) * `scale`."""
-    if not m.shape_ok:
-        return NodeError(math.inf, math.inf, math.inf, 0.0, 0.0, False)
-    if dtype not in _EPS or kind == "movement":
-        ok = m.nonfinite_same and m.max_abs == 0.0
-        return NodeError(m.max_abs, m.max_rel, m.ulp, m.cosine, 0.0, bool(ok))
-    factor = 16.0 if kind == "elementwise" else 16.0 + 2.0 * k
-    allowed = factor * _EPS[dtype] * scale + float(np.finfo(np.float32).tiny)
-    return NodeError(m.max_abs, m.max_rel, m.ulp, m.cosine, allowed, bool(m.nonfinite_same and m.max_abs <= allowed))
-
-
-def cumulative_error(m: Measured, dtype: str) -> NodeError:
-    """The cumulative verdict: the output budget of the dtype (`budgets.budget_for`)."""
-    if not m.shape_ok:
-        return NodeError(math.inf, math.inf, math.inf, 0.0, 0.0, False)
-    budget = budget_for(dtype)
-    allowed = budget.atol + budget.rtol * m.top
-    if dtype not in _EPS:
-        return NodeError(m.max_abs, m.max_rel, 0.0, m.cosine, 0.0, bool(m.exact_equal))
-    ok = m.nonfinite_same and m.max_abs <= allowed and m.cosine >= budget.min_cosine
-    return NodeError(m.max_abs, m.max_rel, m.ulp, m.cosine, allowed, bool(ok))
-
-
 # ---------------------------------------------------------------------------------------------
 # The whole report
+
+
+@dataclass
+class _Values:
+    """Both RLX values of each node against PyTorch's, filling a row's `local`, `cumulative` and `note`."""
+
+    env: dict[str, Any]  # PyTorch's values
+    local: dict[str, np.ndarray]  # RLX's reference-fed values
+    cumulative: dict[str, np.ndarray]  # RLX's values fed the model inputs
+    alone: dict[str, str]  # node -> why it has no local value
+    magnitude: Any  # value name -> its largest finite magnitude
+
+    def compare(self, row: NodeParity, node: Node, value: np.ndarray) -> None:
+        """Fill `row` (of `node`'s output `row.value`, PyTorch's value `value`): PyTorch's value prepared
+        once (`metrics.Expected`), measured against the local and the cumulative RLX value."""
+        name, dtype = row.value, row.dtype
+        expected = Expected(value, dtype)
+        if row.kind in ("contraction", "reduction"):
+            row.reduction = _reduction_length(node, self.env, row.kind, value.size)
+        if name in self.local:
+            m = measure(self.local[name], expected)
+            row.local = local_error(m, dtype, row.kind, row.reduction, m.top)
+            if not row.local.ok and row.kind in ("contraction", "reduction"):  # measured against its inputs
+                scale = _scale(node, self.magnitude, row.kind, m.top)
+                row.local = local_error(m, dtype, row.kind, row.reduction, scale)
+        if name in self.cumulative:
+            row.cumulative = cumulative_error(measure(self.cumulative[name], expected), dtype)
+        if node.name in self.alone:
+            row.note = self.alone[node.name]
+        elif row.local is None and row.cumulative is None:
+            row.note = "no RLX value: the node's lowering does not compute this output (e.g. an unused index)"
+        elif row.local is None:
+            row.note = "no local RLX value (an input of the node has no PyTorch value)"
 
 
 @dataclass
@@ -304,8 +261,13 @@ def node_parity(
     inputs = {s.name: to_torch(ref[input_key(s.name)]) for s in ir.inputs}
     env, missing = torch_values(ir, inputs, weights)
 
+    hosted: dict[str, np.ndarray] = {}
+
     def host(name: str, dtype: str) -> np.ndarray:
-        return _numpy(env[name], dtype)
+        """PyTorch's value `name` as an array, converted once (a value feeding several nodes alone is one array)."""
+        if name not in hosted:
+            hosted[name] = _numpy(env[name], dtype)
+        return hosted[name]
 
     tops: dict[str, float] = {}
 
@@ -327,14 +289,14 @@ def node_parity(
     local, alone = _run_local(ir, env, host, raw_weights, device)
 
     report = NodeReport(ir=ir, expected=env, local=local)
-    index = 0
+    values = _Values(env, local, cumulative, alone, magnitude)
     with torch.no_grad():
         for node in (progress or Progress(False)).items(ir.nodes, "nodes"):
             for spec in node.outputs:
                 if spec.dtype == "none":
                     continue
                 row = NodeParity(
-                    index=index,
+                    index=len(report.nodes),
                     node=node.name,
                     value=spec.name,
                     aten=node.target,
@@ -344,31 +306,12 @@ def node_parity(
                     dtype=spec.dtype,
                     kind=op_kind(node.target, spec.dtype),
                 )
-                index += 1
                 report.nodes.append(row)
-                if spec.name not in env:
+                if spec.name in env:
+                    expected = hosted.pop(spec.name, None)  # not needed again: the copy goes
+                    values.compare(row, node, expected if expected is not None else _numpy(env[spec.name], spec.dtype))
+                else:
                     row.note = missing.get(node.name, "no PyTorch value (an input of it has none)")
-                    continue
-                expected = host(spec.name, spec.dtype)
-                row.reduction = (
-                    _reduction_length(node, env, row.kind, expected.size)
-                    if row.kind in ("contraction", "reduction")
-                    else 1
-                )
-                if spec.name in local:
-                    m = measure(local[spec.name], expected, spec.dtype)
-                    row.local = local_error(m, spec.dtype, row.kind, row.reduction, m.top)
-                    if not row.local.ok and row.kind in ("contraction", "reduction"):  # measured against its inputs
-                        scale = _scale(node, magnitude, row.kind, m.top)
-                        row.local = local_error(m, spec.dtype, row.kind, row.reduction, scale)
-                if spec.name in cumulative:
-                    row.cumulative = cumulative_error(measure(cumulative[spec.name], expected, spec.dtype), spec.dtype)
-                if node.name in alone:
-                    row.note = alone[node.name]
-                elif row.local is None and row.cumulative is None:
-                    row.note = "no RLX value: the node's lowering does not compute this output (e.g. an unused index)"
-                elif row.local is None:
-                    row.note = "no local RLX value (an input of the node has no PyTorch value)"
     report.first_divergence = next((r for r in report.nodes if r.local is not None and not r.local.ok), None)
     if report.first_divergence is None and not outputs_ok:
         report.drift = _drift(report.nodes)

@@ -1,23 +1,18 @@
 """report.html: the parity report as one self-contained page (no network: styles and the plot are inline).
 
 Sections: verdict, notes, outputs, sweep and extra input sets (when present), the first divergence,
-the error along the graph (an SVG drawn with matplotlib's Agg canvas, no file on disk), the per-node
+the error along the graph (inline SVG, `verify/plot.py`), the per-node
 table, and the ATen and RLX op histograms.
 """
 
 from __future__ import annotations
 
-import io
-import math
-import re
 from collections.abc import Iterable, Sequence
 from html import escape
 
 from .compare import OutputParity
-from .report import InputSetRow, NodeError, NodeParity, ParityReport, SweepRow
-
-# Zero errors are drawn at this value on the plot's log axis (said under the plot).
-EPSILON = 1e-12
+from .plot import EPSILON, error_plot_svg
+from .report import InputSetRow, NodeError, ParityReport, SweepRow
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em auto; max-width: 1400px; padding: 0 1em; color: #222; }
@@ -237,80 +232,6 @@ def _divergence_section(report: ParityReport) -> str:
     if report.drift:
         parts.append(f'<div class="box">Drift: {escape(report.drift)}</div>\n')
     return "".join(parts)
-
-
-def _series(errs: Sequence[NodeError | None]) -> tuple[list[float], list[float]]:
-    """Max abs errors (zeros floored at EPSILON, missing and non-finite as NaN) and budgets (NaN where
-    none is drawn: no value, or an exact budget of 0), per node."""
-    ys, budgets = [], []
-    for e in errs:
-        ys.append(max(e.max_abs, EPSILON) if e is not None and math.isfinite(e.max_abs) else math.nan)
-        ok = e is not None and math.isfinite(e.allowed_abs) and e.allowed_abs > 0
-        budgets.append(e.allowed_abs if ok and e is not None else math.nan)
-    return ys, budgets
-
-
-def error_plot_svg(nodes: Sequence[NodeParity], first: NodeParity | None = None) -> str:
-    """Local and cumulative max abs error along the graph, on a log axis, as an inline <svg> string.
-
-    x: node index; zero errors sit at EPSILON; budgets are steps; nodes over budget are marked
-    with a red x (non-finite errors with a red triangle at the top); the first divergence is a
-    vertical line. matplotlib is imported here only (the package imports fast without it)."""
-    from matplotlib import rc_context
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
-    xs = [n.index for n in nodes]
-    local, local_budget = _series([n.local for n in nodes])
-    cum, cum_budget = _series([n.cumulative for n in nodes])
-    finite = [y for y in (*local, *cum, *local_budget, *cum_budget) if not math.isnan(y)]
-    top = max(finite, default=1.0) * 10
-    with rc_context({"svg.hashsalt": "rlx-torch-import", "svg.fonttype": "none"}):  # text as text: fast, small
-        fig = Figure(figsize=(12, 4.2))
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot()
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0e}"))  # plain text: no mathtext parsing
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.step(xs, local_budget, where="mid", color="#1f77b4", alpha=0.6, lw=0.8, ls="--", label="local budget")
-        if any(a != b for a, b in zip(local_budget, cum_budget, strict=True) if not (math.isnan(a) and math.isnan(b))):
-            ax.step(xs, cum_budget, where="mid", color="#ff7f0e", alpha=0.6, lw=0.8, ls="--", label="cumulative budget")
-        style = ".-" if len(nodes) <= 60 else "-"  # a dot per node while few (each dot is an SVG element)
-        ax.plot(xs, local, style, color="#1f77b4", ms=3, lw=0.8, label="local max abs error")
-        ax.plot(xs, cum, style, color="#ff7f0e", ms=3, lw=0.8, label="cumulative max abs error")
-        bad_x, bad_y, inf_x = [], [], []
-        for n, lo, cu in zip(nodes, local, cum, strict=True):
-            for err, y in ((n.local, lo), (n.cumulative, cu)):
-                if err is None or err.ok:
-                    continue
-                if math.isnan(y):
-                    inf_x.append(n.index)
-                else:
-                    bad_x.append(n.index)
-                    bad_y.append(y)
-        if bad_x:
-            ax.plot(bad_x, bad_y, "x", color="#c62828", ms=8, mew=2, label="over budget")
-        if inf_x:
-            ax.plot(inf_x, [top] * len(inf_x), "^", color="#c62828", ms=8, label="non-finite error")
-        if first is not None:
-            ax.axvline(first.index, color="#e0a800", lw=1.5, label=f"first divergence (#{first.index})")
-        ax.set_xlabel("node index (graph order)")
-        ax.set_ylabel(f"max abs error (zeros at {EPSILON:g})")
-        ax.grid(True, which="major", alpha=0.3)
-        ax.legend(loc="upper left", fontsize=8, ncols=3, framealpha=0.8)
-        fig.subplots_adjust(left=0.06, right=0.99, top=0.97, bottom=0.13)  # fixed: constrained layout is slow
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    return _inline_svg(buf.getvalue())
-
-
-def _inline_svg(svg: str) -> str:
-    """matplotlib's SVG document as an element for HTML5: no XML prolog, DOCTYPE, metadata or
-    namespace declarations (HTML parses inline SVG and `xlink:href` without them)."""
-    svg = svg[svg.index("<svg") :]
-    svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.S)
-    return re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", svg)
 
 
 def _plot_section(report: ParityReport) -> str:

@@ -22,7 +22,7 @@ from ..errors import BundleError, InputError, RtiError
 from ..layout import TORCH_IR, output_key, report_stem, set_prefix, sweep_prefix
 from ..outdir import write_texts
 from ..progress import Progress
-from ..symbolic import values_of
+from ..symbolic import evaluate_shape, values_of
 from .compare import OutputParity, compare_output
 from .judge import Judge
 from .report import InputSetRow, ParityReport, SweepRow
@@ -303,17 +303,64 @@ def write_reports(report: ParityReport, directory: Path, device: str | None = No
     write_texts({directory / fname: text for fname, text in reports})  # the set all or none
 
 
+# Per-node parity's default ("auto"): in full when verification failed (the report names the first node
+# that diverges), and on a passing conversion only while the graph's values hold at most this many
+# elements (4 MiB of float32); past it, its cost (every value computed by PyTorch and by two debug builds
+# of the graph, then compared) outgrows torch.export's own (docs/design.md, decision ai).
+AUTO_ELEMENTS = 1 << 20
+PER_NODE_CHOICES = (True, False, "auto")
+
+
+def check_per_node(per_node: Any) -> bool | str:
+    """`per_node` as given if it is one of PER_NODE_CHOICES (True: always, False: never, "auto"); else InputError."""
+    if isinstance(per_node, bool) or per_node == "auto":
+        return per_node
+    raise InputError(f"per_node must be True, False or 'auto', got {per_node!r}")
+
+
+def value_elements(ir: torchir.TorchIR) -> int:
+    """Elements of every tensor value the graph's nodes compute (a dynamic graph at its example sizes):
+    what per-node parity computes, holds and compares, three times over."""
+    values = values_of(ir.symbols)
+    return sum(math.prod(evaluate_shape(o.shape, values)) for n in ir.nodes for o in n.outputs if o.dtype != "none")
+
+
+def auto_skips_nodes(report: ParityReport, conv: Conversion) -> str:
+    """Why per-node parity's default ("auto") leaves this verified conversion out ("" when it runs):
+    every output passed and the graph's values hold more than AUTO_ELEMENTS elements."""
+    if not report.ok:
+        return ""
+    elements = value_elements(conv.ir)
+    if elements <= AUTO_ELEMENTS:
+        return ""
+    return (
+        f"per-node parity not run: every output passed and the graph's values hold {elements / 1e6:.1f}M elements, "
+        f"more than the {AUTO_ELEMENTS / 1e6:.1f}M it runs on by default (it always runs when an output fails); "
+        "`--per-node` (per_node=True) or `rlx-torch-import diagnose OUT` compares every node"
+    )
+
+
 def add_node_parity(
-    report: ParityReport, conv: Conversion, prog: Progress | None = None, *, device: str = "cpu"
+    report: ParityReport,
+    conv: Conversion,
+    prog: Progress | None = None,
+    *,
+    device: str = "cpu",
+    per_node: bool | str = True,
 ) -> None:
     """Fill `report.nodes`, `first_divergence` and `drift` from the conversion `conv`
-    (`verify.nodes.node_parity`, RLX on `device`). Diagnostics never change the verdict: if they
-    cannot be computed, a note says why."""
+    (`verify.nodes.node_parity`, RLX on `device`) when `per_node` asks: True always, False never,
+    "auto" unless `auto_skips_nodes` says why not (a note then says it). Diagnostics never change the
+    verdict: if they cannot be computed, a note says why."""
     from .nodes import node_parity
 
     if conv.ir.decomposition == "onnx":  # against ONNX Runtime's intermediates
         from ..frontend.onnx.nodes import node_parity
     prog = prog or Progress(False)
+    skipped = auto_skips_nodes(report, conv) if per_node == "auto" else ""
+    if not per_node or skipped:
+        report.notes += [skipped] if skipped else []
+        return
     with prog.phase("per-node parity"):
         try:
             found = node_parity(conv, outputs_ok=all(o.ok for o in report.outputs), device=device, progress=prog)

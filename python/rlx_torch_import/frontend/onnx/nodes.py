@@ -30,7 +30,8 @@ from ...errors import DeviceError
 from ...layout import input_key
 from ...progress import Progress
 from ...safetensors_io import RawTensor
-from ...verify.nodes import NodeReport, _drift, cumulative_error, local_error, measure
+from ...verify.metrics import cumulative_error, local_error, measure
+from ...verify.nodes import NodeReport, _drift
 from ...verify.report import NodeParity
 from . import prepass, reference
 from .driver import SOURCE, import_static, squeezed
