@@ -33,6 +33,7 @@ __all__ = [
     "onnx_op_types",
     "op_to_rust",
     "program_to_hir_json",
+    "blas_info",
     "rlx_version",
     "set_rlx_env",
 ]
