@@ -26,6 +26,7 @@ __all__ = [
     "DeviceError",
     "RlxFailure",
     "SymbolicModel",
+    "blas_info",
     "cuda_refusal",
     "device_info",
     "generalize",
@@ -33,7 +34,6 @@ __all__ = [
     "onnx_op_types",
     "op_to_rust",
     "program_to_hir_json",
-    "blas_info",
     "rlx_version",
     "set_rlx_env",
 ]
