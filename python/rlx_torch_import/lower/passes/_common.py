@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ...program import Program, RlxNode
+from ...program import Program, RlxNode, ValueDecl
 
 # A folded value larger than this stays computed at run time (a Constant is stored inline in the HIR JSON).
 MAX_FOLDED_ELEMENTS = 1 << 18
@@ -49,3 +49,19 @@ def scalar_constant(v: str, by_id: dict[str, RlxNode]) -> float | None:
     if node is None or op_variant(node.op) != "Constant" or node.dtype != "F32" or math.prod(node.dims) != 1:
         return None
     return float(np.frombuffer(bytes(node.op["Constant"]["data"]), dtype="<f4")[0])
+
+
+def claim_param(program: Program, params: dict[str, ValueDecl], base: str, recipe: Any, dims: tuple[int, ...]) -> str:
+    """The float32 parameter computed by `recipe` (a `derived_params` entry, `dims` its shape): an
+    existing one with the same recipe, else a new one named `base` (`base_2`, ... when that name
+    holds another)."""
+    name, n = base, 1
+    while name in params or name in program.derived_params:
+        if program.derived_params.get(name) == recipe:
+            return name
+        n += 1
+        name = f"{base}_{n}"
+    program.derived_params[name] = recipe
+    params[name] = ValueDecl(name, dims, "F32")
+    program.params.append(params[name])
+    return name

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...program import FoldedBatchNorm, Program, RlxNode, ValueDecl
-from ._common import op_variant, use_counts, value_dims
+from ._common import claim_param, op_variant, use_counts, value_dims
 
 
 def fold_batch_norm(program: Program) -> int:
@@ -106,18 +106,8 @@ def fold_batch_norm(program: Program) -> int:
 
 
 def _claim(program: Program, params: dict[str, ValueDecl], base: str, recipe: FoldedBatchNorm) -> str:
-    """The parameter holding `recipe`: an existing one with the same recipe (a convolution and batch
-    norm applied twice), else a new one named `base` (`base_2`, ... when that name holds another)."""
-    name, n = base, 1
-    while name in params or name in program.derived_params:
-        if program.derived_params.get(name) == recipe:
-            return name
-        n += 1
-        name = f"{base}_{n}"
-    program.derived_params[name] = recipe
-    params[name] = ValueDecl(name, recipe.dims, "F32")
-    program.params.append(params[name])
-    return name
+    """The parameter holding `recipe` (a convolution and batch norm applied twice share one)."""
+    return claim_param(program, params, base, recipe, recipe.dims)
 
 
 def _conv_feeding(

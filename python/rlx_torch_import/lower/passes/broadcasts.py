@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 
 from ...program import DerivedParam, Program, RlxNode, ValueDecl
-from ._common import op_variant, splice, value_dims
+from ._common import claim_param, op_variant, splice, value_dims
 
 # A broadcast parameter is stored only up to this many elements (4 MiB of float32); a larger one
 # stays `[1, C, 1, ...]` and RLX expands it on every run.
@@ -85,18 +85,8 @@ def _broadcast_param(program: Program, params: dict[str, ValueDecl], source: str
     steps = (*steps, ("reshape", vector))
     if target != vector:
         steps = (*steps, ("broadcast", target))
-    recipe = DerivedParam(root, steps)
-    base_name = f"{root}.broadcast_{'x'.join(map(str, target))}"
-    name, i = base_name, 1
-    while name in params or name in program.derived_params:
-        if program.derived_params.get(name) == recipe:
-            return name
-        i += 1
-        name = f"{base_name}_{i}"
-    program.derived_params[name] = recipe
-    params[name] = ValueDecl(name, target, "F32")
-    program.params.append(params[name])
-    return name
+    name = f"{root}.broadcast_{'x'.join(map(str, target))}"
+    return claim_param(program, params, name, DerivedParam(root, steps), target)
 
 
 def flatten_trailing_broadcasts(program: Program) -> int:
