@@ -423,6 +423,38 @@ impl PyCompiledModel {
         })
     }
 
+    /// Keep f32 input `name` in RLX's arena between runs (later runs may leave it out); rows of
+    /// output `feed_from` are copied into it by `feed_rows`.
+    fn bind_resident(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        data: PyBuffer<u8>,
+        feed_from: usize,
+    ) -> PyResult<()> {
+        entry("binding a resident input", || {
+            let bytes = bytes_of(&data)?;
+            self.with_runner(py, |r| r.bind_resident(name, bytes, feed_from))
+        })
+    }
+
+    /// How many runs were started on this graph (a caller keeping resident inputs checks it).
+    fn run_count(&self, py: Python<'_>) -> PyResult<u64> {
+        self.with_runner(py, |r| Ok(r.run_count()))
+    }
+
+    /// Copy output rows into the resident inputs: `(src, dst)` row pairs of `row_elems` elements.
+    fn feed_rows(
+        &self,
+        py: Python<'_>,
+        moves: Vec<(usize, usize)>,
+        row_elems: usize,
+    ) -> PyResult<()> {
+        entry("copying rows into resident inputs", || {
+            self.with_runner(py, |r| r.feed_rows(&moves, row_elems))
+        })
+    }
+
     /// Write a slice of an f32 parameter at `byte_offset`; False when RLX cannot (bind it whole).
     fn set_param_range(
         &self,

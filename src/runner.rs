@@ -38,6 +38,12 @@ pub struct Runner {
     /// sizes, or that ignores an argument) and then panics when it is fed. `run` checks every
     /// declared input and feeds RLX these. `None`: every declared input (compiled from HIR).
     read: Option<HashSet<String>>,
+    /// Inputs held in RLX's arena between runs ([`Runner::bind_resident`]): `run` may leave
+    /// them out. By name, the output index whose rows [`Runner::feed_rows`] copies into each.
+    resident: HashMap<String, usize>,
+    /// Runs so far (started, whether or not they succeeded): a caller that keeps resident inputs
+    /// tells from it whether another run came in between (which may have rebound them).
+    runs: u64,
 }
 
 /// An output's elements as RLX returned them: bytes in its dtype, or `f32` values
@@ -228,6 +234,8 @@ impl Runner {
             params,
             poisoned: None,
             read: None,
+            resident: HashMap::new(),
+            runs: 0,
         })
     }
 
@@ -272,6 +280,8 @@ impl Runner {
             inputs,
             params,
             poisoned: None,
+            resident: HashMap::new(),
+            runs: 0,
             read,
         })
     }
@@ -387,6 +397,88 @@ impl Runner {
         })
     }
 
+    /// Keep f32 input `name` in RLX's arena between runs, holding `data` (RLX's resident
+    /// handle, `CompiledGraph::bind_gpu_handle`: on the CPU the input's arena slot is written
+    /// once and left out of the per-run clearing); later runs may leave the input out, and
+    /// [`Runner::feed_rows`] copies rows of output `feed_from` into it. Giving the input to
+    /// `run` again unbinds it (RLX writes it per run from then on).
+    pub fn bind_resident(
+        &mut self,
+        name: &str,
+        data: &[u8],
+        feed_from: usize,
+    ) -> Result<(), CoreError> {
+        let Some(decl) = self.inputs.iter().find(|d| d.name == name) else {
+            return Err(CoreError::Check(format!(
+                "unknown input {name:?}; the graph's inputs are {}",
+                name_list(self.inputs.iter().map(|d| d.name.as_str()))
+            )));
+        };
+        if decl.dtype != DType::F32 || data.len() != decl.bytes {
+            return Err(CoreError::Check(format!(
+                "a resident input takes its declared f32 bytes; {name:?} is declared {}, got {} bytes",
+                decl.describe(),
+                data.len()
+            )));
+        }
+        if self.output_dtypes.get(feed_from) != Some(&DType::F32) {
+            return Err(CoreError::Check(format!(
+                "resident input {name:?} is fed from output {feed_from}, which is not an f32 output \
+                 (the graph has {} outputs)",
+                self.output_dtypes.len()
+            )));
+        }
+        let values = f32_values(data, DType::F32).unwrap_or_default();
+        let bound = self.call("binding a resident input", |g| {
+            g.bind_gpu_handle(name, &values) && g.register_kv_row_feed(name, feed_from)
+        })?;
+        if !bound {
+            return Err(CoreError::Check(format!(
+                "RLX keeps no resident inputs on {:?}; pass {name:?} to every run",
+                self.device
+            )));
+        }
+        self.resident.insert(name.to_string(), feed_from);
+        Ok(())
+    }
+
+    /// How many runs were started on this graph (see the `runs` field).
+    pub fn run_count(&self) -> u64 {
+        self.runs
+    }
+
+    /// After a run, copy rows of each resident input's output into the input: for each
+    /// `(src, dst)` in `moves`, output row `src` to input row `dst`, a row being `row_elems`
+    /// consecutive elements (RLX's `CompiledGraph::feed_kv_row`). A row past either end is
+    /// refused; nothing is copied then.
+    pub fn feed_rows(
+        &mut self,
+        moves: &[(usize, usize)],
+        row_elems: usize,
+    ) -> Result<(), CoreError> {
+        for (name, &out) in &self.resident {
+            let out_elems: usize = self.output_dims[out].iter().product();
+            let decl = self.inputs.iter().find(|d| d.name == *name);
+            let in_elems = decl.map_or(0, |d| d.bytes / 4);
+            for &(src, dst) in moves {
+                let past = |row: usize, elems: usize| {
+                    (row + 1).checked_mul(row_elems).is_none_or(|e| e > elems)
+                };
+                if row_elems == 0 || past(src, out_elems) || past(dst, in_elems) {
+                    return Err(CoreError::Check(format!(
+                        "row move {src} -> {dst} of {row_elems} elements is past output {out} \
+                         ({out_elems} elements) or resident input {name:?} ({in_elems} elements)"
+                    )));
+                }
+            }
+        }
+        self.call("copying rows into resident inputs", |g| {
+            for &(src, dst) in moves {
+                g.feed_kv_row(src, dst, row_elems);
+            }
+        })
+    }
+
     /// Run later calls with flush-to-zero / denormals-are-zero on RLX's threads (`fpmode`).
     pub fn set_flush_denormals(&mut self, on: bool) {
         self.flush_denormals = on;
@@ -424,7 +516,7 @@ impl Runner {
             .inputs
             .iter()
             .map(|d| d.name.as_str())
-            .filter(|n| !seen.contains(n))
+            .filter(|n| !seen.contains(n) && !self.resident.contains_key(*n))
             .collect();
         if !missing.is_empty() {
             return Err(CoreError::Check(format!(
@@ -444,8 +536,12 @@ impl Runner {
     /// `run_typed` re-encodes every output element by element (slower by about
     /// 1 ms per MB of output on a 2-core machine; docs/design.md, decision x).
     pub fn run(&mut self, inputs: &[(&str, &[u8], DType)]) -> Result<Vec<TensorBytes>, CoreError> {
+        self.runs += 1;
         self.check_inputs(inputs)?;
         device::check_inputs(self.device, inputs)?;
+        for (name, _, _) in inputs {
+            self.resident.remove(*name); // given again: RLX writes it per run from now on
+        }
         // RLX's pool threads run only RLX work, so they keep the mode of the last model run
         // (held while this run is in flight); the calling thread gets its own mode back after.
         let _pool = crate::fpmode::enter_pool(self.flush_denormals);

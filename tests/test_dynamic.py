@@ -447,3 +447,57 @@ def test_cli_partial_dynamic_and_bad_axes(tmp_path: Path, capsys: pytest.Capture
     one.write_text(src.read_text().replace("torch.randn(3, 4)", "torch.randn(1, 4)"))
     assert cli_main([str(one), "-o", out, "-q", "--dynamic", "x:0=batch:1:16"]) == ExitCode.BAD_INPUT
     assert "its example size is 1: torch.export always specializes sizes 0 and 1" in capsys.readouterr().err
+
+
+class _PositionsAfterCache(torch.nn.Module):
+    """`arange(past, past + new)`: positions that start at a dynamic size (a KV cache's length)."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.dtype = dtype
+
+    def forward(self, past: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        s, t = past.shape[1], x.shape[1]
+        positions = torch.arange(s, s + t, dtype=self.dtype)
+        return positions, x * positions.to(x.dtype) + past.sum()
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_a_range_that_starts_at_a_dynamic_size(dtype: torch.dtype, tmp_path: Path) -> None:
+    model = _PositionsAfterCache(dtype)
+    inputs = (torch.randn(1, 5), torch.randn(1, 3))
+    ds = ({1: Dim("cache", min=0, max=64)}, {1: Dim("seq", min=1, max=16)})
+    report = rti.from_torch(model, inputs, tmp_path / "o", dynamic_shapes=ds, per_node=False)
+    assert report.ok, report.summary()
+    bundle = BundleModel(tmp_path / "o/bundle")
+    for cache, seq in ((0, 1), (9, 4), (64, 16)):
+        past, x = torch.randn(1, cache), torch.randn(1, seq)
+        got = bundle.run({"past": past.numpy(), "x": x.numpy()})
+        want = model(past, x)
+        np.testing.assert_array_equal(got["output_0"], want[0].numpy())
+        np.testing.assert_allclose(got["output_1"], want[1].numpy(), rtol=1e-6, atol=1e-5)
+
+
+class _KeywordCache(torch.nn.Module):
+    def forward(self, ids: torch.Tensor, **past: torch.Tensor) -> torch.Tensor:
+        return ids.float().sum(1, keepdim=True) + sum(v.sum(1, keepdim=True) for v in past.values())
+
+
+@pytest.mark.parametrize("form", ["torch", "flat"])
+def test_dynamic_shapes_for_keyword_tensors_of_forward_kwargs(form: str, tmp_path: Path) -> None:
+    """`forward(ids, **past)`: dynamic_shapes in torch's form ({"past": {"k0": ...}}) or naming each
+    keyword; torch's `high` decomposition cannot re-run such a program's guards (a torch defect), and
+    the error says what to do instead."""
+    ids, past = torch.zeros(1, 3, dtype=torch.long), {"k0": torch.randn(1, 5), "v0": torch.randn(1, 5)}
+    cache = Dim("cache", min=0, max=64)
+    keyed = {"k0": {1: cache}, "v0": {1: cache}}
+    ds = {"ids": {1: Dim("seq", max=16)}, **({"past": keyed} if form == "torch" else keyed)}
+    report = rti.from_torch(
+        _KeywordCache(), (ids,), tmp_path / "o", kwargs=past, dynamic_shapes=ds, decomposition="aten"
+    )
+    assert report.ok, report.summary()
+    symbols = {s["label"] for s in json.loads((tmp_path / "o/bundle/meta.json").read_text())["symbols"]}
+    assert symbols == {"seq", "cache"}
+    with pytest.raises(ExportError) as e:
+        rti.from_torch(_KeywordCache(), (ids,), tmp_path / "h", kwargs=past, dynamic_shapes=ds)
+    assert "pass those tensors positionally, or use --decomposition aten" in str(e.value.hint)

@@ -164,3 +164,57 @@ def test_each_break_of_the_convention_is_named(bundle: Path) -> None:
     for message, broken in cases.items():
         with pytest.raises(DecodeConventionError, match=message):
             DecodeSpec.from_meta(broken)
+
+
+def test_resident_caches_give_the_bits_of_caches_fed_whole(bundle: Path) -> None:
+    """The Decoder keeps the padded caches in RLX's arena and copies in only each step's keys/values;
+    every step's logits equal those of the same step fed the whole cache (a second BundleModel), across
+    a bucket change, and after another run of the same compiled graph overwrote the resident caches."""
+    decoder, fed = Decoder(bundle, bucket=8), rti.BundleModel(bundle)
+    state, mirror = decoder.start(1), decoder.start(1)
+    tokens = np.random.default_rng(4).integers(0, 256, 20)
+    for i, token in enumerate(tokens):
+        ids = np.array([[token]])
+        got = decoder.step(state, ids)
+        feed = {"input_ids": ids, "positions": np.array([[mirror.length]])}
+        feed.update({c.input: a for c, a in zip(decoder.spec.caches, mirror.caches, strict=True)})
+        out = fed.run(feed)
+        decoder._grow(mirror, [out[c.output] for c in decoder.spec.caches], 1)
+        np.testing.assert_array_equal(got, out["output_0"], err_msg=f"step {i}")
+        if i == 12:  # a run on the decoder's own model, fed whole, rewrites the resident slots
+            decoder.model.run(
+                {**feed, **{c.input: np.ones_like(a) for c, a in zip(decoder.spec.caches, state.caches, strict=True)}}
+            )
+    assert state.length == 20 and all(np.array_equal(a, b) for a, b in zip(state.caches, mirror.caches, strict=True))
+
+
+class _GrownCache(nn.Module):
+    """The decode step returning the whole grown cache (the convention's other form)."""
+
+    def __init__(self, step: nn.Module) -> None:
+        super().__init__()
+        self.step = step
+
+    def forward(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, *past: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        logits, *new = self.step(input_ids, positions, *past)
+        return (logits, *(torch.cat([p, n], dim=2) for p, n in zip(past, new, strict=True)))
+
+
+def test_a_step_returning_the_grown_cache_decodes_the_same(
+    llama: transformers.LlamaForCausalLM, tmp_path: Path
+) -> None:
+    args, dynamic = hf_decode_inputs(llama.config, max_seq=MAX_SEQ, max_cache=MAX_CACHE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = rti.from_torch(
+            _GrownCache(hf_decode_step(llama)), args, tmp_path, dynamic_shapes=dynamic, per_node=False
+        )
+    assert report.ok, report.summary()
+    spec = DecodeSpec.from_meta(rti.BundleModel(tmp_path / "bundle").meta)
+    assert all(c.grown for c in spec.caches)
+    prompt = np.random.default_rng(5).integers(0, 256, (1, 5))
+    want = eager_greedy(llama, prompt, 12)[0]
+    for bucket in (1, 8):
+        np.testing.assert_array_equal(generate(tmp_path / "bundle", prompt, 12, bucket=bucket), want)

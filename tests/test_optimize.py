@@ -115,6 +115,45 @@ def test_a_data_dependent_mask_runs_as_a_bias_on_fused_attention(tmp_path: Path)
     assert "Attention" in meta["op_histogram"] and "Softmax" not in meta["op_histogram"]
 
 
+class _RepeatedKv(nn.Module):
+    """Grouped-query attention as Hugging Face writes it (`repeat_kv`, then sdpa), or with `enable_gqa`;
+    a key-padding mask from an input (`Bias`), none, or torch's causal one (`Causal`: left alone)."""
+
+    def __init__(self, mask: str, gqa: bool = False) -> None:
+        super().__init__()
+        self.mask, self.gqa = mask, gqa
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seen: torch.Tensor) -> torch.Tensor:
+        b, hkv, s, d = k.shape
+        rep = q.shape[1] // hkv
+        if not self.gqa:
+            k = k[:, :, None].expand(b, hkv, rep, s, d).reshape(b, hkv * rep, s, d)
+            v = v[:, :, None].expand(b, hkv, rep, s, d).reshape(b, hkv * rep, s, d)
+        mask = torch.arange(s)[None, None, None, :] < seen[:, None, None, :1] if self.mask == "bias" else None
+        causal = self.mask == "causal"
+        return nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=self.gqa
+        )
+
+
+@pytest.mark.parametrize(
+    ("mask", "gqa", "shared"), [("bias", False, 1), ("none", False, 1), ("bias", True, 1), ("causal", False, 0)]
+)
+def test_grouped_query_attention_reads_each_kv_head_once_with_the_same_bits(
+    tmp_path: Path, mask: str, gqa: bool, shared: int
+) -> None:
+    torch.manual_seed(0)
+    sq = 7 if mask == "causal" else 3
+    inputs = (torch.randn(2, 8, sq, 16), torch.randn(2, 2, 7, 16), torch.randn(2, 2, 7, 16), torch.tensor([[5], [7]]))
+    meta = _convert(_RepeatedKv(mask, gqa), inputs, tmp_path)
+    assert meta["rewrites"]["kv_heads_shared"] == shared
+    on, off = _run_both(tmp_path)
+    np.testing.assert_array_equal(on, off)
+    nodes = json.loads((tmp_path / "bundle" / "model.hir.json").read_text())["nodes"]
+    repeats = [n for n in nodes if "Expand" in json.dumps(n["op"]) and len(n["shape"]["dims"]) == 5]
+    assert len(repeats) == 2 * (1 - shared)  # [B, H_kv, rep, S, D]: the key and value copies, gone when shared
+
+
 def test_batch_norm_without_a_convolution_is_a_scale_and_shift(tmp_path: Path) -> None:
     torch.manual_seed(0)
     bn = nn.BatchNorm2d(4)

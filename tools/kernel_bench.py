@@ -181,7 +181,7 @@ def time_case(case: KernelCase, runs: int = 20, warmup: int = 3, seed: int = 0) 
         model.set_param(name, data, dtype)
     feed = feed[:n_in]
     rlx_ms = _median_ms(lambda: model.run(feed), runs, warmup)
-    from rlx_torch_import.bundle.model import _thunk_profile
+    from rlx_torch_import.bundle.host import _thunk_profile
 
     kernel_ms = statistics.median(
         sum(ms for ms, _ in _thunk_profile(lambda: model.run(feed)).values()) for _ in range(3)

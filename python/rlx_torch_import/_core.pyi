@@ -132,9 +132,20 @@ class CompiledModel:
     def set_param_range(self, name: str, byte_offset: int, data: _Bytes) -> bool:
         """Write bytes of a declared F32 parameter (False for other dtypes: bind it whole);
         CheckError for an unknown name or a range past its end."""
+    def bind_resident(self, name: str, data: _Bytes, feed_from: int) -> None:
+        """Keep F32 input `name` (`data`: exactly its bytes) in RLX's arena between runs: later runs
+        may leave it out (giving it again unbinds it). `feed_rows` copies rows of output `feed_from`
+        into it. CheckError for an unknown or non-F32 input, a wrong byte length, a `feed_from` that
+        is not an F32 output, or a device RLX keeps no resident inputs on."""
+    def run_count(self) -> int:
+        """How many runs were started on this graph (whether or not they succeeded)."""
+    def feed_rows(self, moves: Sequence[tuple[int, int]], row_elems: int) -> None:
+        """After a run, copy each resident input's output rows into it: `(src, dst)` moves output row
+        `src` to input row `dst`, rows of `row_elems` elements. CheckError for a row past either end."""
     def set_flush_denormals(self, on: bool) -> None: ...
     def run(self, inputs: Sequence[tuple[str, _Bytes, str]]) -> list[tuple[OutputBuffer, str, list[int]]]:
-        """Every declared input exactly once, in its declared dtype and byte length, else CheckError
+        """Every declared input exactly once (a resident one may be left out), in its declared dtype
+        and byte length, else CheckError
         (DeviceError on "cuda" for an integer float32 does not hold exactly).
         After a panic inside RLX (RlxFailure) the model refuses every later call: compile it again."""
     def output_dtypes(self) -> list[str]: ...

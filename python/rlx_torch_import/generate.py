@@ -1,5 +1,5 @@
 """Greedy decoding with a decode-step bundle: a converted decoder that takes its KV cache as inputs
-and returns the grown cache as outputs (`generate`, `Decoder`), and the export of a Hugging Face
+and returns this step's keys and values as outputs (`generate`, `Decoder`), and the export of a Hugging Face
 causal LM as such a step (`hf_decode_step`, `hf_decode_inputs`).
 
 The convention a decode-step bundle follows (`DecodeSpec.from_meta` checks it against meta.json):
@@ -16,8 +16,10 @@ Inputs, in order:
 
 Outputs, in order:
 1. logits, float [B, T, V].
-2. one per cache input, in the same order, same dtype: the input concatenated with this step's
-   entries along the cache axis (size S + T there, every other axis as the input's).
+2. one per cache input, in the same order, same dtype, either
+   - this step's entries alone: size T on the cache axis, every other axis as the input's (what
+     `hf_decode_step` returns: the step copies T entries out, not the whole cache), or
+   - the input concatenated with this step's entries along the cache axis (size S + T there).
 
 Each step with a new S is a new binding of the dynamic bundle, which RLX compiles (hundreds of ms
 for a 6-layer model; `BundleModel.compile_binding`). With a positions input the cache is therefore
@@ -26,13 +28,21 @@ padded to a multiple of `bucket` slots (default 128): one compile per `bucket` t
 that interleaves sequences of several lengths wants a BundleModel whose `binding_cache` holds every
 bucket and prompt length in use, each binding holding its own copy of the weights). Without one,
 every step runs at the cache's exact length (bucket 1): a compile per token.
+
+With padding, a CPU bundle whose cache outputs are this step's entries keeps the caches in RLX's
+arena between steps (`_core.CompiledModel.bind_resident`, RLX's resident handles): a step copies in
+its ids and positions and, after the run, only its T new rows per cache (`feed_rows`), not the whole
+cache; the caches are copied in whole once per binding, bucket or state. The DecodeState's arrays
+stay the host copy (what a new binding is given), updated with the same rows.
 """
 
 from __future__ import annotations
 
+import math
 import os
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +71,7 @@ class CacheSpec:
     axis: int
     shape: tuple[int | str, ...]
     dtype: str
+    grown: bool  # the output is the whole grown cache (S + T on the axis), else this step's T entries
 
 
 @dataclass(frozen=True)
@@ -111,7 +122,7 @@ class DecodeSpec:
                 f"output 0 ({logits['name']}: {logits['dtype']}{list(logits['shape'])}) must be the logits, "
                 f"float [B, T, V] with [B, T] = {[batch, seq_dim]} as the ids"
             )
-        caches = tuple(_cache_spec(i, o) for i, o in zip(cache_ins, outs[1:], strict=True))
+        caches = tuple(_cache_spec(i, o, seq_dim) for i, o in zip(cache_ins, outs[1:], strict=True))
         lengths = {c.shape[c.axis] for c in caches}
         length = next(iter(lengths))
         if len(lengths) != 1 or not isinstance(length, str) or length not in symbols:
@@ -146,8 +157,9 @@ def _range(dim: int | str, symbols: Mapping[str, Mapping[str, Any]]) -> tuple[in
     return int(symbols[dim]["min"]), symbols[dim]["max"]
 
 
-def _cache_spec(inp: Mapping[str, Any], out: Mapping[str, Any]) -> CacheSpec:
-    """A cache input and its output: same dtype and rank, different on exactly one axis."""
+def _cache_spec(inp: Mapping[str, Any], out: Mapping[str, Any], seq_dim: int | str) -> CacheSpec:
+    """A cache input and its output: same dtype and rank, different on exactly one axis (the output
+    T = `seq_dim` there, or the grown S + T)."""
     shape_in, shape_out = list(inp["shape"]), list(out["shape"])
     differ = [a for a, (x, y) in enumerate(zip(shape_in, shape_out, strict=False)) if x != y]
     if (
@@ -159,19 +171,23 @@ def _cache_spec(inp: Mapping[str, Any], out: Mapping[str, Any]) -> CacheSpec:
         raise DecodeConventionError(
             f"cache input {inp['name']}: {inp['dtype']}{shape_in} and its output {out['name']}: "
             f"{out['dtype']}{shape_out} must be float of the same dtype and rank, the output the input grown "
-            "along one axis (the cache axis)"
+            "along one axis (the cache axis) or this step's entries alone (T there)"
         )
-    return CacheSpec(inp["name"], out["name"], differ[0], tuple(shape_in), inp["dtype"])
+    axis = differ[0]
+    return CacheSpec(inp["name"], out["name"], axis, tuple(shape_in), inp["dtype"], shape_out[axis] != seq_dim)
 
 
 @dataclass
 class DecodeState:
     """The cache between steps: `caches` in the bundle's input order (their cache axis padded to the
-    decoder's bucket), `length` the number of valid positions L, `batch` B."""
+    decoder's bucket), `length` the number of valid positions L, `batch` B. A Decoder may keep a
+    copy of the caches in RLX's arena (resident); treat `caches` as read-only and copy a state by
+    making a new one (`DecodeState([a.copy() for a in s.caches], s.length, s.batch)`)."""
 
     caches: list[np.ndarray]
     length: int
     batch: int
+    token: object = field(default_factory=object, compare=False, repr=False)  # identifies these caches
 
 
 class Decoder:
@@ -205,6 +221,9 @@ class Decoder:
                 "slots); this bundle takes none: use bucket=1"
             )
         self.bucket = bucket
+        # Bindings whose arena holds a state's caches: key -> (compiled graph, (state token, length,
+        # the graph's run count then: another run in between may have overwritten them))
+        self._resident: OrderedDict[tuple[int, ...], tuple[Any, tuple[object, int, int]]] = OrderedDict()
         lo = self.spec.cache[0]
         if lo > 0:
             raise DecodeConventionError(
@@ -255,15 +274,63 @@ class Decoder:
         if self.spec.positions:
             pos = np.arange(length, length + t, dtype=_numpy_dtype(self.spec.ids_dtype))
             feed[self.spec.positions] = np.broadcast_to(pos, ids.shape)
-        feed.update({c.input: a for c, a in zip(self.spec.caches, state.caches, strict=True)})
-        out = self.model.run(feed)
+        resident = self._resident_binding(state, feed)
+        if resident is None:
+            feed.update({c.input: a for c, a in zip(self.spec.caches, state.caches, strict=True)})
+            out = self.model.run(feed)
+        else:
+            out = self.model.run_resident(feed, resident[0])
         logits = out[self.spec.logits]
         if logits.shape[:2] != ids.shape:
             raise DecodeConventionError(
                 f"logits have shape {list(logits.shape)}, not [B, T, V] with [B, T] = {list(ids.shape)}"
             )
+        slots = state.caches[0].shape[self.spec.caches[0].axis]
         self._grow(state, [out[c.output] for c in self.spec.caches], t)
+        if resident is not None:
+            self._feed_resident(resident[1], state, slots, t)
         return logits
+
+    def _resident_binding(
+        self, state: DecodeState, feed: dict[str, np.ndarray]
+    ) -> tuple[dict[str, int], tuple[int, ...]] | None:
+        """(binding, its key) when this step runs with the caches resident in RLX's arena: a CPU
+        bundle whose cache outputs are this step's entries, caches of one shape and a non-empty,
+        padded cache (bucket > 1). The caches are bound (copied in) when that binding's graph does
+        not hold this state at this length: once per binding, bucket or state; else only the rows
+        each step adds are copied (`_feed_resident`). None: feed the caches whole."""
+        caches = self.spec.caches
+        shape = state.caches[0].shape
+        if self.bucket == 1 or self.model.device != "cpu" or any(c.grown for c in caches):
+            return None
+        if shape[caches[0].axis] == 0 or any(a.shape != shape for a in state.caches):
+            return None
+        stand_ins = {c.input: np.broadcast_to(np.float32(0), shape) for c in caches}
+        binding = self.model.binding({**feed, **stand_ins})
+        key = tuple(binding[s] for s in sorted(binding))
+        compiled = self.model.compile_binding(binding)
+        held = self._resident.pop(key, None)
+        if held is None or held[0] is not compiled or held[1] != (state.token, state.length, compiled.run_count()):
+            outputs = [o["name"] for o in self.model.meta["outputs"]]
+            for c, a in zip(caches, state.caches, strict=True):
+                data = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+                compiled.bind_resident(c.input, data, outputs.index(c.output))
+        self._resident[key] = (compiled, (state.token, state.length, compiled.run_count()))
+        while len(self._resident) > self.model.binding_cache:
+            self._resident.popitem(last=False)
+        return binding, key
+
+    def _feed_resident(self, key: tuple[int, ...], state: DecodeState, slots: int, t: int) -> None:
+        """Copy this step's T entries of each cache output into the resident caches (rows: the
+        elements after the cache axis), so the next step at this binding copies nothing in."""
+        compiled, _ = self._resident.pop(key)
+        c, shape = self.spec.caches[0], state.caches[0].shape
+        if shape[c.axis] != slots:  # a new bucket: the next step runs another binding
+            return
+        outer, row = math.prod(shape[: c.axis]), math.prod(shape[c.axis + 1 :])
+        first = state.length - t
+        compiled.feed_rows([(o * t + i, o * slots + first + i) for o in range(outer) for i in range(t)], row)
+        self._resident[key] = (compiled, (state.token, state.length, compiled.run_count()))
 
     def _grow(self, state: DecodeState, outs: list[np.ndarray], t: int) -> None:
         """Take this step's T entries of each output into the state's cache (padded to the bucket)."""
@@ -271,12 +338,14 @@ class Decoder:
         new = length + t
         for k, (c, old, got) in enumerate(zip(self.spec.caches, state.caches, outs, strict=True)):
             slots = old.shape[c.axis]
-            if got.shape[c.axis] != slots + t or _without(got.shape, c.axis) != _without(old.shape, c.axis):
+            first = slots if c.grown else 0  # where this step's entries start in the output
+            if got.shape[c.axis] != first + t or _without(got.shape, c.axis) != _without(old.shape, c.axis):
                 raise DecodeConventionError(
-                    f"output {c.output} has shape {list(got.shape)}; the convention needs input {c.input}'s "
-                    f"{list(old.shape)} grown by T={t} along axis {c.axis}"
+                    f"output {c.output} has shape {list(got.shape)}; the convention needs "
+                    + (f"input {c.input}'s {list(old.shape)} grown by T={t}" if c.grown else f"T={t} entries")
+                    + f" along axis {c.axis}"
                 )
-            if self.bucket == 1:
+            if self.bucket == 1 and c.grown:
                 state.caches[k] = got  # exactly the cache: nothing padded
                 continue
             size = self.padded(new)
@@ -284,7 +353,7 @@ class Decoder:
                 grown = np.zeros(_with(old.shape, c.axis, size), dtype=old.dtype)
                 grown[_at(c.axis, 0, length)] = old[_at(c.axis, 0, length)]
                 old = grown
-            old[_at(c.axis, length, new)] = got[_at(c.axis, slots, slots + t)]
+            old[_at(c.axis, length, new)] = got[_at(c.axis, first, first + t)]
             state.caches[k] = old
         state.length = new
 
@@ -389,7 +458,8 @@ def hf_decode_step(model: Any) -> Any:
     `DynamicCache` and 4-D attention masks) as a decode step of the convention (module docstring):
     `forward(input_ids [B, T] int64, positions [B, T] int64, k_0, v_0, ..., k_{L-1}, v_{L-1})`, each
     cache tensor float [B, n_kv_heads, S, head_dim], returns `(logits [B, T, vocab], k_0', v_0', ...)`
-    with each cache grown to S + T along axis 2 (the cache slots, then this step's keys/values).
+    with this step's keys/values alone, [B, n_kv_heads, T, head_dim] (`Decoder` writes them into its
+    cache: the step copies T entries out, not the whole cache).
 
     The mask lets each new token see the cache slots below `positions[b, 0]` and the new tokens up to
     itself, so slots at or past it (padding) are ignored; RoPE uses `positions`. A sliding-window
@@ -416,8 +486,8 @@ def hf_decode_step(model: Any) -> Any:
             causal = q.unsqueeze(0) <= q.unsqueeze(1)  # [T, T]: key k <= query q
             mask = torch.cat([seen[:, None, None, :].expand(b, 1, t, s), causal[None, None].expand(b, 1, t, t)], -1)
             out = self.lm(input_ids=input_ids, cache=cache, position_ids=positions, attention_mask=mask, use_cache=True)
-            grown = [x for layer in out.cache.layers for x in (layer.keys, layer.values)]
-            return (out.logits, *grown)
+            new = [x[:, :, s:] for layer in out.cache.layers for x in (layer.keys, layer.values)]
+            return (out.logits, *new)
 
     return HfDecodeStep(model).eval()
 

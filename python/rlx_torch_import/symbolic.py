@@ -143,6 +143,18 @@ def sizes(shape: Sequence[Dim]) -> tuple[int, ...]:
     return cast(tuple[int, ...], tuple(shape))
 
 
+class SizeInt(int):
+    """A SymInt argument of a program bound at one binding (`torchir.specialize`): its size there,
+    and the symbol expression it was (`expr`), so a lowering tells a size from a literal."""
+
+    expr: str
+
+    def __new__(cls, value: int, expr: str) -> SizeInt:
+        obj = super().__new__(cls, value)
+        obj.expr = expr
+        return obj
+
+
 def is_static(shape: Sequence[Dim]) -> bool:
     return all(isinstance(d, int) for d in shape)
 

@@ -4,12 +4,13 @@ token with a KV cache, as LLM users run it.
     python -m tools.bench.decode [--threads N] [--runs N]
 
 The model is exported as a decode step (`rlx_torch_import.generate.hf_decode_step`: ids, positions and
-12 cache tensors in, logits and the grown caches out; cache length a dynamic dim 0..2048, new tokens
+12 cache tensors in, logits and this step's keys/values out; cache length a dynamic dim 0..2048, new tokens
 1..1024) and converted with `from_torch(..., dynamic_shapes=...)`. Each runtime is served by its own
 process, same threads, and they take turns pass by pass (a burst of load elsewhere falls on all):
 - RLX: `generate.Decoder` (the cache padded to 128-slot buckets: a new binding compiles once per 128
-  tokens, in the first pass; the passes after it reuse them), and without padding (bucket 1: the
-  exact cache, a compile at every step), timed once;
+  tokens, in the first pass; the passes after it reuse them; the caches resident in RLX's arena, each
+  step copying in its new keys/values only), and without padding (bucket 1: the exact cache fed whole,
+  a compile at every step), timed once;
 - eager PyTorch: the Hugging Face model with its DynamicCache, under torch.no_grad;
 - ONNX Runtime: the `torch.onnx.export(..., dynamo=True)` of the same decode step, the exact cache.
 
@@ -155,7 +156,9 @@ def _ort(directory: Path, threads: int) -> Runtime:
         caches, length = state[0], state[1]
         positions = np.arange(length, length + ids.shape[1], dtype=np.int64)[None, :]
         out = session.run(None, dict(zip(names, [ids.astype(np.int64), positions, *caches], strict=True)))
-        state[0], state[1] = out[1:], length + ids.shape[1]
+        # the step returns this step's keys/values: the exact cache grows by them (axis 2)
+        state[0] = [np.concatenate([c, new], axis=2) for c, new in zip(caches, out[1:], strict=True)]
+        state[1] = length + ids.shape[1]
         return out[0]
 
     def start(prompt: np.ndarray) -> tuple[Any, np.ndarray]:

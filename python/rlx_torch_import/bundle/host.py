@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
+import math
+import os
+import re
+import tempfile
 from typing import Any
 
 import numpy as np
 
-from .. import safetensors_io
+from .. import _core, safetensors_io
 from ..dtypes import numpy_dtype, to_host, to_rlx
 from ..errors import InputError
 from ..limits import short
+from ..symbolic import evaluate_shape
 
 
 def as_input(name: str, value: Any, declared: str) -> np.ndarray:
@@ -66,6 +71,32 @@ def _bind(model: Any, name: str, t: safetensors_io.RawTensor) -> None:
     t.release()
 
 
+def encode_feed(specs: list[dict[str, Any]], arrays: dict[str, np.ndarray], at: dict[str, int]) -> list[Any]:
+    """The core's feed `[(name, bytes, rlx dtype)]` for the `specs` (meta.json inputs) in `arrays`
+    (inputs left out, such as resident ones, are skipped), at symbol sizes `at`. InputError when an
+    array's bytes are not its input's size there (the checks before make it unreachable)."""
+    feed = []
+    for spec in specs:
+        if spec["name"] not in arrays:
+            continue
+        name, carrier = spec["name"], spec.get("rlx_dtype", spec["dtype"])
+        data = to_carrier(arrays[name], spec["dtype"], carrier)
+        dims = evaluate_shape(spec["shape"], at)
+        want = math.prod(dims) * numpy_dtype(carrier).itemsize
+        if data.nbytes != want:  # RLX must never see it
+            raise InputError(f"input {name!r} would reach RLX as {data.nbytes} bytes, but {carrier}{dims} takes {want}")
+        feed.append((name, data, to_rlx(carrier)))
+    return feed
+
+
+def decode_outputs(specs: list[dict[str, Any]], raw: list[Any]) -> dict[str, np.ndarray]:
+    """The core's results `[(data, rlx dtype, dims)]` as numpy arrays by meta.json output name."""
+    return {
+        spec["name"]: from_carrier(data, dims, spec["dtype"], spec.get("rlx_dtype", spec["dtype"]))
+        for spec, (data, _rlx_dtype, dims) in zip(specs, raw, strict=True)
+    }
+
+
 def to_carrier(arr: Any, dtype: str, carrier: str) -> np.ndarray:
     """Values of torch-ir `dtype` as the bytes RLX takes them in, in `carrier` (bool/narrow ints and
     half floats cross as float32)."""
@@ -100,3 +131,30 @@ def check_baked(name: str, value: Any, baked: Any) -> None:
             f"{short(value)}",
             hint="convert again with the value you want",
         )
+
+
+# One row of RLX's `[thunk-profile]` table: "  <kind>   <ms>ms  (<calls> calls)".
+_PROFILE_LINE = re.compile(r"^\s+(\S+)\s+([0-9.]+)ms\s+\((\d+) calls\)")
+
+
+def _thunk_profile(run: Any) -> dict[str, tuple[float, int]]:
+    """Run `run()` under RLX_PROFILE_THUNKS and parse the table RLX prints to stderr."""
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        saved = os.dup(2)
+        os.dup2(sink.fileno(), 2)
+        try:
+            _core.set_rlx_env("RLX_PROFILE_THUNKS", "1")
+            run()
+        finally:
+            _core.set_rlx_env("RLX_PROFILE_THUNKS", None)
+            os.dup2(saved, 2)
+            os.close(saved)
+        sink.seek(0)
+        text = sink.read().decode(errors="replace")
+    found: dict[str, tuple[float, int]] = {}
+    for line in text.splitlines():
+        m = _PROFILE_LINE.match(line)
+        if m:
+            ms, calls = found.get(m[1], (0.0, 0))
+            found[m[1]] = (ms + float(m[2]), calls + int(m[3]))
+    return found

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import math
 import os
-import re
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -16,13 +13,13 @@ import numpy as np
 
 from .. import _core, rlx_config, safetensors_io
 from ..devices import check_device
-from ..dtypes import numpy_dtype, to_rlx
+from ..dtypes import to_rlx
 from ..errors import BundleError, DeviceError, InputError, RlxError, RtiError
 from ..layout import BUNDLE
 from ..limits import regular_file, short
 from ..symbolic import Symbol, evaluate, evaluate_shape, infer_binding
 from .format import HIR, META, SYMBOLIC, WEIGHTS, check_meta, check_params, meta_text, read_meta
-from .host import _bind, as_input, check_baked, from_carrier, to_carrier
+from .host import _bind, _thunk_profile, as_input, check_baked, decode_outputs, encode_feed
 
 # Compiled bindings a dynamic bundle keeps (least recently used dropped first); each holds its
 # own copy of the weights (RLX's CPU backend cannot share one between compiled graphs).
@@ -194,26 +191,38 @@ class BundleModel:
         labels = self.binding(arrays)
         model = self.compile_binding(labels) if self.symbols else self._model
         at = {s.name: labels[s.label] for s in self.symbols}
-        feed = []
-        for spec in self.meta["inputs"]:
-            name, carrier = spec["name"], spec.get("rlx_dtype", spec["dtype"])
-            data = to_carrier(arrays[name], spec["dtype"], carrier)
-            dims = evaluate_shape(spec["shape"], at)
-            want = math.prod(dims) * numpy_dtype(carrier).itemsize
-            if data.nbytes != want:  # the checks above make this unreachable; RLX must never see it
+        return self._run_compiled(model, arrays, at)
+
+    def run_resident(self, inputs: Mapping[str, Any], binding: Mapping[str, int]) -> dict[str, np.ndarray]:
+        """`run` on the compiled graph for `binding` (symbol label -> size, every symbol) with the
+        inputs bound resident in it (`compile_binding(binding).bind_resident`, RLX's arena) left out
+        of `inputs` (by name); the others as `run` takes them, their shapes those of the binding.
+        Raises InputError for an unknown input or a shape off the binding; BundleError when the core
+        refuses the feed (a missing input that is not resident)."""
+        labels = dict(binding)
+        if set(labels) != {s.label for s in self.symbols}:
+            raise InputError(f"binding {labels} must give every symbol: {[s.label for s in self.symbols]}")
+        at = {s.name: labels[s.label] for s in self.symbols}
+        specs = {spec["name"]: spec for spec in self.meta["inputs"]}
+        arrays = {}
+        for name, value in inputs.items():
+            if name not in specs:
+                raise InputError(f"unknown input {name!r}; the bundle takes {self._accepted()}")
+            arrays[name] = as_input(name, value, specs[name]["dtype"])
+            if list(arrays[name].shape) != evaluate_shape(specs[name]["shape"], at):
                 raise InputError(
-                    f"input {name!r} would reach RLX as {data.nbytes} bytes, but {carrier}{dims} takes {want}"
+                    f"input {name!r} has shape {list(arrays[name].shape)}, the binding {labels} takes "
+                    f"{evaluate_shape(specs[name]['shape'], at)}"
                 )
-            feed.append((name, data, to_rlx(carrier)))
+        return self._run_compiled(self.compile_binding(labels), arrays, at)
+
+    def _run_compiled(self, model: Any, arrays: dict[str, np.ndarray], at: dict[str, int]) -> dict[str, np.ndarray]:
         try:
-            raw = model.run(feed)
+            raw = model.run(encode_feed(self.meta["inputs"], arrays, at))
         except (RuntimeError, _core.CheckError) as e:
             raise _core_failure(e, f"{self.path}: RLX failed while running") from None
         self._check_outputs(raw, at)
-        outputs = {}
-        for spec, (data, _rlx_dtype, dims) in zip(self.meta["outputs"], raw, strict=True):
-            outputs[spec["name"]] = from_carrier(data, dims, spec["dtype"], spec.get("rlx_dtype", spec["dtype"]))
-        return outputs
+        return decode_outputs(self.meta["outputs"], raw)
 
     def _check_outputs(self, raw: list[tuple[Any, str, list[int]]], at: dict[str, int]) -> None:
         """The graph's outputs against meta.json's: as many, each of the declared carrier dtype and
@@ -438,33 +447,6 @@ def _shape_of(inputs: Mapping[str, Any], name: str) -> tuple[int, ...]:
         return tuple(np.shape(inputs[name]))
     except (ValueError, TypeError) as e:
         raise InputError(f"input {name!r} has no shape ({e})") from None
-
-
-# One row of RLX's `[thunk-profile]` table: "  <kind>   <ms>ms  (<calls> calls)".
-_PROFILE_LINE = re.compile(r"^\s+(\S+)\s+([0-9.]+)ms\s+\((\d+) calls\)")
-
-
-def _thunk_profile(run: Any) -> dict[str, tuple[float, int]]:
-    """Run `run()` under RLX_PROFILE_THUNKS and parse the table RLX prints to stderr."""
-    with tempfile.TemporaryFile(mode="w+b") as sink:
-        saved = os.dup(2)
-        os.dup2(sink.fileno(), 2)
-        try:
-            _core.set_rlx_env("RLX_PROFILE_THUNKS", "1")
-            run()
-        finally:
-            _core.set_rlx_env("RLX_PROFILE_THUNKS", None)
-            os.dup2(saved, 2)
-            os.close(saved)
-        sink.seek(0)
-        text = sink.read().decode(errors="replace")
-    found: dict[str, tuple[float, int]] = {}
-    for line in text.splitlines():
-        m = _PROFILE_LINE.match(line)
-        if m:
-            ms, calls = found.get(m[1], (0.0, 0))
-            found[m[1]] = (ms + float(m[2]), calls + int(m[3]))
-    return found
 
 
 def _lookup(named: Mapping[str, Any], path: str) -> Any:

@@ -124,6 +124,10 @@ def _by_input_name(model: torch.nn.Module, spec: Any, count: int, keywords: Sequ
     if not isinstance(spec, dict) or not isinstance(model, torch.nn.Module):
         return spec
     params = inspect.signature(model.forward).parameters
+    var_keyword = next((n for n, p in params.items() if p.kind == inspect.Parameter.VAR_KEYWORD), None)
+    if var_keyword is not None and isinstance(spec.get(var_keyword), dict) and var_keyword not in keywords:
+        # torch's form for `**kwargs`: {"kwargs": {"k": ...}}; ours names each keyword ({"k": ...})
+        spec = {**{k: v for k, v in spec.items() if k != var_keyword}, **spec[var_keyword]}
     positional = [
         n
         for n, p in params.items()
@@ -199,8 +203,12 @@ def _axes(model: torch.nn.Module, dynamic_shapes: Any) -> tuple[dict[str, dict[i
     dynamic (axis -> label), and the error of each entry that maps no axes to Dims. Raises
     InputError for a key that names no parameter of forward and for a spec of another type."""
     params = inspect.signature(model.forward).parameters
+    var_keyword = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
+    keywords: dict[str, Any] = {}
     if isinstance(dynamic_shapes, dict):
         unknown = [k for k in dynamic_shapes if k not in params]
+        if var_keyword:  # `forward(..., **kwargs)`: the other keys are its keywords (`_by_input_name`)
+            keywords, unknown = {k: dynamic_shapes[k] for k in unknown}, []
         if unknown:
             raise InputError(
                 f"dynamic_shapes names {', '.join(map(repr, unknown))}, which forward() does not take "
@@ -215,8 +223,9 @@ def _axes(model: torch.nn.Module, dynamic_shapes: Any) -> tuple[dict[str, dict[i
     for (name, param), entry in zip(params.items(), by_param, strict=False):
         if param.kind == inspect.Parameter.VAR_POSITIONAL:  # *args: one entry per remaining input
             entries.update({f"{name}_{i}": e for i, e in enumerate(entry or [])})
-        else:
+        elif param.kind != inspect.Parameter.VAR_KEYWORD:
             entries[name] = entry
+    entries.update(keywords)
     axes: dict[str, dict[int, str]] = {}
     malformed: dict[str, Exception] = {}
     for name, entry in entries.items():

@@ -237,6 +237,12 @@ def export_program(
                     f"line breaks or NUL: {', '.join(odd[:5])}{', ...' if len(odd) > 5 else ''}; "
                     "rename them, or use --decomposition aten"
                 )
+            elif kwargs and dynamic_shapes is not None and "_guards_fn" in str(e):
+                hint = (
+                    "torch cannot re-run the shape guards of a forward given keyword tensors with dynamic shapes "
+                    "(a torch defect in run_decompositions); pass those tensors positionally, or use "
+                    "--decomposition aten"
+                )
             raise ExportError(
                 f"run_decompositions({decomposition!r}) failed: {type(e).__name__}: {e}", hint=hint
             ) from e

@@ -7,7 +7,7 @@ from typing import Any, cast
 from ..errors import TorchIRError
 from ..layout import TORCH_IR
 from ..limits import check_tensor_size, short
-from ..symbolic import Dim, evaluate, evaluate_shape
+from ..symbolic import Dim, SizeInt, evaluate, evaluate_shape
 from .schema import Node, OutputSpec, TensorSpec, TorchIR
 
 
@@ -26,7 +26,7 @@ def specialize(ir: TorchIR, values: dict[str, int]) -> TorchIR:
     def arg(a: dict[str, Any]) -> dict[str, Any]:
         tag, payload = next(iter(a.items()))
         if tag == "sym":
-            return {"int": evaluate(payload, values)}
+            return {"int": SizeInt(evaluate(payload, values), str(payload))}
         if tag == "list":
             return {"list": [arg(x) for x in payload]}
         return a

@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from ...dtypes import FLOAT_DTYPES
 from ...errors import InputError
+from ...symbolic import SizeInt
 from ..builder import Builder
 from ..call import Call, Value
 from ..registry import lowers
@@ -45,13 +47,30 @@ def scalar_tensor(b: Builder, call: Call) -> Value:
     return b.const(call["s"], call.out_dtype)
 
 
-@lowers("aten.arange.default", "aten.arange.start", "aten.arange.start_step")
+def _check_arange(call: Call) -> str | None:
+    start, step = call.get("start", 0), call.get("step", 1)
+    if isinstance(start, SizeInt) and call.out_dtype in FLOAT_DTYPES and float(step) != int(step):
+        return f"a {call.out_dtype} range starting at a dynamic size ({start.expr}) with a fractional step"
+    return None
+
+
+@lowers("aten.arange.default", "aten.arange.start", "aten.arange.start_step", check=_check_arange)
 def arange(b: Builder, call: Call) -> Value:
     """start + i * step for i < n, as torch's CPU kernel computes it: in the dtype's accumulate type
     (integer dtypes truncate start and step to int64 first, so `arange(1, 4, 0.5, dtype=int64)` is all
-    ones), float dtypes by its vectorized loop; the values come from torch.arange itself."""
+    ones), float dtypes by its vectorized loop; the values come from torch.arange itself. A start that
+    is a dynamic size (`arange(past, past + new)`) is added at run time to the range from 0: integer
+    sums, exact (float dtypes only with an integer step, whose sums are integers, exact below 2^24)."""
     start = call.get("start", 0) if call.target != "aten.arange.default" else 0
     step = call.get("step", 1)
+    if isinstance(start, SizeInt):
+        offset = b.const(int(start), call.out_dtype)  # a one-element constant: symbolic per binding
+        return b.binary("Add", _arange(b, call, 0, step, None), offset)
+    return _arange(b, call, start, step, call.get("end"))
+
+
+def _arange(b: Builder, call: Call, start: float, step: float, end: Any) -> Value:
+    """The node's n values of torch.arange(start, end, step); `end` None: the first n from start."""
     n = call.out_dims[0]
     if b.provenance.node in b.program.size_dependent:
         bounds = b.program.size_bounds.get(call.node.outputs[0].name)
@@ -62,7 +81,7 @@ def arange(b: Builder, call: Call) -> Value:
             )
         full = b.const(_torch_arange(start, step, max(bounds[0], n) + 1, call.out_dtype), call.out_dtype)
         return b.narrow(full, 0, 0, n)
-    return b.const(_torch_arange(start, step, n, call.out_dtype, call.get("end")), call.out_dtype)
+    return b.const(_torch_arange(start, step, n, call.out_dtype, end), call.out_dtype)
 
 
 def _torch_arange(start: float, step: float, n: int, dtype: str, end: float | None = None) -> np.ndarray:

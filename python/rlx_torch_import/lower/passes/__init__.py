@@ -1,7 +1,7 @@
 """Conversion-time rewrites of the lowered program: work done once here is not done on every run.
 
 One module per pass (`layouts.py`, `batch_norm.py`, `rotary.py`, `rms_norm.py`, `constants.py`,
-`broadcasts.py`, `dead.py`; shared helpers in `_common.py`); `optimize` runs them in order.
+`broadcasts.py`, `grouped_attention.py`, `dead.py`; shared helpers in `_common.py`); `optimize` runs them in order.
 
 Each pass keeps the numbers RLX computes exactly as they were:
 
@@ -18,6 +18,9 @@ Each pass keeps the numbers RLX computes exactly as they were:
   (`[1, C, 1, 1]`, a conv bias) is stored broadcast to `[C, H, W]`, and a `[N, C, 1, 1]`
   operand runs as `[1, N*C, 1, 1]`, so RLX adds no `Expand` of a parameter (which its memory
   planner keeps in a private arena slot) and no per-element `Expand` walk (`broadcasts.py`).
+- `share_kv_heads`: grouped-query attention over repeated KV heads (`repeat_kv`) runs
+  with the `rep` query heads of each KV head stacked on the query axis, reading the KV head
+  itself: no copy of the KV cache per layer and step (`grouped_attention.py`).
 - `remove_dead`: nodes and parameters nothing reads any more are dropped.
 
 `Builder.known` uses `evaluate` during lowering, so a lowering can specialize on a
@@ -32,6 +35,7 @@ from .batch_norm import fold_batch_norm
 from .broadcasts import broadcast_channel_params, flatten_trailing_broadcasts
 from .constants import fold_constants
 from .dead import remove_dead
+from .grouped_attention import share_kv_heads
 from .layouts import fold_param_layouts
 from .rms_norm import fold_rms_norm
 from .rotary import fold_rotary
@@ -46,5 +50,6 @@ def optimize(program: Program) -> dict[str, int]:
     stats["constants_folded"] = fold_constants(program)
     stats["channel_params_broadcast"] = broadcast_channel_params(program)
     stats["broadcasts_flattened"] = flatten_trailing_broadcasts(program)
+    stats["kv_heads_shared"] = share_kv_heads(program)
     stats["dead_nodes_removed"] = remove_dead(program)
     return stats
