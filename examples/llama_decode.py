@@ -4,11 +4,12 @@ as a decode step whose cache length is a dynamic dim, converted once, then run b
     python examples/llama_decode.py [--out DIR]
 
 `hf_decode_step(model)` wraps the Hugging Face model: forward(input_ids, positions, k_0, v_0, ...)
-returns (logits, k_0', v_0', ...), each cache grown by this step's keys and values.
+returns (logits, k_0', v_0', ...), each k_i'/v_i' this step's keys/values (the caller appends them).
 `hf_decode_inputs(config)` gives example inputs and `dynamic_shapes` (new tokens 1..512, cache
 0..4096). `generate(bundle, prompt, n)` prefills the prompt with an empty cache, then feeds one token
-per step and the returned cache back; the cache is padded to 128-slot buckets so RLX compiles a new
-binding once per 128 tokens, not once per token.
+per step; the cache is padded to 128-slot buckets so RLX compiles a new binding once per 128 tokens,
+not once per token, and stays in RLX's arena between steps. Like `model.generate`, it stops at the
+model's end-of-sequence token when given it (`eos_token_id`).
 
 Look at: the verdict and its sweep over the two dynamic dims; the bundle's inputs; the generated
 tokens against Hugging Face's own greedy `model.generate`, and how many bindings were compiled.
@@ -54,7 +55,7 @@ if __name__ == "__main__":
         "...",
     )
     prompt = np.random.default_rng(0).integers(0, 256, (1, 9))
-    tokens = generate(decoder, prompt, 24)
+    tokens = generate(decoder, prompt, 24, eos_token_id=model.generation_config.eos_token_id, pad_token_id=0)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         want = model.generate(torch.from_numpy(prompt), max_new_tokens=24, do_sample=False, pad_token_id=0).numpy()

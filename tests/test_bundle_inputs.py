@@ -17,7 +17,7 @@ from torch import nn
 from torch.export import Dim
 
 import rlx_torch_import as rti
-from rlx_torch_import.bundle import model as bundle_model
+from rlx_torch_import.bundle import host as bundle_host
 from rlx_torch_import.bundle.model import BundleModel
 from rlx_torch_import.cli import main as cli_main
 from rlx_torch_import.errors import ExitCode, InputError
@@ -220,8 +220,8 @@ def test_strided_arrays_are_read_in_logical_order(model: BundleModel) -> None:
 
 
 def test_rlx_never_gets_a_buffer_of_another_length(model: BundleModel, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = bundle_model.to_carrier
-    monkeypatch.setattr(bundle_model, "to_carrier", lambda arr, dtype, carrier: real(arr, dtype, carrier)[:-4])
+    real = bundle_host.to_carrier
+    monkeypatch.setattr(bundle_host, "to_carrier", lambda arr, dtype, carrier: real(arr, dtype, carrier)[:-4])
     with pytest.raises(InputError, match=r"input 'x' would reach RLX as 44 bytes, but float32\[3, 4\] takes 48"):
         model.run(_feed())
 

@@ -500,4 +500,4 @@ def test_dynamic_shapes_for_keyword_tensors_of_forward_kwargs(form: str, tmp_pat
     assert symbols == {"seq", "cache"}
     with pytest.raises(ExportError) as e:
         rti.from_torch(_KeywordCache(), (ids,), tmp_path / "h", kwargs=past, dynamic_shapes=ds)
-    assert "pass those tensors positionally, or use --decomposition aten" in str(e.value.hint)
+    assert "convert with decomposition='aten' (CLI: --decomposition aten)" in str(e.value.hint)

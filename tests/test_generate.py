@@ -19,6 +19,7 @@ import transformers
 from torch import nn
 
 import rlx_torch_import as rti
+from rlx_torch_import import _core as rti_core
 from rlx_torch_import.generate import (
     DecodeConventionError,
     Decoder,
@@ -218,3 +219,42 @@ def test_a_step_returning_the_grown_cache_decodes_the_same(
     want = eager_greedy(llama, prompt, 12)[0]
     for bucket in (1, 8):
         np.testing.assert_array_equal(generate(tmp_path / "bundle", prompt, 12, bucket=bucket), want)
+
+
+def test_generation_stops_at_the_end_of_sequence_as_hugging_face_does(
+    llama: transformers.LlamaForCausalLM, bundle: Path
+) -> None:
+    prompt = np.random.default_rng(6).integers(0, 256, (1, 7))
+    eos = int(eager_greedy(llama, prompt, 20)[0][0, 7 + 5])  # the sixth new token ends the sequence
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = llama.generate(
+            torch.from_numpy(prompt), max_new_tokens=20, do_sample=False, eos_token_id=eos, pad_token_id=0
+        ).numpy()
+    got = generate(bundle, prompt, 20, eos_token_id=[255, eos], pad_token_id=0)
+    np.testing.assert_array_equal(got, want)
+    assert got.shape[1] <= 7 + 6 and got[0, -1] == eos
+    with pytest.raises(DecodeConventionError, match="eos_token_id must be an int or a non-empty list of ints"):
+        generate(bundle, prompt, 4, eos_token_id=1.5)
+
+
+def test_a_sliding_window_model_is_refused_past_its_window() -> None:
+    config = transformers.MistralConfig(
+        num_hidden_layers=1, hidden_size=32, num_attention_heads=2, num_key_value_heads=1, sliding_window=8
+    )
+    with pytest.raises(rti.InputError, match="sliding window of 8 tokens") as e:
+        hf_decode_inputs(config, max_seq=16, max_cache=64)
+    assert "max_cache + max_seq <= 8" in str(e.value.hint)
+    hf_decode_inputs(config, max_seq=4, max_cache=4)  # within the window: the mask never needs it
+
+
+def test_the_core_refuses_resident_rows_past_either_end(bundle: Path) -> None:
+    decoder = Decoder(bundle, bucket=8)
+    generate(decoder, np.array([[1, 2, 3]]), 3)  # steps at one binding, its caches resident
+    compiled = next(iter(decoder._resident.values()))[0]
+    with pytest.raises(rti_core.CheckError, match="past output"):
+        compiled.feed_rows([(10_000, 0)], 16)
+    with pytest.raises(rti_core.CheckError, match="unknown input"):
+        compiled.bind_resident("no_such_input", b"", 1)
+    with pytest.raises(rti_core.CheckError, match="a resident input takes its declared f32 bytes"):
+        compiled.bind_resident(decoder.spec.caches[0].input, b"\0" * 4, 1)

@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 import os
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,132 +49,21 @@ from typing import Any
 import numpy as np
 
 from .bundle.model import BundleModel
-from .errors import InputError
+from .decode_spec import DecodeConventionError, DecodeSpec
+from .hf_decode import hf_decode_inputs, hf_decode_step
+
+__all__ = [
+    "DecodeConventionError",
+    "DecodeSpec",
+    "DecodeState",
+    "Decoder",
+    "generate",
+    "hf_decode_inputs",
+    "hf_decode_step",
+    "prefill",
+]
 
 DEFAULT_BUCKET = 128
-_INT = ("int64", "int32")
-_FLOAT = ("float32", "float64", "float16", "bfloat16")
-
-
-class DecodeConventionError(InputError, ValueError):
-    """A bundle, or arguments to `generate`, that do not follow the decode-step convention
-    (module docstring); a ValueError, and an InputError (exit code 2) like every bad argument."""
-
-
-@dataclass(frozen=True)
-class CacheSpec:
-    """One cache tensor: its input and output names, its cache axis, and the input's declared shape
-    (sizes, or symbol names such as "s15")."""
-
-    input: str
-    output: str
-    axis: int
-    shape: tuple[int | str, ...]
-    dtype: str
-    grown: bool  # the output is the whole grown cache (S + T on the axis), else this step's T entries
-
-
-@dataclass(frozen=True)
-class DecodeSpec:
-    """A decode-step bundle's inputs and outputs by role (module docstring). `seq` and `cache` are the
-    (min, max) the new-token count T and the cache length S may take (max None: unbounded); `batch`
-    is the ids' batch entry (a size, or a symbol name)."""
-
-    ids: str
-    ids_dtype: str
-    positions: str | None
-    logits: str
-    caches: tuple[CacheSpec, ...]
-    batch: int | str
-    seq: tuple[int, int | None]
-    cache: tuple[int, int | None]
-    cache_symbol: str
-
-    @classmethod
-    def from_meta(cls, meta: Mapping[str, Any]) -> DecodeSpec:
-        """The roles of a bundle's meta.json inputs and outputs. Raises DecodeConventionError naming
-        what does not fit: too few inputs or outputs, ids that are not an integer [B, T], a cache
-        input without a matching output, an output that is not its input grown along one axis, a
-        cache length that is static or differs between cache tensors, or logits not [B, T, V]."""
-        ins, outs = list(meta.get("inputs", [])), list(meta.get("outputs", []))
-        symbols = {s["name"]: s for s in meta.get("symbols", [])}
-        if len(ins) < 2 or len(outs) < 2:
-            raise DecodeConventionError(
-                f"a decode-step bundle takes (ids, [positions,] cache...) and returns (logits, cache...); "
-                f"this one takes {_names(ins)} and returns {_names(outs)}"
-            )
-        ids = ins[0]
-        if ids["dtype"] not in _INT or len(ids["shape"]) != 2:
-            raise DecodeConventionError(
-                f"input 0 ({ids['name']}: {ids['dtype']}{list(ids['shape'])}) must be the token ids, int64 [B, T]"
-            )
-        batch, seq_dim = ids["shape"]
-        has_pos = ins[1]["dtype"] in _INT and list(ins[1]["shape"]) == list(ids["shape"])
-        cache_ins = ins[2:] if has_pos else ins[1:]
-        if not cache_ins or len(outs) != len(cache_ins) + 1:
-            raise DecodeConventionError(
-                f"{len(cache_ins)} cache input(s) ({_names(cache_ins)}) need as many cache outputs after the "
-                f"logits; the bundle returns {len(outs)} output(s) ({_names(outs)})"
-            )
-        logits = outs[0]
-        if logits["dtype"] not in _FLOAT or len(logits["shape"]) != 3 or list(logits["shape"][:2]) != [batch, seq_dim]:
-            raise DecodeConventionError(
-                f"output 0 ({logits['name']}: {logits['dtype']}{list(logits['shape'])}) must be the logits, "
-                f"float [B, T, V] with [B, T] = {[batch, seq_dim]} as the ids"
-            )
-        caches = tuple(_cache_spec(i, o, seq_dim) for i, o in zip(cache_ins, outs[1:], strict=True))
-        lengths = {c.shape[c.axis] for c in caches}
-        length = next(iter(lengths))
-        if len(lengths) != 1 or not isinstance(length, str) or length not in symbols:
-            raise DecodeConventionError(
-                f"every cache tensor's cache axis must be one dynamic dim (a torch.export.Dim); found "
-                f"{sorted(map(str, lengths))}",
-                hint="export the decode step with dynamic_shapes giving each cache tensor's length one Dim",
-            )
-        return cls(
-            ids=ids["name"],
-            ids_dtype=ids["dtype"],
-            positions=ins[1]["name"] if has_pos else None,
-            logits=logits["name"],
-            caches=caches,
-            batch=batch,
-            seq=_range(seq_dim, symbols),
-            cache=_range(length, symbols),
-            cache_symbol=str(symbols[length].get("label", length)),
-        )
-
-
-def _names(specs: Sequence[Mapping[str, Any]]) -> str:
-    return "(" + ", ".join(f"{s['name']}: {s['dtype']}{list(s['shape'])}" for s in specs) + ")"
-
-
-def _range(dim: int | str, symbols: Mapping[str, Mapping[str, Any]]) -> tuple[int, int | None]:
-    """The sizes a dim may take: (size, size) for a static one, its symbol's (min, max) else."""
-    if isinstance(dim, int):
-        return dim, dim
-    if dim not in symbols:
-        raise DecodeConventionError(f"dim {dim!r} is an expression, not one dynamic dim of the bundle")
-    return int(symbols[dim]["min"]), symbols[dim]["max"]
-
-
-def _cache_spec(inp: Mapping[str, Any], out: Mapping[str, Any], seq_dim: int | str) -> CacheSpec:
-    """A cache input and its output: same dtype and rank, different on exactly one axis (the output
-    T = `seq_dim` there, or the grown S + T)."""
-    shape_in, shape_out = list(inp["shape"]), list(out["shape"])
-    differ = [a for a, (x, y) in enumerate(zip(shape_in, shape_out, strict=False)) if x != y]
-    if (
-        inp["dtype"] not in _FLOAT
-        or out["dtype"] != inp["dtype"]
-        or len(shape_in) != len(shape_out)
-        or len(differ) != 1
-    ):
-        raise DecodeConventionError(
-            f"cache input {inp['name']}: {inp['dtype']}{shape_in} and its output {out['name']}: "
-            f"{out['dtype']}{shape_out} must be float of the same dtype and rank, the output the input grown "
-            "along one axis (the cache axis) or this step's entries alone (T there)"
-        )
-    axis = differ[0]
-    return CacheSpec(inp["name"], out["name"], axis, tuple(shape_in), inp["dtype"], shape_out[axis] != seq_dim)
 
 
 @dataclass
@@ -224,6 +113,7 @@ class Decoder:
         # Bindings whose arena holds a state's caches: key -> (compiled graph, (state token, length,
         # the graph's run count then: another run in between may have overwritten them))
         self._resident: OrderedDict[tuple[int, ...], tuple[Any, tuple[object, int, int]]] = OrderedDict()
+        self._bindings: dict[tuple[tuple[int, ...], tuple[int, ...]], dict[str, int]] = {}
         lo = self.spec.cache[0]
         if lo > 0:
             raise DecodeConventionError(
@@ -242,7 +132,11 @@ class Decoder:
         """An empty cache (L = 0) for `batch` sequences."""
         b = self.spec.batch
         if isinstance(b, int) and b != batch:
-            raise DecodeConventionError(f"the bundle runs batch {b}, got {batch} sequences")
+            raise DecodeConventionError(
+                f"the bundle runs batch {b}, got {batch} sequences",
+                hint="export with hf_decode_inputs(config, batch=...) for that batch, or give every input's "
+                "axis 0 one torch.export.Dim for a batch that varies",
+            )
         caches = []
         for c in self.spec.caches:
             dims = []
@@ -305,8 +199,14 @@ class Decoder:
             return None
         if shape[caches[0].axis] == 0 or any(a.shape != shape for a in state.caches):
             return None
-        stand_ins = {c.input: np.broadcast_to(np.float32(0), shape) for c in caches}
-        binding = self.model.binding({**feed, **stand_ins})
+        sizes = (feed[self.spec.ids].shape, shape)
+        binding = self._bindings.get(sizes)
+        if binding is None:  # inferred once per shape (symbolic.infer_binding: ~0.5 ms a step otherwise)
+            stand_ins = {c.input: np.broadcast_to(np.float32(0), shape) for c in caches}
+            binding = self.model.binding({**feed, **stand_ins})
+            if len(self._bindings) >= 256:
+                self._bindings.clear()
+            self._bindings[sizes] = binding
         key = tuple(binding[s] for s in sorted(binding))
         compiled = self.model.compile_binding(binding)
         held = self._resident.pop(key, None)
@@ -390,10 +290,16 @@ def generate(
     threads: int | None = None,
     bucket: int | None = None,
     step_logits: list[np.ndarray] | None = None,
+    eos_token_id: int | Sequence[int] | None = None,
+    pad_token_id: int | None = None,
 ) -> np.ndarray:
     """Greedy decoding: the prompt `input_ids` (integers [B, T0], T0 >= 1; numpy or a CPU torch tensor)
-    then `max_new_tokens` tokens, each the argmax of the last position's logits. Returns int64
-    [B, T0 + max_new_tokens]: the prompt followed by the new tokens (as Hugging Face's `generate`).
+    then up to `max_new_tokens` tokens, each the argmax of the last position's logits. Returns int64
+    [B, T0 + n]: the prompt followed by the n new tokens, as Hugging Face's greedy `generate` with the
+    same `eos_token_id` and `pad_token_id`: with `eos_token_id` (one id or several), a sequence that
+    has emitted one is finished, its later tokens are `pad_token_id` (default: the first eos id), and
+    decoding stops once every sequence is finished (n < max_new_tokens then); without it, n is
+    always max_new_tokens (pass `model.generation_config.eos_token_id` to stop where HF stops).
 
     `bundle`: a decode-step bundle (module docstring) as a directory, a BundleModel or a Decoder (a
     Decoder keeps its compiled bindings from call to call). The prompt runs with an empty cache
@@ -403,8 +309,9 @@ def generate(
     (float32 copies), in order.
 
     Raises DecodeConventionError (a ValueError) for a bundle off the convention, ids that are not
-    integers [B, T0], a negative max_new_tokens, or a prompt plus max_new_tokens whose cache would
-    pass the bundle's max cache length; BundleModel's errors for a directory it cannot open."""
+    integers [B, T0], a negative max_new_tokens, eos/pad ids that are not integers, or a prompt plus
+    max_new_tokens whose cache would pass the bundle's max cache length; BundleModel's errors for a
+    directory it cannot open."""
     if isinstance(bundle, Decoder):
         if threads is not None or bucket is not None:
             raise DecodeConventionError("threads and bucket are a Decoder's own: give them when making it")
@@ -429,17 +336,40 @@ def generate(
             f"the bundle's cache length ({decoder.spec.cache_symbol}) goes up to {hi}",
             hint="re-export with a larger max on the cache length's Dim, or ask for fewer tokens",
         )
+    eos, pad = _stop_ids(eos_token_id, pad_token_id)
     state = decoder.start(ids.shape[0])
     logits = prefill(decoder, state, ids)
     new: list[np.ndarray] = []
+    unfinished = np.ones(ids.shape[0], dtype=bool)
     for i in range(max_new_tokens):
         last = logits[:, -1, :]
         if step_logits is not None:
             step_logits.append(np.array(last, dtype=np.float32))
-        new.append(np.argmax(last, axis=-1).astype(np.int64))
+        token = np.argmax(last, axis=-1).astype(np.int64)
+        if eos is not None:  # HF: a finished sequence gets pad tokens; all finished, decoding stops
+            token = np.where(unfinished, token, pad)
+            unfinished &= ~np.isin(token, eos)
+        new.append(token)
+        if eos is not None and not unfinished.any():
+            break
         if i + 1 < max_new_tokens:
-            logits = decoder.step(state, new[-1][:, None])
+            logits = decoder.step(state, token[:, None])
     return np.concatenate([ids, np.stack(new, axis=1)], axis=1)
+
+
+def _stop_ids(eos_token_id: Any, pad_token_id: Any) -> tuple[np.ndarray | None, int]:
+    """`generate`'s eos ids as an int64 array (None: no stopping) and its pad id (default: the first eos
+    id, as Hugging Face's `generate`). Raises DecodeConventionError for ids that are not integers."""
+    if eos_token_id is None:
+        return None, 0
+    eos = np.atleast_1d(np.asarray(eos_token_id))
+    ints = eos.ndim == 1 and eos.size > 0 and eos.dtype.kind in "iu"
+    if not ints or not (pad_token_id is None or (isinstance(pad_token_id, int) and not isinstance(pad_token_id, bool))):
+        raise DecodeConventionError(
+            f"eos_token_id must be an int or a non-empty list of ints and pad_token_id an int or None; got "
+            f"{eos_token_id!r} and {pad_token_id!r}"
+        )
+    return eos.astype(np.int64), int(eos[0]) if pad_token_id is None else pad_token_id
 
 
 def prefill(decoder: Decoder, state: DecodeState, ids: np.ndarray) -> np.ndarray:
@@ -451,69 +381,3 @@ def prefill(decoder: Decoder, state: DecodeState, ids: np.ndarray) -> np.ndarray
     for start in range(0, ids.shape[1], chunk):
         logits = decoder.step(state, ids[:, start : start + chunk])
     return logits
-
-
-def hf_decode_step(model: Any) -> Any:
-    """A Hugging Face causal LM (LlamaForCausalLM, or another with full causal attention, a
-    `DynamicCache` and 4-D attention masks) as a decode step of the convention (module docstring):
-    `forward(input_ids [B, T] int64, positions [B, T] int64, k_0, v_0, ..., k_{L-1}, v_{L-1})`, each
-    cache tensor float [B, n_kv_heads, S, head_dim], returns `(logits [B, T, vocab], k_0', v_0', ...)`
-    with this step's keys/values alone, [B, n_kv_heads, T, head_dim] (`Decoder` writes them into its
-    cache: the step copies T entries out, not the whole cache).
-
-    The mask lets each new token see the cache slots below `positions[b, 0]` and the new tokens up to
-    itself, so slots at or past it (padding) are ignored; RoPE uses `positions`. A sliding-window
-    model would need its window in the mask: not built here. Returns a torch.nn.Module (eval mode)."""
-    import torch
-    from transformers import DynamicCache
-
-    class HfDecodeStep(torch.nn.Module):
-        def __init__(self, lm: Any) -> None:
-            super().__init__()
-            self.lm = lm
-            self.layers = int(lm.config.num_hidden_layers)
-
-        def forward(self, input_ids: Any, positions: Any, *past: Any) -> tuple[Any, ...]:
-            if len(past) != 2 * self.layers:
-                raise InputError(f"the decode step takes {2 * self.layers} cache tensors, got {len(past)}")
-            b, t = input_ids.shape
-            s = past[0].shape[2]
-            pairs = [(past[2 * i], past[2 * i + 1]) for i in range(self.layers)]
-            cache = DynamicCache(ddp_cache_data=pairs, config=self.lm.config)
-            slots = torch.arange(s, dtype=positions.dtype)
-            seen = slots.unsqueeze(0) < positions[:, :1]  # [B, S]: the valid cache slots
-            q = torch.arange(t)
-            causal = q.unsqueeze(0) <= q.unsqueeze(1)  # [T, T]: key k <= query q
-            mask = torch.cat([seen[:, None, None, :].expand(b, 1, t, s), causal[None, None].expand(b, 1, t, t)], -1)
-            out = self.lm(input_ids=input_ids, cache=cache, position_ids=positions, attention_mask=mask, use_cache=True)
-            new = [x[:, :, s:] for layer in out.cache.layers for x in (layer.keys, layer.values)]
-            return (out.logits, *new)
-
-    return HfDecodeStep(model).eval()
-
-
-def hf_decode_inputs(
-    config: Any, *, batch: int = 1, seq: int = 3, cache: int = 5, max_seq: int = 512, max_cache: int = 4096
-) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """Example inputs and `dynamic_shapes` to export `hf_decode_step(model)` of a model with this
-    config: ids and positions [batch, seq] (seq a Dim "seq" in 1..max_seq), and 2 * layers random
-    caches [batch, n_kv_heads, cache, head_dim] (the length a Dim "cache" in 0..max_cache). The
-    example sizes seq and cache must be >= 2 (torch.export specializes 0 and 1); the bundle still
-    runs at every size in the ranges. Returns (args, dynamic_shapes) for `from_torch`."""
-    import torch
-    from torch.export import Dim
-
-    if seq < 2 or cache < 2:
-        raise InputError(
-            f"the example seq and cache must be >= 2 (torch.export specializes 0 and 1), got {seq}, {cache}"
-        )
-    heads = int(config.num_attention_heads)
-    kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
-    head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
-    gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, int(config.vocab_size), (batch, seq), generator=gen)
-    positions = (torch.arange(seq) + cache).unsqueeze(0).expand(batch, seq).contiguous()
-    layers = int(config.num_hidden_layers)
-    past = tuple(torch.randn(batch, kv_heads, cache, head_dim, generator=gen) for _ in range(2 * layers))
-    s, length = Dim("seq", min=1, max=max_seq), Dim("cache", min=0, max=max_cache)
-    return (ids, positions, *past), ({1: s}, {1: s}, tuple({2: length} for _ in past))

@@ -239,9 +239,9 @@ def export_program(
                 )
             elif kwargs and dynamic_shapes is not None and "_guards_fn" in str(e):
                 hint = (
-                    "torch cannot re-run the shape guards of a forward given keyword tensors with dynamic shapes "
-                    "(a torch defect in run_decompositions); pass those tensors positionally, or use "
-                    "--decomposition aten"
+                    "torch cannot re-run the shape guards of a forward(..., **kwargs) given tensors through its "
+                    "**kwargs with dynamic shapes (a torch defect in run_decompositions); convert with "
+                    "decomposition='aten' (CLI: --decomposition aten), or give forward named parameters for them"
                 )
             raise ExportError(
                 f"run_decompositions({decomposition!r}) failed: {type(e).__name__}: {e}", hint=hint
