@@ -27,6 +27,7 @@ from rlx_torch_import.generate import (
     generate,
     hf_decode_inputs,
     hf_decode_step,
+    prefill,
 )
 from rlx_torch_import.verify.compare import compare_output
 
@@ -258,3 +259,23 @@ def test_the_core_refuses_resident_rows_past_either_end(bundle: Path) -> None:
         compiled.bind_resident("no_such_input", b"", 1)
     with pytest.raises(rti_core.CheckError, match="a resident input takes its declared f32 bytes"):
         compiled.bind_resident(decoder.spec.caches[0].input, b"\0" * 4, 1)
+
+
+def test_two_decoders_sharing_a_model_take_turns_without_mixing_caches(bundle: Path) -> None:
+    """Steps of two sequences interleaved on one BundleModel (one compiled graph per binding, each
+    Decoder binding its own caches there) give each sequence's logits bit for bit as alone."""
+    shared = rti.BundleModel(bundle)
+    prompts = [np.random.default_rng(seed).integers(0, 256, (1, 5)) for seed in (7, 8)]
+    alone = []
+    for prompt in prompts:
+        steps: list[np.ndarray] = []
+        generate(Decoder(bundle, bucket=8), prompt, 12, step_logits=steps)
+        alone.append(steps)
+    decoders = [Decoder(shared, bucket=8) for _ in prompts]
+    states = [d.start(1) for d in decoders]
+    logits = [prefill(d, s, p) for d, s, p in zip(decoders, states, prompts, strict=True)]
+    for i in range(12):
+        for k, (d, s) in enumerate(zip(decoders, states, strict=True)):
+            last = logits[k][:, -1, :]
+            np.testing.assert_array_equal(last, alone[k][i], err_msg=f"sequence {k}, step {i}")
+            logits[k] = d.step(s, np.argmax(last, axis=-1)[:, None])

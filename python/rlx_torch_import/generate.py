@@ -168,21 +168,22 @@ class Decoder:
         if self.spec.positions:
             pos = np.arange(length, length + t, dtype=_numpy_dtype(self.spec.ids_dtype))
             feed[self.spec.positions] = np.broadcast_to(pos, ids.shape)
-        resident = self._resident_binding(state, feed)
-        if resident is None:
-            feed.update({c.input: a for c, a in zip(self.spec.caches, state.caches, strict=True)})
-            out = self.model.run(feed)
-        else:
-            out = self.model.run_resident(feed, resident[0])
-        logits = out[self.spec.logits]
-        if logits.shape[:2] != ids.shape:
-            raise DecodeConventionError(
-                f"logits have shape {list(logits.shape)}, not [B, T, V] with [B, T] = {list(ids.shape)}"
-            )
-        slots = state.caches[0].shape[self.spec.caches[0].axis]
-        self._grow(state, [out[c.output] for c in self.spec.caches], t)
-        if resident is not None:
-            self._feed_resident(resident[1], state, slots, t)
+        with self.model.sequence_lock:  # bind, run and copy rows with no other Decoder's call between
+            resident = self._resident_binding(state, feed)
+            if resident is None:
+                feed.update({c.input: a for c, a in zip(self.spec.caches, state.caches, strict=True)})
+                out = self.model.run(feed)
+            else:
+                out = self.model.run_resident(feed, resident[0])
+            logits = out[self.spec.logits]
+            if logits.shape[:2] != ids.shape:
+                raise DecodeConventionError(
+                    f"logits have shape {list(logits.shape)}, not [B, T, V] with [B, T] = {list(ids.shape)}"
+                )
+            slots = state.caches[0].shape[self.spec.caches[0].axis]
+            self._grow(state, [out[c.output] for c in self.spec.caches], t)
+            if resident is not None:
+                self._feed_resident(resident[1], state, slots, t)
         return logits
 
     def _resident_binding(
