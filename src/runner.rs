@@ -336,6 +336,15 @@ impl Runner {
         })
     }
 
+    fn input(&self, name: &str) -> Result<&TensorDecl, CoreError> {
+        self.inputs.iter().find(|d| d.name == name).ok_or_else(|| {
+            CoreError::Check(format!(
+                "unknown input {name:?}; the graph's inputs are {}",
+                name_list(self.inputs.iter().map(|d| d.name.as_str()))
+            ))
+        })
+    }
+
     /// Bind a parameter by its `state_dict` name: `data` is its elements in `dtype`, which must
     /// be the declared dtype, or F16/BF16 for a declared F32 parameter (RLX widens those).
     pub fn set_param(&mut self, name: &str, data: &[u8], dtype: DType) -> Result<(), CoreError> {
@@ -408,12 +417,7 @@ impl Runner {
         data: &[u8],
         feed_from: usize,
     ) -> Result<(), CoreError> {
-        let Some(decl) = self.inputs.iter().find(|d| d.name == name) else {
-            return Err(CoreError::Check(format!(
-                "unknown input {name:?}; the graph's inputs are {}",
-                name_list(self.inputs.iter().map(|d| d.name.as_str()))
-            )));
-        };
+        let decl = self.input(name)?;
         if decl.dtype != DType::F32 || data.len() != decl.bytes {
             return Err(CoreError::Check(format!(
                 "a resident input takes its declared f32 bytes; {name:?} is declared {}, got {} bytes",
@@ -458,8 +462,7 @@ impl Runner {
     ) -> Result<(), CoreError> {
         for (name, &out) in &self.resident {
             let out_elems: usize = self.output_dims[out].iter().product();
-            let decl = self.inputs.iter().find(|d| d.name == *name);
-            let in_elems = decl.map_or(0, |d| d.bytes / 4);
+            let in_elems = self.input(name)?.bytes / 4;
             for &(src, dst) in moves {
                 let past = |row: usize, elems: usize| {
                     (row + 1).checked_mul(row_elems).is_none_or(|e| e > elems)
@@ -488,12 +491,7 @@ impl Runner {
     fn check_inputs(&self, inputs: &[(&str, &[u8], DType)]) -> Result<(), CoreError> {
         let mut seen = HashSet::new();
         for (name, data, dtype) in inputs {
-            let Some(decl) = self.inputs.iter().find(|d| d.name == *name) else {
-                return Err(CoreError::Check(format!(
-                    "unknown input {name:?}; the graph's inputs are {}",
-                    name_list(self.inputs.iter().map(|d| d.name.as_str()))
-                )));
-            };
+            let decl = self.input(name)?;
             if !seen.insert(*name) {
                 return Err(CoreError::Check(format!("input {name:?} is given twice")));
             }
