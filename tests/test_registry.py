@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from rlx_torch_import.lower import REGISTRY
 from rlx_torch_import.lower.registry import lowers
@@ -17,6 +16,8 @@ def test_every_key_is_a_real_op_overload() -> None:
     import math
     import operator
 
+    import torch.ao.quantization.fx._decomposed  # registers the quantized_decomposed:: ops (PT2E graphs)
+
     python_level = {"operator": operator, "math": math, "torch": torch}  # lower/ops/scalars.py: Python ops on SymInts
     for target in REGISTRY:
         if target.count(".") == 1:
@@ -24,7 +25,7 @@ def test_every_key_is_a_real_op_overload() -> None:
             assert callable(getattr(python_level[module], name)), target
             continue
         ns, packet, overload = target.split(".", 2)
-        assert ns in ("aten", "prims", "transformers"), target
+        assert ns in ("aten", "prims", "transformers", "quantized_decomposed"), target
         op = getattr(getattr(getattr(torch.ops, ns), packet), overload)
         assert str(op) == target
 

@@ -72,6 +72,8 @@ def from_torch(
     per_node: bool | str = "auto",
     verify_inputs: Any = None,
     timeout: float | None = None,
+    quantize: str | None = None,
+    quantize_block: int = 32,
 ) -> ParityReport:
     """Export `model`, lower it to RLX, write `out_dir/`, and verify against PyTorch.
 
@@ -122,6 +124,15 @@ def from_torch(
     With `timeout` (seconds; default None, no limit), torch.export and each eager PyTorch run of
     the model (reference, sweep points, input sets) may take that long, else TimeLimitError; a
     forward that calls `sys.exit()` raises ModelLoadError (`timeout.user_code`).
+    With `quantize` ("int8" or "int4"; `quantize_block` elements a block, 32, the only size RLX's layouts
+    have), every float32 `nn.Linear` weight whose in_features is a multiple of 32 is stored in the bundle
+    packed (RLX `GgufQ8_0` / `GgufQ4_0`) and runs on RLX's `DequantMatMul` (`quantize.py`); embeddings
+    and other weights stay float. PyTorch's reference runs on the dequantized weights (the quantized
+    model's exact reference, so the usual budgets apply; weights.safetensors holds them), and
+    `report.quantization` lists what was packed and kept float (why), the bundle's weight bytes, and the
+    accuracy cost against the float model (max abs error, cosine, top-1 agreement over the last axis, on
+    the example and every input set). The module's own weights are given back unchanged. Another scheme
+    or block size raises UnsupportedOpsError (exit 3) naming it.
     """
     from .frontend.driver import TRAINING_NOTE, FrontEnd, eval_mode, with_fallback_reasons
     from .frontend.input_sets import normalize
@@ -147,6 +158,7 @@ def from_torch(
         timeout=timeout,
         rounds=max_decompose_rounds if auto_decompose else 0,
         set_specs=set_specs,
+        quantize=(quantize, quantize_block),
     )
     prog = Progress(progress)
     # every eager run starts from the module's state as given (buffers, written parameters), which the
@@ -154,29 +166,23 @@ def from_torch(
     with eval_mode(model) as was_training, kept_state(model) as state, staged(Path(out_dir)) as stage:
         ir, program, skipped = front.run(stage, prog, state)
         try:
-            crate_style = emit_style if "crate" in emit else None
             report, conv = lower_write_verify(
                 stage,
                 stage / BUNDLE,
                 verify,
                 prog,
                 out_dir=Path(out_dir),
-                crate=crate_style,
+                crate=emit_style if "crate" in emit else None,
                 device=device,
                 program=program,
                 captured=True,
             )
             if verify:
                 add_node_parity(report, conv, prog, device=device, per_node=per_node)
+            front.add_accuracy_cost(report, ir, stage, prog, state)
         except UnsupportedOpsError as e:
             raise with_fallback_reasons(e, skipped) from None
-        if was_training:
-            report.notes.insert(0, TRAINING_NOTE)
-        if set_specs and not verify:
-            report.notes.append(
-                f"{len(ir.input_sets)} extra input set(s) stored with the reference but not verified "
-                "(verify is off; `build` verifies them)"
-            )
+        _front_notes(report, TRAINING_NOTE if was_training else "", len(ir.input_sets) if not verify else 0)
         _write_reports(report, stage, prog)
     return report
 
@@ -336,6 +342,18 @@ def reverify(
     report.timings_s = dict(prog.timings)
     _write_reports(report, directory, prog, device)
     return report
+
+
+def _front_notes(report: ParityReport, training: str, unverified_sets: int) -> None:
+    """The front end's notes: the model was in training mode (`training`, the note), input sets stored but
+    not verified (verify off)."""
+    if training:
+        report.notes.insert(0, training)
+    if unverified_sets:
+        report.notes.append(
+            f"{unverified_sets} extra input set(s) stored with the reference but not verified "
+            "(verify is off; `build` verifies them)"
+        )
 
 
 def _write_reports(report: ParityReport, directory: Path, prog: Progress, device: str | None = None) -> None:

@@ -95,6 +95,10 @@ def lower_write_verify(
                 write_crate(program, conv.ir, src / REFERENCE, crate_dir, crate, rlxmodel)
     report = new_report(conv.ir, out_dir, device if verify else None, program.op_histogram(), program.aten_histogram())
     report.notes += conv.weight_notes
+    if conv.ir.quantize:
+        from .quantize import summary
+
+        report.quantization = summary(program, conv.ir.quantize, {w.key for w in conv.ir.weights})
     if verify and conv.has_reference:
         verify_bundle(report, conv, bundle_dir, prog, device, meta=meta)
     elif verify:

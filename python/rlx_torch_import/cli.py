@@ -29,6 +29,7 @@ from .cli_args import (
     add_device_arg,
     add_emit_args,
     add_per_node_arg,
+    add_quantize_args,
     add_threads_arg,
     add_verify_args,
     emits,
@@ -101,6 +102,7 @@ def _convert_parser() -> argparse.ArgumentParser:
         "large magnitudes, zeros, negatives, a fully masked row, integer bounds). Stored with the reference, "
         "so `build DIR` verifies them again",
     )
+    add_quantize_args(p)
     add_device_arg(p)
     p.add_argument(
         "--timeout",
@@ -415,6 +417,8 @@ def _convert(args: argparse.Namespace) -> ParityReport:
             threads=args.threads,
             verify_inputs=args.verify_inputs,
             timeout=args.timeout,
+            quantize=args.quantize,
+            quantize_block=args.quantize_block,
         )
     except SystemExit as e:  # rlx-torch-import never exits from here: the model's code did
         raise timeout.exit_error(e, f"converting {args.model_file}") from None

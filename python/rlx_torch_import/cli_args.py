@@ -34,6 +34,26 @@ def add_device_arg(p: argparse.ArgumentParser, what: str = "verifies the bundle 
     )
 
 
+def add_quantize_args(p: argparse.ArgumentParser) -> None:
+    """`--quantize {int8,int4}` and `--quantize-block N` (`api.from_torch`'s `quantize`, `quantize_block`)."""
+    p.add_argument(
+        "--quantize",
+        choices=("int8", "int4"),
+        help="weight-only quantization of a float model: every float32 nn.Linear weight whose in_features is a "
+        "multiple of 32 is stored packed in the bundle (int8: RLX GgufQ8_0, about 0.27x the float bytes; int4: "
+        "GgufQ4_0, about 0.14x) and runs on RLX's DequantMatMul; embeddings stay float. Verified against eager "
+        "PyTorch on the dequantized weights; the report adds the accuracy cost against the float model",
+    )
+    p.add_argument(
+        "--quantize-block",
+        type=int,
+        default=32,
+        metavar="N",
+        help="elements per quantization block (default and only size RLX's GGUF layouts have: 32; another "
+        "exits 3 naming the scheme)",
+    )
+
+
 def model_name(text: str) -> str:
     """`--name`'s value: any text whose bytes are UTF-8 (under a non-UTF-8 locale Python decodes
     argv with surrogate escapes: the bytes are read as UTF-8 again; bytes that are not UTF-8 would

@@ -102,6 +102,69 @@ class FoldedBatchNorm:
         }
 
 
+@dataclass(frozen=True)
+class QuantizedWeight:
+    """A `Linear` weight [n, k] (float32, `source`) stored packed for RLX's `DequantMatMul`: uint8
+    [packed bytes] in `scheme` (RLX's `QuantScheme` variant, "GgufQ8_0" or "GgufQ4_0"; `quantize.py`)."""
+
+    source: str
+    scheme: str
+    dims: tuple[int, int]
+
+    def sources(self) -> tuple[str, ...]:
+        return (self.source,)
+
+    def describe(self) -> dict[str, Any]:
+        return {"source": self.source, "quantize": self.scheme, "dims": list(self.dims)}
+
+
+@dataclass(frozen=True)
+class QuantizedTable:
+    """An embedding table [V, D] (float32, `source`) stored quantized for a gather (`quantize.table_parts`):
+    `part` "words" (int64 [V, W], the code bytes 8 to a word) or "scales" (float16 [V, D / 32]), in
+    `scheme` (RLX's `QuantScheme` variant name of the same blocks, "GgufQ8_0" or "GgufQ4_0")."""
+
+    source: str
+    scheme: str
+    part: str
+    dims: tuple[int, int]
+
+    def sources(self) -> tuple[str, ...]:
+        return (self.source,)
+
+    def describe(self) -> dict[str, Any]:
+        return {"source": self.source, "quantize_table": self.scheme, "part": self.part, "dims": list(self.dims)}
+
+
+@dataclass(frozen=True)
+class DequantizedWeight:
+    """A PT2E graph's quantized weight, dequantized once at conversion (`lower/ops/quantized.py`): float32
+    `(codes - zero_point) * scale` exactly as torch's `dequantize_per_tensor`/`dequantize_per_channel`
+    compute it. `codes` names the integer weight; per channel, `scales`/`zero_points` name the [C] tensors
+    along `axis` (`zero_points` None: zero); per tensor, `scale`/`zero_point` are the numbers (`axis` None).
+    """
+
+    codes: str
+    axis: int | None
+    scales: str | None = None
+    zero_points: str | None = None
+    scale: float = 1.0
+    zero_point: int = 0
+
+    def sources(self) -> tuple[str, ...]:
+        return tuple(n for n in (self.codes, self.scales, self.zero_points) if n is not None)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "dequantize": self.codes,
+            "axis": self.axis,
+            "scales": self.scales,
+            "zero_points": self.zero_points,
+            "scale": self.scale,
+            "zero_point": self.zero_point,
+        }
+
+
 @dataclass
 class Program:
     """A whole lowered graph; values are referenced by name."""
@@ -119,7 +182,9 @@ class Program:
     # that emit no RLX node, such as views that are already the right shape).
     aten_counts: dict[str, int] = field(default_factory=dict)
     # Parameters made at conversion from stored weights (a weight in the layout RLX's kernels read).
-    derived_params: dict[str, DerivedParam | FoldedBatchNorm] = field(default_factory=dict)
+    derived_params: dict[str, DerivedParam | FoldedBatchNorm | QuantizedWeight | QuantizedTable | DequantizedWeight] = (
+        field(default_factory=dict)
+    )
     # What the conversion-time passes changed (`lower/passes/`), e.g. {"constants_folded": 3}.
     rewrites: dict[str, int] = field(default_factory=dict)
     # torch-ir nodes whose sizes depend on a dynamic dim (a program lowered at one binding of a

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .dtypes import RECORDS
-from .program import DerivedParam, FoldedBatchNorm, Program
+from .program import DequantizedWeight, DerivedParam, FoldedBatchNorm, Program, QuantizedTable, QuantizedWeight
 
 
 def derive(array: np.ndarray, steps: tuple[tuple[str, tuple[int, ...]], ...]) -> np.ndarray:
@@ -36,6 +36,14 @@ def derived_spec(program: Program, name: str, weights: dict[str, Any]) -> tuple[
     d = program.derived_params[name]
     if isinstance(d, FoldedBatchNorm):
         return "float32", d.dims
+    if isinstance(d, DequantizedWeight):
+        return "float32", next(p.dims for p in program.params if p.name == name)
+    if isinstance(d, QuantizedTable):
+        return ("int64" if d.part == "words" else "float16"), next(p.dims for p in program.params if p.name == name)
+    if isinstance(d, QuantizedWeight):
+        from .quantize import BY_RLX, packed_size
+
+        return "uint8", (packed_size(*d.dims, BY_RLX[d.scheme]),)
     source = d.source
     while isinstance(step := program.derived_params.get(source), DerivedParam):
         source = step.source
@@ -46,8 +54,8 @@ def derived_spec(program: Program, name: str, weights: dict[str, Any]) -> tuple[
 def materialize(program: Program, name: str, weights: dict[str, Any]) -> tuple[str, np.ndarray]:
     """A parameter's stored dtype and elements, derived ones computed from `weights` (safetensors_io.RawTensor).
 
-    Moves keep the source's exact bytes (the array holds them as unsigned integers of the
-    element's size); a folded batch norm is float32.
+    A quantized weight is its packed blocks, uint8 (`quantize.pack`). Moves keep the source's exact bytes
+    (the array holds them as unsigned integers of the element's size); a folded batch norm is float32.
     """
     d = program.derived_params.get(name)
     if d is None:
@@ -57,7 +65,46 @@ def materialize(program: Program, name: str, weights: dict[str, Any]) -> tuple[s
     if isinstance(d, DerivedParam):
         dtype, array = materialize(program, d.source, weights)
         return dtype, derive(array, d.steps)
+    if isinstance(d, QuantizedWeight):
+        from .quantize import BY_RLX, pack
+
+        return "uint8", pack(_float_values(program, d.source, weights).astype("<f4").reshape(d.dims), BY_RLX[d.scheme])
+    if isinstance(d, DequantizedWeight):
+        return "float32", _dequantized(program, d, weights)
+    if isinstance(d, QuantizedTable):
+        from .quantize import BY_RLX, table_parts
+
+        table = _float_values(program, d.source, weights).astype("<f4").reshape(d.dims)
+        words, scales = table_parts(table, BY_RLX[d.scheme])
+        return ("int64", words.astype("<i8")) if d.part == "words" else ("float16", scales.astype("<f2"))
     return "float32", _fold_values(program, d, weights).astype("<f4")
+
+
+def _dequantized(program: Program, d: DequantizedWeight, weights: dict[str, Any]) -> np.ndarray:
+    """torch's dequantize of a weight in float32: the integer difference is exact, then one float32 multiply."""
+    dtype, raw = materialize(program, d.codes, weights)
+    codes = raw.view(_numpy_of(dtype)).astype(np.float32)
+    if d.axis is None:
+        return ((codes - np.float32(d.zero_point)) * np.float32(d.scale)).astype("<f4")
+    shape = [1] * codes.ndim
+    shape[d.axis] = codes.shape[d.axis]
+
+    def channel(name: str) -> np.ndarray:
+        kind, values = materialize(program, name, weights)
+        return values.view(_numpy_of(kind)).astype(np.float32).reshape(shape)
+
+    if d.scales is None:
+        raise ValueError(f"per-channel dequantization of {d.codes!r} names no scales")
+    zero = channel(d.zero_points) if d.zero_points is not None else np.float32(0)
+    return ((codes - zero) * channel(d.scales)).astype("<f4")
+
+
+def _numpy_of(dtype: str) -> str:
+    """The numpy dtype of a stored integer or float32 weight (quantization codes, scales, zero points)."""
+    name = RECORDS[dtype].numpy
+    if name is None:
+        raise ValueError(f"a quantized weight's {dtype} values have no numpy dtype")
+    return name
 
 
 def _float_values(program: Program, name: str, weights: dict[str, Any]) -> np.ndarray:

@@ -15,7 +15,8 @@ RLX-kernels-alone table), `--no-dynamic` (skip the dynamic-bundle table,
 `verify_bench.py`), `--no-threads` (skip the 4-threads-vs-1 table,
 `thread_bench.py`), `--no-blas` (skip the BLAS provider table, `blas_bench.py`),
 `--no-decode` (skip the LLM decode table, `bench/decode.py`), `--no-cli-wall`
-(skip the fresh-process CLI wall time table, `bench/cli_wall.py`), `--timeout S`
+(skip the fresh-process CLI wall time table, `bench/cli_wall.py`), `--no-quantized` (skip the
+int8/int4 table, `bench/quantized.py`), `--timeout S`
 per model, `--list` (the model names).
 
 Every model runs in a fresh child process (`--one NAME --json PATH`), so memory

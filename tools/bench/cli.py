@@ -103,6 +103,7 @@ def _parse(argv: Sequence[str] | None, names: Sequence[str]) -> argparse.Namespa
     parser.add_argument("--no-threads", action="store_true", help="skip the threads table")
     parser.add_argument("--no-blas", action="store_true", help="skip the BLAS provider table")
     parser.add_argument("--no-decode", action="store_true", help="skip the LLM decode table")
+    parser.add_argument("--no-quantized", action="store_true", help="skip the quantized (int8/int4) table")
     parser.add_argument("--no-cli-wall", action="store_true", help="skip the fresh-process CLI wall time table")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per model (default %(default)s)")
     parser.add_argument("--list", action="store_true", help="list the model names and exit")
@@ -176,6 +177,15 @@ CLI_WALL_NOTE = (
 )
 
 
+QUANTIZED_NOTE = (
+    "PT2E static int8 (torchao, X86 Inductor quantizer) of the CNNs, weight-only int8/int4 (`quantize=`) of the "
+    "benchmark Llama and BERT (`bench/quantized.py`): bundle weight bytes, latency and accuracy cost against the "
+    "float bundle and the float model; parity is each conversion's own verdict against the quantized model's "
+    "eager outputs. Targets: weight-only int8 <= 0.3x the float weight bytes and faster than float on the Llama, "
+    "int4 <= 0.16x (✗ marks a miss)."
+)
+
+
 THREADS_NOTE = (
     "One `BundleModel` run by 1 thread, then by 4 (`thread_bench.py`), each run on its own input; calls on one "
     "compiled graph are serialised inside (RLX has one arena per graph and each run already uses its whole pool), "
@@ -195,6 +205,7 @@ def _extra_tables(args: argparse.Namespace) -> list[tuple[str, str, str, str, st
         (args.no_blas, "blas_bench", "blas", "RLX on each BLAS provider"),
         (args.no_decode, "bench.decode", "decode", "LLM decode loop with a KV cache"),
         (args.no_cli_wall, "bench.cli_wall", "cli-wall", "fresh-process CLI wall time"),
+        (args.no_quantized, "bench.quantized", "quantized", "int8/int4 bundles against float"),
     ]
     titles = {
         "kernel_bench": ("RLX kernels alone vs PyTorch", KERNELS_NOTE),
@@ -204,6 +215,7 @@ def _extra_tables(args: argparse.Namespace) -> list[tuple[str, str, str, str, st
         "blas_bench": ("BLAS provider", BLAS_NOTE),
         "bench.decode": ("LLM decode: token by token with a KV cache", DECODE_NOTE),
         "bench.cli_wall": ("CLI wall time in a fresh process", CLI_WALL_NOTE),
+        "bench.quantized": ("Quantized: int8 and int4 against float", QUANTIZED_NOTE),
     }
     return [(module, tag, what, *titles[module]) for off, module, tag, what in every if not off]
 

@@ -117,8 +117,9 @@ def graph_statements(program: Program, names: RustNames) -> Statements:
     return out
 
 
-# Types rlx-ir exports at its root rather than from `rlx_ir::op` (number formats live in `number_format`).
-ROOT_TYPES = frozenset({"DType", "Shape", "FloatFormat", "FormatScaling"})
+# Types rlx-ir exports at its root rather than from `rlx_ir::op` (number formats live in `number_format`,
+# quantization schemes in `quant`).
+ROOT_TYPES = frozenset({"DType", "Shape", "FloatFormat", "FormatScaling", "QuantScheme"})
 
 
 def use_lines(types: set[str]) -> list[str]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,9 @@ from ..layout import REFERENCE, WEIGHTS
 from ..lower import registry
 from ..program import Program
 from ..progress import Progress
+from ..quantize import BLOCK, Scheme, check_scheme
 from ..torchir import TorchIR
+from ..verify.report import ParityReport
 from .dynamic import DynamicShapes, parse_dynamic_shapes
 from .export import export_program
 from .fallback import decompose_targets
@@ -68,11 +70,18 @@ def eval_mode(model: Any) -> Iterator[bool]:
         yield False
         return
     modes = [(m, m.training) for m in model.modules()]
-    try:
-        yield any(t for _, t in modes)
+    try:  # an exported GraphModule (a PT2E graph) holds only graphs, containers and torch.export's guard
+        yield any(t for m, t in modes if type(m) is not torch.nn.Module and not _exported_part(m))
     finally:
         for m, training in modes:
             m.training = training
+
+
+def _exported_part(module: Any) -> bool:
+    """A module torch.fx or torch.export made (a GraphModule, the guard function): its mode flag changes nothing."""
+    import torch
+
+    return isinstance(module, torch.fx.GraphModule) or type(module).__module__.startswith("torch.export")
 
 
 def with_fallback_reasons(err: UnsupportedOpsError, skipped: dict[str, str]) -> UnsupportedOpsError:
@@ -97,6 +106,10 @@ class FrontEnd:
     timeout: float | None
     rounds: int  # auto-decompose rounds (0: none)
     set_specs: list[Spec]
+    # torch-ir's `quantize` record (`frontend.quantize.dequantized_weights`), set on every capture so the
+    # lowering packs those weights ({}: a float conversion)
+    quantize: dict[str, Any] = field(default_factory=dict)
+    scheme: Scheme | None = None  # `--quantize`: the Linear weights' scheme (None: a float conversion)
 
     @classmethod
     def check(
@@ -112,15 +125,39 @@ class FrontEnd:
         timeout: float | None,
         rounds: int,
         set_specs: list[Spec],
+        quantize: tuple[str | None, int] = (None, BLOCK),
     ) -> FrontEnd:
-        """The inputs, name and dynamic shapes checked (InputError, DynamicShapeError) before anything runs."""
+        """The inputs, name, dynamic shapes and `quantize` (scheme, block size) checked (InputError,
+        DynamicShapeError, UnsupportedOpsError) before anything runs."""
+        scheme = None if quantize[0] is None else check_scheme(quantize[0], quantize[1])
         given = model_inputs(model, example_inputs, kwargs)
         pristine = given.cloned()
         name = check_name(name) if name is not None else _default_name(model)
         dynamic = parse_dynamic_shapes(model, dynamic_shapes, pristine)  # refused here, before export
-        return cls(model, pristine, name, dynamic, decomposition, strict, timeout, rounds, set_specs)
+        return cls(model, pristine, name, dynamic, decomposition, strict, timeout, rounds, set_specs, scheme=scheme)
 
     def run(self, stage: Path, prog: Progress, state: ModelState) -> tuple[TorchIR, Program, dict[str, str]]:
+        """`_run` with the chosen `Linear` weights dequantized in place (`frontend.quantize`; with `scheme`),
+        their float values given back after, error or not."""
+        from .quantize import dequantized_weights
+
+        with dequantized_weights(self.model, self.scheme) as self.quantize:
+            return self._run(stage, prog, state)
+
+    def add_accuracy_cost(
+        self, report: ParityReport, ir: TorchIR, stage: Path, prog: Progress, state: ModelState
+    ) -> None:
+        """A quantized conversion's accuracy cost, the float model against the quantized one on the example and
+        the input sets, into `report.quantization["accuracy_cost"]` (`frontend.quantize.accuracy_cost`)."""
+        from .quantize import accuracy_cost
+
+        if report.quantization:
+            with prog.phase("accuracy cost (float model)"):
+                report.quantization["accuracy_cost"] = accuracy_cost(
+                    self.model, ir, self.pristine, stage / REFERENCE, state
+                )
+
+    def _run(self, stage: Path, prog: Progress, state: ModelState) -> tuple[TorchIR, Program, dict[str, str]]:
         """Export, capture, lower (auto-decomposing) and write torch-ir.json, weights.safetensors and
         reference.safetensors into `stage`, every eager run from `state`. Returns the torch-ir, the program
         lowered from it and, per op auto-decomposition skipped, why. Raises UnsupportedOpsError before any
@@ -151,7 +188,7 @@ class FrontEnd:
 
         def recapture(auto_decomposed: list[str] | None = None) -> Any:
             extra = {} if auto_decomposed is None else {"auto_decomposed": auto_decomposed}
-            return capture(
+            found = capture(
                 ep,
                 pristine,
                 eager,
@@ -161,6 +198,8 @@ class FrontEnd:
                 requested=requested,
                 shape_log=shape_log,
             )
+            found.ir.quantize = self.quantize
+            return found
 
         with prog.phase("capture"):
             cap = recapture()

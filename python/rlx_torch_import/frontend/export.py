@@ -178,7 +178,8 @@ def export_program(
             f"module, parameter or buffer name(s) {', '.join(bad[:5])} are not valid Unicode (lone surrogates)",
             hint="rename them with text that is valid UTF-8",
         )
-    model.eval()
+    for sub in model.modules():  # eval() without calling it: an exported GraphModule (PT2E) forbids eval()
+        sub.training = False
     _library_pytrees()
     chatter = io.StringIO()  # torch prints graph dumps while failing; our error says it once
     try:

@@ -89,6 +89,6 @@ def specialized_axes(
         warnings.warn(
             f"input {name!r} axis {axis} ({label}) was asked to be dynamic, but is static at size "
             f"{shape[axis]}: {reason}",
-            stacklevel=6,  # the caller of from_torch: <- capture <- FrontEnd.run's recapture <- run <- from_torch
+            stacklevel=7,  # the caller of from_torch: <- capture <- recapture <- FrontEnd._run <- run <- from_torch
         )
     return found

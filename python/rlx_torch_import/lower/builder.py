@@ -37,6 +37,11 @@ class Builder:
         self.nan_free_ids: set[str] = set()
         self.finite_ids: set[str] = set()
         self.compensated: dict[str, str] = {}  # raw node id -> the defect the layer corrects downstream
+        # integer values -> the float32 value they were cast from, equal element for element (quantization
+        # codes clamped into range before the cast): a cast back to float32 reuses it (`exact_float`)
+        self.float_views: dict[str, Value] = {}
+        # weight-only quantization (torch-ir `quantize`): the scheme ("int8"/"int4") and the weights it lists
+        self.quantized: tuple[str, frozenset[str]] = ("", frozenset())
 
     def _fresh(self) -> str:
         self._counter += 1
@@ -184,6 +189,8 @@ class Builder:
         does), a cast from one only relabels."""
         if x.dtype == dtype:
             return x
+        if dtype == "float32" and x.id in self.float_views:
+            return self.float_views[x.id]
         if (dtype in HALF_DTYPES and x.dtype in ("float32", "float64")) or (dtype, x.dtype) == ("bfloat16", "float16"):
             return self.round_to(x, dtype)
         if compute_rlx(x.dtype) == compute_rlx(dtype):
@@ -194,6 +201,26 @@ class Builder:
         if x.dtype not in FLOAT_DTYPES:
             self.nan_free_ids.add(y.id)
             self.finite_ids.add(y.id)
+        return y
+
+    def is_param(self, v: Value) -> bool:
+        """Whether `v` is a stored parameter (a weight or buffer) of the program."""
+        return any(p.name == v.id for p in self.program.params)
+
+    def derived_param(self, base: str, recipe: Any, dims: tuple[int, ...], dtype: str = "float32") -> Value:
+        """A parameter of `dtype` computed once at conversion by `recipe` (a `Program.derived_params` entry;
+        the bundle writer computes it, `weights.materialize`); one per distinct recipe."""
+        from .passes._common import claim_param
+
+        params = {p.name: p for p in self.program.params}
+        return Value(claim_param(self.program, params, base, recipe, dims, compute_rlx(dtype)), dims, dtype)
+
+    def exact_cast(self, x: Value, dtype: str) -> Value:
+        """`cast(x, dtype)` for a float32 `x` whose elements the integer `dtype` holds exactly (integral and in
+        range, e.g. clamped quantization codes): later casts of the result back to float32 reuse `x`."""
+        y = self.cast(x, dtype)
+        if x.dtype == "float32" and y.id != x.id:
+            self.float_views[y.id] = x
         return y
 
     def round_to(self, x: Value, dtype: str) -> Value:

@@ -20,6 +20,7 @@ NAMES = (
     "norm",
     "pool",
     "prims",
+    "quantized",
     "reduce",
     "rnn",
     "scalars",

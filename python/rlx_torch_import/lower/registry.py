@@ -80,6 +80,8 @@ def _schema(target: str) -> tuple[list[str], dict[str, Any]]:
     import torch
 
     ns, packet, overload = target.split(".", 2) if target.count(".") >= 2 else ("aten", target, "default")
+    if ns == "quantized_decomposed":  # defined by importing torch's module (the PT2E flow has imported it)
+        import torch.ao.quantization.fx._decomposed
     op = getattr(getattr(getattr(torch.ops, ns), packet), overload)
     names, defaults = [], {}
     for arg in op._schema.arguments:
@@ -98,8 +100,30 @@ def _plain_default(value: Any) -> Any:
     return None
 
 
+def unlowered_quantization(target: str) -> str | None:
+    """Why a PyTorch quantization op without a lowering cannot run, naming its scheme (None for other ops)."""
+    if not target.startswith("quantized_decomposed."):
+        return None
+    packet = target.split(".")[1]
+    scheme = next((s for key, s in _QUANT_SCHEMES.items() if key in packet), packet)
+    return (
+        f"quantization scheme {scheme} ({packet}) is not supported: the lowered schemes are per-tensor and "
+        "per-channel int8/uint8/int16 with dynamic per-tensor parameters (lower/ops/quantized.py)"
+    )
+
+
+_QUANT_SCHEMES = {
+    "per_channel_group": "per-channel-group (grouped int4/int8 weights)",
+    "per_token": "per-token (dynamic per-row activations)",
+    "affine_quantized": "affine (torchao tensor subclass)",
+    "fake_quant": "fake-quantize (QAT)",
+}
+
+
 def make_call(node: Any, values: dict[str, Value]) -> Call:
-    names, defaults = _schema(node.target) if node.target.startswith(("aten.", "prims.")) else ([], {})
+    names, defaults = (
+        _schema(node.target) if node.target.startswith(("aten.", "prims.", "quantized_decomposed.")) else ([], {})
+    )
     return Call(node, values, names, defaults)
 
 
@@ -125,7 +149,7 @@ def _check_calls(ir: TorchIR) -> list[Unsupported]:
     for node in ir.nodes:
         lowering = REGISTRY.get(node.target)
         if lowering is None:
-            report(node.target, "no lowering for this op overload")
+            report(node.target, unlowered_quantization(node.target) or "no lowering for this op overload")
             continue
         bad = [o for o in node.outputs if o.dtype != "none" and not is_supported(o.dtype)]
         if bad:
@@ -248,6 +272,8 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, sha
         name=ir.name, size_dependent=_size_dependent(ir), size_bounds=_size_bounds(ir), dynamic_axes=_dynamic_axes(ir)
     )
     builder = Builder(program, share_scalars=share_scalars)
+    if ir.quantize:
+        builder.quantized = (ir.quantize["scheme"], frozenset(ir.quantize["weights"]))
     values = _declare_inputs(ir, program, builder)
     for node in ir.nodes:
         call = make_call(node, values)
@@ -277,7 +303,7 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, sha
     if optimize:
         from .passes import optimize as run_passes
 
-        program.rewrites = run_passes(program)
+        program.rewrites = run_passes(program, ir.quantize)
     protect_outputs(program)  # after the passes, which may make an output a Transpose
     return program
 

@@ -67,6 +67,7 @@ def specialize(ir: TorchIR, values: dict[str, int]) -> TorchIR:
         dropped=ir.dropped,
         control_flow=ir.control_flow,
         input_sets=ir.input_sets,
+        quantize=ir.quantize,
         origin=ir.origin,
         symbolic_shapes=ir.value_shapes(),
         bound_symbols=list(ir.symbols),

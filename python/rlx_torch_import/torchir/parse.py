@@ -13,6 +13,7 @@ from .. import jsondoc
 from ..errors import InputError, RtiError, TorchIRError
 from ..layout import TORCH_IR
 from ..limits import check_dtype, check_tensor_size, is_dim, short
+from ..quantize import parse_record
 from ..symbolic import Dim, Symbol, evaluate_shape, free_symbols
 from .schema import (
     ARG_TAGS,
@@ -322,6 +323,7 @@ def parse(doc: Any, source: str = TORCH_IR) -> TorchIR:
         dropped=_records(doc, "dropped", source, {"node": str, "target": str, "check": str, "reason": str}),
         control_flow=_records(doc, "control_flow", source, {"node": str, "kind": str, "how": str}),
         input_sets=extras["input_sets"],
+        quantize=parse_record(doc.get("quantize"), source),
         origin=source,
     )
     _check_declared_sizes(ir, symbols, extras["sweep"], source)

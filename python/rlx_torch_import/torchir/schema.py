@@ -144,6 +144,9 @@ class TorchIR:
     # (Python-value outputs eager PyTorch gave)}; their inputs and eager outputs are
     # `set.<k>.input.<name>` / `set.<k>.output.<name>` in reference.safetensors.
     input_sets: list[dict[str, Any]] = field(default_factory=list)
+    # Weight-only quantization (`--quantize`; `quantize.parse_record`): {} none, else {"scheme", "rlx",
+    # "block", "weights" (keys stored quantized in the bundle), "kept_float" ({"weight", "reason"})}.
+    quantize: dict[str, Any] = field(default_factory=dict)
     # Set by `bind` on the program it returns (never written to the file): the symbolic
     # program's value shapes, its symbols, and the binding.
     symbolic_shapes: dict[str, list[Dim]] = field(default_factory=dict)
@@ -161,6 +164,8 @@ class TorchIR:
         doc = {"format": FORMAT, "version": VERSION, **asdict(self)}
         for transient in ("symbolic_shapes", "bound_symbols", "binding", "origin"):
             del doc[transient]
+        if not doc["quantize"]:  # a float conversion's file is as it was before the field existed
+            del doc["quantize"]
         for spec in [*doc["inputs"], *(o for node in doc["nodes"] for o in node["outputs"])]:
             if not spec["path"]:
                 del spec["path"]

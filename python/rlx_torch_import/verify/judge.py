@@ -93,3 +93,16 @@ class Judge:
             except Exception as e:  # the judge is extra evidence: without it the scale budget decides
                 self._points[prefix] = ({}, f"the float64 run failed ({type(e).__name__}: {str(e)[:120]})")
         return self._points[prefix]
+
+    def codes(self, prefix: str, binding: dict[str, int] | None = None) -> tuple[dict[str, np.ndarray], str]:
+        """PyTorch's outputs with RLX's quantization codes fed (`verify/codes.py`) at the point `prefix`, and a
+        note (or why there are none)."""
+        key = f"codes:{prefix}"
+        if key not in self._points:
+            from .codes import code_fed_outputs
+
+            try:
+                self._points[key] = code_fed_outputs(self.conversion, prefix, binding)
+            except Exception as e:  # extra evidence only: without it the budgets decide
+                self._points[key] = ({}, f"the code-fed run failed ({type(e).__name__}: {str(e)[:120]})")
+        return self._points[key]

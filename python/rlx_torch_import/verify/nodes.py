@@ -136,7 +136,7 @@ def _run_debug(
     try:
         model = _core.CompiledModel(_core.program_to_hir_json(program.to_core_json()), device)
         for p in program.params:
-            _bind(model, p.name, weights[p.name])
+            _bind(model, p.name, weights[p.name] if p.name in weights else _derived(program, p.name, weights))
         raw = model.run(args)
     except _core.DeviceError as e:
         raise DeviceError(f"per-node values on {device}: {e}") from None
@@ -147,6 +147,15 @@ def _run_debug(
         carried = dtype in NARROW_DTYPES or dtype in ("float16", "bfloat16")  # as `lower` casts them out
         found[name] = from_carrier(data, dims, dtype, "float32" if carried else dtype)
     return found
+
+
+def _derived(program: Program, name: str, weights: dict[str, Any]) -> Any:
+    """A parameter the lowering computes from stored ones (a PT2E weight dequantized once), as a RawTensor."""
+    from ..safetensors_io import RawTensor
+    from ..weights import materialize
+
+    dtype, array = materialize(program, name, weights)
+    return RawTensor(dtype, tuple(array.shape), memoryview(np.ascontiguousarray(array).tobytes()))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from html import escape
 
 from .compare import OutputParity
 from .plot import EPSILON, error_plot_svg
+from .render_md import quantization_line
 from .report import InputSetRow, NodeError, ParityReport, SweepRow
 
 _STYLE = """
@@ -155,6 +156,32 @@ def _input_sets_section(report: ParityReport) -> str:
     return "<h2>Extra input sets</h2>\n" + _table(head, rows)
 
 
+def _quantization_section(report: ParityReport) -> str:
+    """Weight-only quantization: the summary line, the weights kept float, the accuracy cost vs the float model."""
+    q = report.quantization
+    if not q:
+        return ""
+    kept = [_tr([_td(k["weight"]), _td(k["reason"], wrap=True)]) for k in q["kept_float"]]
+    cost = [
+        _tr(
+            [
+                _td(c["point"]),
+                _td(c["output"]),
+                _td(_g(c["max_abs_error"]), True),
+                _td(f"{c['cosine']:.6f}", True),
+                _td(c.get("top1_agreement", "-"), True),
+            ]
+        )
+        for c in q["accuracy_cost"]
+    ]
+    return (
+        f"<h2>Quantization</h2>\n<p>{escape(quantization_line(q))}; verified against eager PyTorch on the dequantized "
+        "weights.</p>\n"
+        + (_table(["kept float", "why"], kept) if kept else "")
+        + (_table(["input", "output", "max abs vs float", "cosine", "top-1 agreement"], cost) if cost else "")
+    )
+
+
 def _error_cells(err: NodeError | None, note: str) -> list[str]:
     if err is None:
         return [f'<td colspan="6" class="note wrap">{escape(note or "no RLX value")}</td>']
@@ -293,6 +320,7 @@ def report_html(report: ParityReport) -> str:
         + (_outputs_table(report.outputs) if report.outputs else "<p>No output was compared.</p>\n")
         + _sweep_section(report)
         + _input_sets_section(report)
+        + _quantization_section(report)
         + _divergence_section(report)
         + _plot_section(report)
         + _nodes_section(report)

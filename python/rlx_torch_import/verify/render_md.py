@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .compare import OutputParity
@@ -67,6 +67,46 @@ def markdown(report: ParityReport) -> str:
         + _sweep_markdown(report)
         + _input_sets_markdown(report)
         + _nodes_markdown(report)
+        + _quantization_markdown(report.quantization)
+    )
+
+
+def quantization_line(q: dict[str, Any]) -> str:
+    """One line on a quantized conversion: scheme, weights packed and kept float, bundle weight bytes."""
+    return (
+        f"weight-only {q['scheme']} ({q['rlx_scheme']}, blocks of {q['block']}): {len(q['quantized'])} weight(s) "
+        f"packed, {len(q['kept_float'])} kept float; bundle weights {q['bundle_weight_bytes']} bytes vs "
+        f"{q['float_weight_bytes']} float ({q['ratio']:.3f}x)"
+    )
+
+
+def _quantization_markdown(q: dict[str, Any]) -> str:
+    """The quantization section: what was packed and kept float (why), and the accuracy cost against the
+    float model (eager PyTorch on the original weights vs on the dequantized ones)."""
+    if not q:
+        return ""
+    packed = "".join(
+        f"| `{_md(r['weight'])}` | {r['dims'][0]}x{r['dims'][1]} | {r['float_bytes']} | {r['packed_bytes']} |\n"
+        for r in q["quantized"]
+    )
+    kept = "".join(f"- `{_md(k['weight'])}`: {_md(k['reason'])}\n" for k in q["kept_float"])
+    cost = "".join(
+        f"| {_md(c['point'])} | {_md(c['output'])} | {c['max_abs_error']:.3g} | {c['cosine']:.6f} | "
+        f"{c['top1_agreement'] if 'top1_agreement' in c else '-'} |\n"
+        for c in q["accuracy_cost"]
+    )
+    return (
+        f"\n## Quantization\n\n{_md(quantization_line(q))}. Verification above is against eager PyTorch on the "
+        "dequantized weights (the quantized model's exact reference).\n\n"
+        "| weight | n x k | float bytes | packed bytes |\n|---|---|---|---|\n"
+        + packed
+        + (f"\nKept float:\n\n{kept}" if kept else "")
+        + (
+            "\nAccuracy cost against the float model (eager PyTorch, original weights vs dequantized):\n\n"
+            "| input | output | max abs error | cosine | top-1 agreement |\n|---|---|---|---|---|\n" + cost
+            if cost
+            else ""
+        )
     )
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 from .compare import OutputParity
-from .render_md import one_line
+from .render_md import one_line, quantization_line
 
 
 @dataclass
@@ -142,6 +142,8 @@ class ParityReport:
     drift: str = ""
     # Extra input sets verified beside the example (`verify_inputs`), one row each.
     input_sets: list[InputSetRow] = field(default_factory=list)
+    # Weight-only quantization (`--quantize`; `quantize.summary`): {} for a float conversion.
+    quantization: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         """report.json: every field, non-finite floats as strings ("inf", "nan")."""
@@ -182,6 +184,8 @@ class ParityReport:
             lines.append(f"  input sets: {passed}/{len(self.input_sets)} pass")
         lines += [f"  BAD input set {r.label}: {r.failures()}" for r in self.input_sets if not r.ok]
         lines += [f"  note on input set {r.label}: {n}" for r in self.input_sets for n in r.notes()]
+        if self.quantization:
+            lines.append(f"  {quantization_line(self.quantization)}")
         return "\n".join(lines)
 
     def markdown(self) -> str:

@@ -20,9 +20,11 @@ from ..conversion import Conversion
 from ..devices import check_device
 from ..errors import BundleError, InputError, RtiError
 from ..layout import TORCH_IR, output_key, report_stem, set_prefix, sweep_prefix
+from ..lower.ops.quantized import pt2e_note
 from ..outdir import write_texts
 from ..progress import Progress
 from ..symbolic import evaluate_shape, values_of
+from .codes import quantizes
 from .compare import OutputParity, compare_output
 from .judge import Judge
 from .report import InputSetRow, ParityReport, SweepRow
@@ -109,6 +111,7 @@ def _notes(ir: torchir.TorchIR) -> list[str]:
         ]
     notes += [f"{c['kind']} (node {c['node']}): {c['how']}" for c in ir.control_flow]
     notes += [f"dropped {d['target']} (node {d['node']}, {d['check']}): {d['reason']}" for d in ir.dropped]
+    notes += [pt2e] if (pt2e := pt2e_note(ir.nodes)) else []
     if not ir.outputs:
         notes.append(
             "forward returns no tensor: RLX computes nothing; its outputs are Python values (constants, and sizes "
@@ -200,8 +203,27 @@ def _compare_outputs(
                 wide.get(spec.name),
                 no_judge=why or "PyTorch's float64 run gives no float value for it",
             )
+        if not row.ok and quantizes(ir):
+            row = _code_fed(row, spec.name, actual, dtype, expected.dtype, judge.codes(prefix, binding))
         found.append(row)
     return found
+
+
+def _code_fed(
+    row: OutputParity, name: str, actual: np.ndarray, dtype: str, expected_dtype: str, fed: tuple[dict[str, Any], str]
+) -> OutputParity:
+    """A quantized graph's failing output judged against PyTorch's graph fed RLX's codes (`verify/codes.py`):
+    that row, noted, where it passes; else `row` with why not."""
+    values, note = fed
+    if name in values:
+        again = compare_output(name, actual, values[name], dtype, expected_dtype)
+        if again.ok:
+            note += f" (against PyTorch itself: max abs error {row.max_abs_error:.3g})"
+            again.judged_by, again.notes = "quantization codes", [*again.notes, note]
+            return again
+        note = f"{note}; it still differs from that"
+    row.notes.append(f"code-fed reference: {note}")
+    return row
 
 
 def _compare_values(

@@ -89,7 +89,9 @@ def _call(node: Node, env: dict[str, Any], float64: bool = False) -> list[Any]:
 
     args = [_decode(a, env, float64) for a in node.args]
     kwargs = {k: _decode(v, env, float64) for k, v in node.kwargs.items()}
-    if node.target.startswith(("aten.", "prims.")):
+    if node.target.startswith(("aten.", "prims.", "quantized_decomposed.")):
+        if node.target.startswith("quantized_decomposed."):  # the PT2E ops: defined by importing torch's module
+            import torch.ao.quantization.fx._decomposed
         ns, packet, overload = node.target.split(".", 2)
         op = getattr(getattr(getattr(torch.ops, ns), packet), overload)
         result = op(*args, **kwargs)
@@ -116,7 +118,11 @@ def _call(node: Node, env: dict[str, Any], float64: bool = False) -> list[Any]:
 
 
 def torch_values(
-    ir: TorchIR, inputs: dict[str, Any], weights: dict[str, Any], *, float64: bool = False
+    ir: TorchIR,
+    inputs: dict[str, Any],
+    weights: dict[str, Any],
+    *,
+    float64: bool = False,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Every tensor value of a (static or bound) program, computed by PyTorch from `inputs` (input
     name -> tensor) and `weights` (state_dict key -> tensor). Returns the values and, per node PyTorch

@@ -1,4 +1,5 @@
-"""Embedding lookup as a Gather on the table's first axis; embedding bags as masked matmul / max."""
+"""Embedding lookup as a Gather on the table's first axis (a table quantized at conversion: a gather of its
+packed codes and scales, dequantized after); embedding bags as masked matmul / max."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import math
 import numpy as np
 
 from ...dtypes import F32_EXACT
+from ...program import QuantizedTable
+from ...quantize import BLOCK, SCHEMES, WORD_BYTES, table_words
 from ..builder import Builder
 from ..call import Call, Value
 from ..registry import lowers
@@ -16,7 +19,51 @@ from ..registry import lowers
 def embedding(b: Builder, call: Call) -> Value:
     """weight[indices] (padding_idx only matters for training)."""
     w, idx = call.tensor("weight"), call.tensor("indices")
+    scheme, listed = b.quantized
+    if w.id in listed and b.is_param(w) and w.dtype == "float32" and w.rank == 2 and w.dims[1] % BLOCK == 0:
+        return _quantized_rows(b, w, idx, scheme, call.out_dims)
     return b.emit({"Gather": {"axis": 0}}, [w, idx], call.out_dims, w.dtype)
+
+
+def _quantized_rows(b: Builder, w: Value, idx: Value, scheme_name: str, out_dims: tuple[int, ...]) -> Value:
+    """The rows of a table quantized at conversion (`--quantize`; `quantize.table_parts`): gather the rows'
+    int64 words of code bytes and their block scales (stored float16, bound widened to float32: exact), take
+    the bytes out of each word by floor division by 256 (exact int64; RLX's division truncates, so a negative
+    remainder borrows 256), then codes * scale in float32, the values `quantize.dequantize` gives (the
+    reference's). Output: float32 [*idx.dims, D]."""
+    scheme = SCHEMES[scheme_name]
+    (rows, dim), lead, blocks = w.dims, idx.dims, w.dims[1] // BLOCK
+    words = table_words(dim, scheme)
+    word_table = b.derived_param(
+        f"{w.id}.{scheme.rlx}.words", QuantizedTable(w.id, scheme.rlx, "words", (rows, dim)), (rows, words), "int64"
+    )
+    scale_table = b.derived_param(
+        f"{w.id}.{scheme.rlx}.scales", QuantizedTable(w.id, scheme.rlx, "scales", (rows, dim)), (rows, blocks)
+    )
+    picked = b.emit({"Gather": {"axis": 0}}, [word_table, idx], (*lead, words), "int64")
+    scales = b.emit({"Gather": {"axis": 0}}, [scale_table, idx], (*lead, blocks), "float32")
+    base, zero, rest, parts = b.const(256, "int64"), b.const(0, "int64"), picked, []
+    for _ in range(WORD_BYTES):  # little end first
+        high = b.binary("Div", rest, base)
+        low = b.binary("Sub", rest, b.binary("Mul", high, base))  # in (-256, 256), the sign of rest
+        borrow = b.cast(b.compare("Lt", low, zero), "int64")
+        parts.append(b.reshape(b.binary("Add", low, b.binary("Mul", borrow, base)), (*lead, words, 1)))
+        rest = b.binary("Sub", high, borrow)
+    stream = b.emit({"Concat": {"axis": len(lead) + 1}}, parts, (*lead, words, WORD_BYTES), "int64")
+    row_bytes = dim if scheme.bits == 8 else dim // 2
+    code_bytes = b.cast(b.narrow(b.reshape(stream, (*lead, words * WORD_BYTES)), len(lead), 0, row_bytes), "float32")
+    if scheme.bits == 8:
+        codes = b.reshape(b.binary("Sub", code_bytes, b.const(128.0, "float32")), (*lead, blocks, BLOCK))
+    else:  # Q4_0 bytes: element i of a block in the low nibble of byte i, element i + 16 in the high one
+        packed = b.reshape(code_bytes, (*lead, blocks, BLOCK // 2))
+        high_nibble = b.unary("Floor", b.binary("Mul", packed, b.const(1 / 16, "float32")))
+        low_nibble = b.binary("Sub", packed, b.binary("Mul", high_nibble, b.const(16.0, "float32")))
+        nibbles = b.emit(
+            {"Concat": {"axis": len(lead) + 1}}, [low_nibble, high_nibble], (*lead, blocks, BLOCK), "float32"
+        )
+        codes = b.binary("Sub", nibbles, b.const(8.0, "float32"))
+    values = b.binary("Mul", codes, b.reshape(scales, (*lead, blocks, 1)))
+    return b.reshape(values, out_dims)
 
 
 # ── embedding bags ───────────────────────────────────────────────────────

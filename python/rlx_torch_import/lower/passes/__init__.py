@@ -1,7 +1,8 @@
 """Conversion-time rewrites of the lowered program: work done once here is not done on every run.
 
 One module per pass (`layouts.py`, `batch_norm.py`, `rotary.py`, `rms_norm.py`, `constants.py`,
-`broadcasts.py`, `grouped_attention.py`, `dead.py`; shared helpers in `_common.py`); `optimize` runs them in order.
+`broadcasts.py`, `grouped_attention.py`, `quantize_weights.py`, `dead.py`; shared helpers in `_common.py`);
+`optimize` runs them in order.
 
 Each pass keeps the numbers RLX computes exactly as they were:
 
@@ -21,6 +22,8 @@ Each pass keeps the numbers RLX computes exactly as they were:
 - `share_kv_heads`: grouped-query attention over repeated KV heads (`repeat_kv`) runs
   with the `rep` query heads of each KV head stacked on the query axis, reading the KV head
   itself: no copy of the KV cache per layer and step (`grouped_attention.py`).
+- `quantize_weights`: a `Linear` whose weight the conversion quantized (`--quantize`) runs on
+  RLX's `DequantMatMul` over the packed blocks (`quantize_weights.py`).
 - `remove_dead`: nodes and parameters nothing reads any more are dropped.
 
 `Builder.known` uses `evaluate` during lowering, so a lowering can specialize on a
@@ -30,6 +33,8 @@ RLX's fused causal attention).
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...program import Program
 from .batch_norm import fold_batch_norm
 from .broadcasts import broadcast_channel_params, flatten_trailing_broadcasts
@@ -37,12 +42,14 @@ from .constants import fold_constants
 from .dead import remove_dead
 from .grouped_attention import share_kv_heads
 from .layouts import fold_param_layouts
+from .quantize_weights import quantize_weights
 from .rms_norm import fold_rms_norm
 from .rotary import fold_rotary
 
 
-def optimize(program: Program) -> dict[str, int]:
-    """Run every pass; returns what each changed (for the report and the benchmark)."""
+def optimize(program: Program, quantize: dict[str, Any] | None = None) -> dict[str, int]:
+    """Run every pass; returns what each changed (for the report and the benchmark). `quantize`: torch-ir's
+    record of the weights the conversion quantized (`quantize_weights`; None or {}: none)."""
     stats = {"param_layouts_folded": fold_param_layouts(program)}
     stats["batch_norms_folded"] = fold_batch_norm(program)
     stats["rotary_embeddings_on_rope"] = fold_rotary(program)
@@ -51,5 +58,7 @@ def optimize(program: Program) -> dict[str, int]:
     stats["channel_params_broadcast"] = broadcast_channel_params(program)
     stats["broadcasts_flattened"] = flatten_trailing_broadcasts(program)
     stats["kv_heads_shared"] = share_kv_heads(program)
+    if quantize:
+        stats["linears_quantized"] = quantize_weights(program, quantize)
     stats["dead_nodes_removed"] = remove_dead(program)
     return stats

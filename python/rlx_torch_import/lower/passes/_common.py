@@ -51,10 +51,12 @@ def scalar_constant(v: str, by_id: dict[str, RlxNode]) -> float | None:
     return float(np.frombuffer(bytes(node.op["Constant"]["data"]), dtype="<f4")[0])
 
 
-def claim_param(program: Program, params: dict[str, ValueDecl], base: str, recipe: Any, dims: tuple[int, ...]) -> str:
-    """The float32 parameter computed by `recipe` (a `derived_params` entry, `dims` its shape): an
-    existing one with the same recipe, else a new one named `base` (`base_2`, ... when that name
-    holds another)."""
+def claim_param(
+    program: Program, params: dict[str, ValueDecl], base: str, recipe: Any, dims: tuple[int, ...], dtype: str = "F32"
+) -> str:
+    """The parameter computed by `recipe` (a `derived_params` entry, `dims` its shape, `dtype` its RLX
+    dtype): an existing one with the same recipe, else a new one named `base` (`base_2`, ... when that
+    name holds another)."""
     name, n = base, 1
     while name in params or name in program.derived_params:
         if program.derived_params.get(name) == recipe:
@@ -62,6 +64,6 @@ def claim_param(program: Program, params: dict[str, ValueDecl], base: str, recip
         n += 1
         name = f"{base}_{n}"
     program.derived_params[name] = recipe
-    params[name] = ValueDecl(name, dims, "F32")
+    params[name] = ValueDecl(name, dims, dtype)
     program.params.append(params[name])
     return name

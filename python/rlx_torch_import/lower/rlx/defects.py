@@ -262,6 +262,17 @@ DEFECTS: tuple[Defect, ...] = (
         probes.matmul_int,
     ),
     Defect(
+        "qmatmul-requant",
+        "QMatMul/QConv2d requantize an exact int32 accumulator with one float32 multiplier; torch's PT2E graph "
+        "rounds the float32 product of the dequantized operands, so some int8 codes differ by one step",
+        _SEEN,
+        "accepted: never emitted; a PT2E graph's dequantize -> linear/conv -> quantize runs in float32 as torch "
+        "computes it (lower/ops/quantized.py), and the report says so",
+        hits.kind_is("QMatMul", "QConv2d"),
+        probes.qmatmul_requant,
+        accepted=True,
+    ),
+    Defect(
         "conv-f64",
         "Conv on F64 or integer data reads it as f32",
         _SEEN,

@@ -66,6 +66,21 @@ def log1p(b: Builder, x: Value) -> Value:
     return b.emit("Where", [b.compare("Eq", d, b.const(0.0, x.dtype)), x, r], x.dims, x.dtype)
 
 
+# 1.5 * 2**23: adding it to a float32 of magnitude below 2**22 leaves no fraction bits, so the sum is rounded
+# to an integer by IEEE addition itself (half to even); subtracting it again is exact.
+_ROUNDING_MAGIC = 12582912.0
+ROUND_SMALL_LIMIT = 2**22
+
+
+def round_small(b: Builder, x: Value) -> Value:
+    """float32 x rounded half to even, exact where |x| < ROUND_SMALL_LIMIT (2**22), by two IEEE additions
+    instead of RLX's Round (which the workaround layer rebuilds from Floor, `round-fold`). Beyond the limit
+    the result keeps x's sign and is at least 2**21 in magnitude (callers clamp to a narrower range:
+    quantization codes); NaN and infinities pass through."""
+    magic = b.const(_ROUNDING_MAGIC, "float32")
+    return b.binary("Sub", b.binary("Add", x, magic, "float32"), magic, "float32")
+
+
 def is_nan(b: Builder, x: Value) -> Value:
     """x != x (bool). float64 is tested after a cast to float32 (NaN stays NaN; RLX's F64 Compare is wrong)."""
     if compute_rlx(x.dtype) == "F64":

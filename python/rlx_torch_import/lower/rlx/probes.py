@@ -449,3 +449,33 @@ def zero_size_output() -> str | None:
         lambda: same({"Binary": "Add"}, [(f64, "F64"), (f64, "F64")], f64, "F64"),
         lambda: same({"Binary": "Add"}, [(i64, "I64"), (i64, "I64")], i64, "I64"),
     )
+
+
+def _pt2e_requantize(
+    x: np.ndarray, x_scale: float, x_zp: int, w: np.ndarray, w_scale: float, out: tuple[float, int]
+) -> np.ndarray:
+    """What a PT2E graph computes for dequantize -> matmul -> quantize (torch's `_decomposed.py`): the
+    float32 product of the dequantized operands, requantized to int8 codes."""
+    xd = (x.astype(np.float32) - np.float32(x_zp)) * np.float32(x_scale)
+    wd = w.astype(np.float32) * np.float32(w_scale)
+    y = xd @ wd
+    return np.clip(np.rint(y * np.float32(1.0 / out[0])) + out[1], -128, 127).astype(np.int8)
+
+
+def qmatmul_requant() -> str | None:
+    """QMatMul/QConv2d against torch's quantized graph (int8 codes equal, bit for bit). QConv2d shares
+    QMatMul's requantization (`acc * mult` rounded); a 1x1 convolution is this matmul."""
+    rng = np.random.default_rng(3)
+    m, k, n = 64, 512, 96
+    x_scale, x_zp, w_scale, out_scale, out_zp = 0.02, 3, 0.01, 0.05, -5
+    x = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    w = rng.integers(-127, 128, (k, n)).astype(np.int8)
+    mult = float(np.float32(x_scale * w_scale / out_scale))
+    op = {"QMatMul": {"x_zp": x_zp, "w_zp": 0, "out_zp": out_zp, "mult": mult}}
+    try:
+        got = run_raw(op, [(x, "I8"), (w, "I8"), (np.zeros(n, np.int32), "I32")], (m, n), "I8")
+    except RuntimeError as e:
+        return f"RLX failed: {str(e).splitlines()[0][:160]}"
+    want = _pt2e_requantize(x, x_scale, x_zp, w, w_scale, (out_scale, out_zp))
+    wrong = int((got != want).sum())
+    return None if wrong == 0 else f"{wrong} of {want.size} int8 codes differ by one step from torch's quantized graph"

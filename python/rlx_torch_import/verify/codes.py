@@ -1,0 +1,112 @@
+"""The code-fed reference of a quantized graph: where RLX's quantization codes differ from PyTorch's by one step.
+
+A PT2E graph rounds float32 values to integer codes (`quantized_decomposed.quantize_*`). Where PyTorch's
+float input to a quantize sits on a rounding boundary, the last-bit difference any float32 op may have
+(another summation order in a convolution) moves the code by one step, and everything after it moves by
+that step's effect, beyond the output's float budget. Such an output is judged against PyTorch's graph
+fed RLX's codes instead (the graph run in order, RLX's codes taken at each quantize), when every code
+that differs is off by exactly one step and its float32 input is within that value's float budget of
+PyTorch's (computed from RLX's codes upstream): then all the difference is those boundary roundings, and
+the rest of the graph must match within the normal budgets.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .. import torchir
+from ..conversion import Conversion
+from ..layout import input_key
+from ..torchir import Node
+from .budgets import budget_for
+
+QUANTIZE = (
+    "quantized_decomposed.quantize_per_tensor.default",
+    "quantized_decomposed.quantize_per_tensor.tensor",
+    "quantized_decomposed.quantize_per_channel.default",
+)
+
+
+def quantizes(ir: torchir.TorchIR) -> bool:
+    """Whether the graph rounds values to quantization codes."""
+    return any(n.target in QUANTIZE for n in ir.nodes)
+
+
+def _flips(node: Node, ours: np.ndarray, env: dict[str, Any], x_rlx: np.ndarray) -> tuple[int, str]:
+    """(codes of quantize `node` RLX gives that differ from PyTorch's, why they are not boundary roundings or
+    ""); `env` holds PyTorch's values computed from RLX's codes upstream, `x_rlx` RLX's float input."""
+    theirs = env[node.outputs[0].name].numpy().astype(np.int64)
+    ours = ours.astype(np.int64).reshape(theirs.shape)
+    differ = ours != theirs
+    if not differ.any():
+        return 0, ""
+    if np.abs(ours - theirs).max() > 1:
+        return int(differ.sum()), f"codes of {node.name} differ by more than one step"
+    x_torch = env[node.args[0]["tensor"]].double().numpy()
+    budget = budget_for("float32")
+    allowed = budget.atol + budget.rtol * float(np.abs(x_torch).max())
+    if np.abs(x_rlx.astype(np.float64).reshape(x_torch.shape) - x_torch)[differ].max() > allowed:
+        return int(differ.sum()), f"the float input of {node.name} is off by more than its budget where codes differ"
+    return int(differ.sum()), ""
+
+
+def code_fed_outputs(
+    conv: Conversion, prefix: str, binding: dict[str, int] | None
+) -> tuple[dict[str, np.ndarray], str]:
+    """(output name -> PyTorch's value with RLX's codes fed at each quantize, a note) at the point whose
+    reference keys start `prefix`; ({}, why not) where a differing code is not a boundary rounding.
+
+    PyTorch runs the graph in order; at each quantize whose codes differ from RLX's, the difference is checked
+    against PyTorch's input as computed from RLX's codes upstream, and RLX's codes go on from there."""
+    import torch
+
+    from .nodes import _run_debug
+    from .torch_values import _call, to_torch
+
+    ir = conv.ir
+    if ir.is_dynamic:
+        ir = torchir.specialize(ir, binding or {})
+    raw = {s.name: conv.reference[input_key(s.name, prefix)] for s in ir.inputs}
+    feed = {k: v.to_numpy() for k, v in raw.items()}
+    rlx = {**feed, **_run_debug(ir, feed, conv.raw_weights)}
+    env: dict[str, Any] = {k: to_torch(v) for k, v in raw.items()}
+    weights = {k: to_torch(v) for k, v in conv.raw_weights.items()}
+    env.update({w.name: weights[w.key] for w in ir.weights})
+    flipped, nodes = 0, 0
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for node in ir.nodes:
+            if not node.outputs:
+                continue
+            for spec, value in zip(node.outputs, _call(node, env), strict=False):
+                if value is not None:
+                    env[spec.name] = value
+            if node.target not in QUANTIZE:
+                continue
+            out, source = node.outputs[0].name, node.args[0]["tensor"]
+            if out not in rlx or source not in rlx:
+                return {}, f"RLX has no value of {node.name}"
+            count, why = _flips(node, rlx[out], env, rlx[source])
+            if why:
+                return {}, why
+            if count:
+                flipped, nodes = flipped + count, nodes + 1
+                env[out] = to_torch_codes(rlx[out], env[out])
+    if not flipped:
+        return {}, "every quantization code equals PyTorch's"
+    note = (
+        f"{flipped} quantization code(s) at {nodes} quantize op(s) differ from PyTorch's by one step where the "
+        "float32 input lies on a rounding boundary (within its float budget); judged against PyTorch's graph fed "
+        "RLX's codes"
+    )
+    return {o.name: env[o.value].numpy() for o in ir.outputs if o.value in env}, note
+
+
+def to_torch_codes(values: np.ndarray, like: Any) -> Any:
+    """RLX's codes as a tensor of PyTorch's code dtype and shape."""
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(values)).to(like.dtype).reshape(like.shape)
