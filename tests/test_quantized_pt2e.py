@@ -177,3 +177,34 @@ def test_pt2e_conversion_builds_again(tmp_path: Path) -> None:
     again = rti.build(out)
     assert first.ok and again.ok, again.summary()
     assert again.outputs[0].max_abs_error == first.outputs[0].max_abs_error
+
+
+class _TiesThenLinear(nn.Module):
+    """Quantize values that sit exactly on rounding ties (x / scale = k + 0.5), then a float layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = torch.ops.quantized_decomposed.quantize_per_tensor(x, 0.25, 0, -128, 127, torch.int8)
+        return self.fc(torch.ops.quantized_decomposed.dequantize_per_tensor(q, 0.25, 0, -128, 127, torch.int8))
+
+
+def test_a_rounding_error_is_not_excused_as_a_boundary_flip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The code-fed judge excuses only codes that torch's own quantize gives for RLX's float input: a lowering
+    that rounded ties away from zero (not half to even) fails verification."""
+    from rlx_torch_import.lower.builder import Builder
+    from rlx_torch_import.lower.call import Value
+    from rlx_torch_import.lower.ops import quantized
+
+    def half_up(b: Builder, x: Value) -> Value:  # the wrong rounding, on purpose: floor(x + 0.5)
+        return b.unary("Floor", b.binary("Add", x, b.const(0.5, "float32"), "float32"))
+
+    torch.manual_seed(0)
+    x = (torch.randint(-40, 40, (3, 8)) + 0.5).float() * 0.25  # every element a tie
+    assert rti.from_torch(_TiesThenLinear(), (x,), tmp_path / "right").ok
+    monkeypatch.setattr(quantized.exact, "round_small", half_up)
+    report = rti.from_torch(_TiesThenLinear(), (x,), tmp_path / "wrong", per_node=False)
+    assert report.verified and not report.ok, report.summary()
+    assert any("gives other codes than RLX" in n for o in report.outputs for n in o.notes), report.summary()

@@ -37,7 +37,14 @@ def quantizes(ir: torchir.TorchIR) -> bool:
 
 def _flips(node: Node, ours: np.ndarray, env: dict[str, Any], x_rlx: np.ndarray) -> tuple[int, str]:
     """(codes of quantize `node` RLX gives that differ from PyTorch's, why they are not boundary roundings or
-    ""); `env` holds PyTorch's values computed from RLX's codes upstream, `x_rlx` RLX's float input."""
+    ""); `env` holds PyTorch's values computed from RLX's codes upstream, `x_rlx` RLX's float input. Codes that
+    differ must be one step off, RLX's float input within its budget of PyTorch's there, and all of RLX's
+    codes what torch's own quantize gives for RLX's input (so a rounding error of the lowering is never
+    excused: it would differ on the same input)."""
+    import torch
+
+    from .torch_values import _call
+
     theirs = env[node.outputs[0].name].numpy().astype(np.int64)
     ours = ours.astype(np.int64).reshape(theirs.shape)
     differ = ours != theirs
@@ -50,6 +57,13 @@ def _flips(node: Node, ours: np.ndarray, env: dict[str, Any], x_rlx: np.ndarray)
     allowed = budget.atol + budget.rtol * float(np.abs(x_torch).max())
     if np.abs(x_rlx.astype(np.float64).reshape(x_torch.shape) - x_torch)[differ].max() > allowed:
         return int(differ.sum()), f"the float input of {node.name} is off by more than its budget where codes differ"
+    source = node.args[0]["tensor"]
+    fed = {
+        **env,
+        source: torch.from_numpy(np.ascontiguousarray(x_rlx)).to(env[source].dtype).reshape(env[source].shape),
+    }
+    if not np.array_equal(_call(node, fed)[0].numpy().astype(np.int64), ours):
+        return int(differ.sum()), f"torch's {node.name} of RLX's own float input gives other codes than RLX"
     return int(differ.sum()), ""
 
 
