@@ -6,6 +6,7 @@ and exit 3 naming a scheme RLX cannot run."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -172,6 +173,9 @@ def test_a_scheme_rlx_cannot_run_is_exit_3_naming_it(tmp_path: Path) -> None:
     assert done.returncode == ExitCode.UNSUPPORTED, done.stderr
     assert "int8 (GgufQ8_0) in blocks of 64" in done.stderr and "blocks of 32" in done.stderr
     assert not (tmp_path / "b").exists()
+    done = subprocess.run([*args, "-q", "--quantize", "nf4"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == ExitCode.UNSUPPORTED and "'nf4'" in done.stderr, done.stderr  # as the API: exit 3
+    assert "adding-an-op" not in done.stderr  # a scheme, not a missing lowering
 
 
 def test_crate_runs_the_packed_weights_like_the_bundle(tmp_path: Path) -> None:
@@ -190,3 +194,36 @@ def test_crate_runs_the_packed_weights_like_the_bundle(tmp_path: Path) -> None:
     got = safetensors_io.read(saved)
     for key, expected in test_crate._bundle_outputs(out).items():
         assert got[f"output.{key}"].to_numpy().tobytes() == np.ascontiguousarray(expected).tobytes(), key
+
+
+def test_weights_the_f16_scale_cannot_hold_stay_float(tmp_path: Path) -> None:
+    """A weight whose block scale would overflow float16 (it would dequantize to inf/NaN) is kept float, with
+    the reason; the rest is packed and the model verifies."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 8), nn.ReLU(), nn.Linear(8, 32), nn.Linear(32, 4)).eval()
+    model[0].weight.data[0, 0] = 1e7  # int8's scale is |w| / 127: past float16's 65504
+    report = rti.from_torch(model, (torch.randn(4, 64),), tmp_path / "out", quantize="int8")
+    assert report.ok, report.summary()
+    kept = {k["weight"]: k["reason"] for k in report.quantization["kept_float"]}
+    assert "float16 block scale" in kept["0.weight"]
+    assert [r["weight"] for r in report.quantization["quantized"]] == ["3.weight"]
+    assert all(math.isfinite(c["max_abs_error"]) for c in report.quantization["accuracy_cost"])
+
+
+def test_half_precision_bytes_are_counted_as_stored(tmp_path: Path) -> None:
+    """A float16 model's weights stay float16 (not quantized) and the report counts their stored bytes."""
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 8)).half().eval()
+    report = rti.from_torch(model, (torch.randn(4, 64).half(),), tmp_path / "out", quantize="int8")
+    assert report.ok, report.summary()
+    q = report.quantization
+    assert q["quantized"] == [] and len(q["kept_float"]) == 2
+    assert q["bundle_weight_bytes"] == 2 * sum(p.numel() for p in model.parameters())
+    assert any("no weight was packed" in n for n in report.notes)
+
+
+def test_block_size_without_a_scheme_is_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(rti.InputError, match="quantize_block=64 without quantize"):
+        rti.from_torch(nn.Linear(32, 4), (torch.randn(2, 32),), tmp_path / "out", quantize_block=64)
+    with pytest.raises(rti.InputError, match="positive number"):
+        rti.from_torch(nn.Linear(32, 4), (torch.randn(2, 32),), tmp_path / "out", quantize="int8", quantize_block=0)
+    assert rti.from_torch(nn.Linear(32, 4).eval(), (torch.randn(2, 32),), tmp_path / "ok", quantize="INT8").ok

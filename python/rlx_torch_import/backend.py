@@ -98,7 +98,12 @@ def lower_write_verify(
     if conv.ir.quantize:
         from .quantize import summary
 
-        report.quantization = summary(program, conv.ir.quantize, {w.key for w in conv.ir.weights})
+        report.quantization = summary(program, conv.ir.quantize, {w.key: w.dtype for w in conv.ir.weights})
+        if not report.quantization["quantized"]:
+            report.notes.append(
+                f"quantize={conv.ir.quantize['scheme']}: no weight was packed (only float32 nn.Linear weights and "
+                "nn.Embedding tables whose inner dim is a multiple of 32 are; a PT2E graph is quantized already)"
+            )
     if verify and conv.has_reference:
         verify_bundle(report, conv, bundle_dir, prog, device, meta=meta)
     elif verify:

@@ -38,11 +38,12 @@ def add_quantize_args(p: argparse.ArgumentParser) -> None:
     """`--quantize {int8,int4}` and `--quantize-block N` (`api.from_torch`'s `quantize`, `quantize_block`)."""
     p.add_argument(
         "--quantize",
-        choices=("int8", "int4"),
-        help="weight-only quantization of a float model: every float32 nn.Linear weight whose in_features is a "
-        "multiple of 32 is stored packed in the bundle (int8: RLX GgufQ8_0, about 0.27x the float bytes; int4: "
-        "GgufQ4_0, about 0.14x) and runs on RLX's DequantMatMul; embeddings stay float. Verified against eager "
-        "PyTorch on the dequantized weights; the report adds the accuracy cost against the float model",
+        metavar="SCHEME",
+        help="weight-only quantization of a float model, SCHEME int8 or int4 (another exits 3 naming it): every "
+        "float32 nn.Linear weight whose in_features is a multiple of 32 is stored packed in the bundle (int8: RLX "
+        "GgufQ8_0, about 0.27x the float bytes; int4: GgufQ4_0, about 0.14x) and runs on RLX's DequantMatMul; "
+        "nn.Embedding tables in the same blocks, gathered as packed codes. Verified against eager PyTorch on the "
+        "dequantized weights; the report adds the accuracy cost against the float model",
     )
     p.add_argument(
         "--quantize-block",

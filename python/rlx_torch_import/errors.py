@@ -160,6 +160,9 @@ class UnsupportedOpsError(RtiError):
         lines = "\n".join(f"  - {i.line()}" for i in self.items)
         if self.decomposition == "onnx":  # the ONNX front end: RLX's importer decides (docs/onnx.md)
             hint = "see docs/onnx.md for what RLX's ONNX importer takes and the pre-pass rewrites"
+        elif all(i.target.startswith(("<quantize", "quantized_decomposed.")) for i in self.items):
+            # quantization schemes: neither decomposing nor a new lowering of an ATen op helps
+            hint = "see README.md, 'Quantized models', for the schemes RLX runs"
         elif self.decomposition == "core" or all(i.target.startswith("<") for i in self.items):
             # already Core ATen, or only non-op gaps (a weight's dtype): decomposing cannot help
             hint = "see docs/adding-an-op.md to add a lowering"

@@ -48,9 +48,14 @@ BY_RLX = {s.rlx: s for s in SCHEMES.values()}
 
 
 def check_scheme(name: str, block: int = BLOCK) -> Scheme:
-    """The scheme `name` in blocks of `block` elements, or UnsupportedOpsError (exit 3) naming the scheme
-    and why RLX cannot run it (an unknown name, a block size the GGUF layouts do not have)."""
-    scheme = SCHEMES.get(name)
+    """The scheme `name` (any case) in blocks of `block` elements, or UnsupportedOpsError (exit 3) naming the
+    scheme and why RLX cannot run it (an unknown name, a block size the GGUF layouts do not have); InputError
+    (exit 2) for a block size that is no size (below 1) or not an integer."""
+    from .errors import InputError
+
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        raise InputError(f"quantize_block must be a positive number of elements, got {block!r}")
+    scheme = SCHEMES.get(name.lower() if isinstance(name, str) else name)
     if scheme is None:
         reason = (
             f"weight-only scheme {name!r} is not one RLX's DequantMatMul runs from a float model here "
@@ -180,22 +185,27 @@ def parse_record(doc: Any, source: str) -> dict[str, Any]:
     return {"scheme": scheme.name, "rlx": scheme.rlx, "block": BLOCK, "weights": list(weights), "kept_float": kept}
 
 
-def _stored_bytes(program: Any, param: Any) -> int:
-    """Bytes of a parameter as the bundle stores it (a quantized table's scales as float16, bound widened)."""
+def _stored_bytes(program: Any, param: Any, stored: dict[str, str]) -> int:
+    """Bytes of a parameter as the bundle stores it (`stored`: state_dict key -> torch-ir dtype): a weight in
+    its own dtype (a float16 weight computes as float32 but is stored as float16), a derived one as the bundle
+    writer makes it (`weights.derived_spec`: moves keep the source's dtype, a table's scales are float16)."""
+    from types import SimpleNamespace
+
     from .dtypes import RECORDS, from_rlx
-    from .program import QuantizedTable
+    from .weights import derived_spec
 
-    d = program.derived_params.get(param.name)
-    itemsize = 2 if isinstance(d, QuantizedTable) and d.part == "scales" else RECORDS[from_rlx(param.dtype)].itemsize
-    return math.prod(param.dims) * itemsize
+    if param.name in program.derived_params:
+        dtype, dims = derived_spec(program, param.name, {k: SimpleNamespace(dtype=v) for k, v in stored.items()})
+        return math.prod(dims) * RECORDS[dtype].itemsize
+    return math.prod(param.dims) * RECORDS[stored.get(param.name, from_rlx(param.dtype))].itemsize
 
 
-def summary(program: Any, record: dict[str, Any], weight_keys: set[str]) -> dict[str, Any]:
+def summary(program: Any, record: dict[str, Any], weight_keys: dict[str, str]) -> dict[str, Any]:
     """The report's `quantization` section for a lowered `program` (`program.Program`) of a conversion whose
     torch-ir holds `record`: the scheme, each weight stored packed ({"weight", "dims", "float_bytes",
     "packed_bytes"}), each left float with why (of the listed names, those torch-ir's weights use:
-    `weight_keys`), and the bundle's parameter bytes: as stored, and had every
-    weight stayed float32 (`float_bytes`), with their ratio."""
+    `weight_keys`, state_dict key -> torch-ir dtype), and the bundle's parameter bytes: as stored, and had
+    every weight stayed float32 (`float_bytes`), with their ratio."""
     from .program import QuantizedTable, QuantizedWeight
 
     scheme = SCHEMES[record["scheme"]]
@@ -205,7 +215,7 @@ def summary(program: Any, record: dict[str, Any], weight_keys: set[str]) -> dict
     for name, d in program.derived_params.items():
         if isinstance(d, (QuantizedWeight, QuantizedTable)) and name in params:
             use = "matmul" if isinstance(d, QuantizedWeight) else "gather"
-            size = _stored_bytes(program, params[name])
+            size = _stored_bytes(program, params[name], weight_keys)
             stored_bytes[(d.source, use)] = stored_bytes.get((d.source, use), 0) + size
             dims[d.source] = d.dims
     rows: list[dict[str, Any]] = [
@@ -224,7 +234,7 @@ def summary(program: Any, record: dict[str, Any], weight_keys: set[str]) -> dict
         for w in record["weights"]
         if w not in done and w in weight_keys and w in params  # a name the graph reads (not an unused alias)
     ]
-    stored = sum(_stored_bytes(program, p) for p in program.params)
+    stored = sum(_stored_bytes(program, p, weight_keys) for p in program.params)
     as_float = stored + sum(r["float_bytes"] - r["packed_bytes"] for r in rows)
     return {
         "scheme": scheme.name,

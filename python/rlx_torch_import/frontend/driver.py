@@ -129,6 +129,11 @@ class FrontEnd:
     ) -> FrontEnd:
         """The inputs, name, dynamic shapes and `quantize` (scheme, block size) checked (InputError,
         DynamicShapeError, UnsupportedOpsError) before anything runs."""
+        if quantize[0] is None and quantize[1] != BLOCK:
+            raise InputError(
+                f"quantize_block={quantize[1]} without quantize: a block size only applies to a quantize scheme",
+                hint="add quantize='int8' (CLI --quantize int8), or drop the block size",
+            )
         scheme = None if quantize[0] is None else check_scheme(quantize[0], quantize[1])
         given = model_inputs(model, example_inputs, kwargs)
         pristine = given.cloned()

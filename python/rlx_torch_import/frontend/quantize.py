@@ -24,6 +24,8 @@ from .inputs import ModelInputs
 from .reference import eager_point
 from .state import ModelState
 
+F16_MAX = 65504.0  # the largest finite float16: a block scale past it overflows
+
 
 def _float_reason(m: torch.nn.Linear | torch.nn.Embedding, scheme: Scheme) -> str:
     """Why `m`'s weight stays float ("" when it can be quantized). An embedding table is quantized in the same
@@ -36,6 +38,13 @@ def _float_reason(m: torch.nn.Linear | torch.nn.Embedding, scheme: Scheme) -> st
     if w.shape[1] % BLOCK:
         what = "embedding_dim" if isinstance(m, torch.nn.Embedding) else "in_features"
         return f"{what} {w.shape[1]} is not a multiple of {BLOCK} ({scheme.rlx}'s block)"
+    top = float(w.detach().abs().max()) if w.numel() else 0.0
+    limit = F16_MAX * (127 if scheme.bits == 8 else 8)  # the block scale is |w| / 127 (int8), |w| / 8 (int4)
+    if not top <= limit:  # NaN too
+        return (
+            f"largest |weight| {top:.3g} does not fit {scheme.rlx}'s float16 block scale (|weight| up to "
+            f"{limit:.3g}): its blocks would dequantize to inf/NaN"
+        )
     return ""
 
 

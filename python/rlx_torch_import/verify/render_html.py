@@ -12,7 +12,7 @@ from html import escape
 
 from .compare import OutputParity
 from .plot import EPSILON, error_plot_svg
-from .render_md import quantization_line
+from .render_md import NO_ACCURACY_COST, quantization_line
 from .report import InputSetRow, NodeError, ParityReport, SweepRow
 
 _STYLE = """
@@ -178,7 +178,11 @@ def _quantization_section(report: ParityReport) -> str:
         f"<h2>Quantization</h2>\n<p>{escape(quantization_line(q))}; verified against eager PyTorch on the dequantized "
         "weights.</p>\n"
         + (_table(["kept float", "why"], kept) if kept else "")
-        + (_table(["input", "output", "max abs vs float", "cosine", "top-1 agreement"], cost) if cost else "")
+        + (
+            _table(["input", "output", "max abs vs float", "cosine", "top-1 agreement"], cost)
+            if cost
+            else f"<p>{escape(NO_ACCURACY_COST)}</p>\n"
+        )
     )
 
 

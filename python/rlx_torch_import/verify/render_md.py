@@ -73,11 +73,18 @@ def markdown(report: ParityReport) -> str:
 
 def quantization_line(q: dict[str, Any]) -> str:
     """One line on a quantized conversion: scheme, weights packed and kept float, bundle weight bytes."""
+    packed = len({r["weight"] for r in q["quantized"]})  # a tied weight packed for two uses counts once
     return (
-        f"weight-only {q['scheme']} ({q['rlx_scheme']}, blocks of {q['block']}): {len(q['quantized'])} weight(s) "
+        f"weight-only {q['scheme']} ({q['rlx_scheme']}, blocks of {q['block']}): {packed} weight(s) "
         f"packed, {len(q['kept_float'])} kept float; bundle weights {q['bundle_weight_bytes']} bytes vs "
         f"{q['float_weight_bytes']} float ({q['ratio']:.3f}x)"
     )
+
+
+NO_ACCURACY_COST = (
+    "The accuracy cost against the float model is measured at conversion only (`from_torch`, the CLI's "
+    "conversion): `build` and `verify` have the quantized model's files, not the float model."
+)
 
 
 def _quantization_markdown(q: dict[str, Any]) -> str:
@@ -86,7 +93,8 @@ def _quantization_markdown(q: dict[str, Any]) -> str:
     if not q:
         return ""
     packed = "".join(
-        f"| `{_md(r['weight'])}` | {r['dims'][0]}x{r['dims'][1]} | {r['float_bytes']} | {r['packed_bytes']} |\n"
+        f"| `{_md(r['weight'])}` | {r.get('use', 'matmul')} | {r['dims'][0]}x{r['dims'][1]} | {r['float_bytes']} | "
+        f"{r['packed_bytes']} |\n"
         for r in q["quantized"]
     )
     kept = "".join(f"- `{_md(k['weight'])}`: {_md(k['reason'])}\n" for k in q["kept_float"])
@@ -98,14 +106,14 @@ def _quantization_markdown(q: dict[str, Any]) -> str:
     return (
         f"\n## Quantization\n\n{_md(quantization_line(q))}. Verification above is against eager PyTorch on the "
         "dequantized weights (the quantized model's exact reference).\n\n"
-        "| weight | n x k | float bytes | packed bytes |\n|---|---|---|---|\n"
+        "| weight | use | dims | float bytes | packed bytes |\n|---|---|---|---|---|\n"
         + packed
         + (f"\nKept float:\n\n{kept}" if kept else "")
         + (
             "\nAccuracy cost against the float model (eager PyTorch, original weights vs dequantized):\n\n"
             "| input | output | max abs error | cosine | top-1 agreement |\n|---|---|---|---|---|\n" + cost
             if cost
-            else ""
+            else f"\n{NO_ACCURACY_COST}\n"
         )
     )
 

@@ -24,8 +24,8 @@ from ..lower.ops.quantized import pt2e_note
 from ..outdir import write_texts
 from ..progress import Progress
 from ..symbolic import evaluate_shape, values_of
-from .codes import quantizes
 from .budgets import is_exact
+from .codes import quantizes
 from .compare import OutputParity, compare_output
 from .judge import Judge
 from .report import InputSetRow, ParityReport, SweepRow
