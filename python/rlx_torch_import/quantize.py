@@ -189,15 +189,22 @@ def _stored_bytes(program: Any, param: Any, stored: dict[str, str]) -> int:
     """Bytes of a parameter as the bundle stores it (`stored`: state_dict key -> torch-ir dtype): a weight in
     its own dtype (a float16 weight computes as float32 but is stored as float16), a derived one as the bundle
     writer makes it (`weights.derived_spec`: moves keep the source's dtype, a table's scales are float16)."""
-    from types import SimpleNamespace
-
     from .dtypes import RECORDS, from_rlx
-    from .weights import derived_spec
+    from .program import DerivedParam, QuantizedTable, QuantizedWeight
 
-    if param.name in program.derived_params:
-        dtype, dims = derived_spec(program, param.name, {k: SimpleNamespace(dtype=v) for k, v in stored.items()})
-        return math.prod(dims) * RECORDS[dtype].itemsize
-    return math.prod(param.dims) * RECORDS[stored.get(param.name, from_rlx(param.dtype))].itemsize
+    d, source = program.derived_params.get(param.name), param.name
+    while isinstance(d, DerivedParam):  # moves keep their source's dtype
+        source = d.source
+        d = program.derived_params.get(source)
+    if isinstance(d, QuantizedWeight):
+        dtype = "uint8"
+    elif isinstance(d, QuantizedTable):
+        dtype = "int64" if d.part == "words" else "float16"
+    elif d is not None:  # folded batch norms, dequantized PT2E weights
+        dtype = "float32"
+    else:
+        dtype = stored.get(source, from_rlx(param.dtype))
+    return math.prod(param.dims) * RECORDS[dtype].itemsize
 
 
 def summary(program: Any, record: dict[str, Any], weight_keys: dict[str, str]) -> dict[str, Any]:
