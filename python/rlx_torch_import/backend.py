@@ -96,7 +96,7 @@ def lower_write_verify(
     report = new_report(conv.ir, out_dir, device if verify else None, program.op_histogram(), program.aten_histogram())
     report.notes += conv.weight_notes
     if conv.ir.quantize:
-        from .quantize import summary
+        from .quantize_report import summary
 
         report.quantization = summary(program, conv.ir.quantize, {w.key: w.dtype for w in conv.ir.weights})
         if not report.quantization["quantized"]:
