@@ -3,7 +3,8 @@ as a decode step whose cache length is a dynamic dim, converted once, then run b
 
     python examples/llama_decode.py [--out DIR]
 
-`hf_decode_step(model)` wraps the Hugging Face model: forward(input_ids, positions, k_0, v_0, ...)
+`hf_decode_step(model)` wraps the Hugging Face model: forward(input_ids, positions, token_mask,
+cache_mask, k_0, v_0, ...) (the masks: Hugging Face's attention_mask for padded batches)
 returns (logits, k_0', v_0', ...), each k_i'/v_i' this step's keys/values (the caller appends them).
 `hf_decode_inputs(config)` gives example inputs and `dynamic_shapes` (new tokens 1..512, cache
 0..4096). `generate(bundle, prompt, n)` prefills the prompt with an empty cache, then feeds one token

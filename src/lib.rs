@@ -13,6 +13,7 @@ compile_error!("tensors cross the core as little-endian bytes");
 #[path = "../python/rlx_torch_import/crate/templates/blas.rs"]
 pub mod blas;
 pub mod boundary;
+pub mod bounds;
 pub mod device;
 pub mod dynamic;
 pub mod error;

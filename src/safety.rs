@@ -19,6 +19,9 @@
 //! * no node, nested bodies (`If`, `While`, `Scan`) included, is an (op, dtype) pair of
 //!   [`KERNEL_DEFECTS`], and no graph output is Bool/I8/U8/I16 (RLX reads those with 4 bytes
 //!   per element, past the buffer).
+//! * every baked index (a constant index of `Gather`, `GatherElements`, `GatherNd`, the
+//!   scatters) and every `Narrow`/`Slice` window lies inside the axis it addresses
+//!   ([`crate::bounds`]).
 //!
 //! Every finding is a [`CoreError::Check`]: the graph was refused before RLX saw it. A known
 //! crash too: our lowering never emits one (lower/rlx/workarounds.py routes around each), so only a
@@ -567,6 +570,7 @@ fn check_nodes(graph: &Graph, limit: &MemoryLimit, prefix: &str) -> Result<(), C
                 dims_text(&shape)
             )));
         }
+        crate::bounds::check_node(graph, node, &what)?;
         for body in node.op.subgraphs() {
             check_nodes(body, limit, &format!("{what}, in its body: "))?;
         }

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 import rlx_torch_import as rti
-from rlx_torch_import import outdir
+from rlx_torch_import import outdir, outswap
 from rlx_torch_import.cli import main
 from rlx_torch_import.errors import ExitCode, WriteError
 
@@ -142,7 +142,7 @@ def test_no_room_for_the_output_folder_itself(tmp_path, monkeypatch) -> None:
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(outdir.tempfile, "mkdtemp", full)
+    monkeypatch.setattr(outswap.tempfile, "mkdtemp", full)
     model, inputs = _model()
     with pytest.raises(WriteError, match=rf"cannot write {tmp_path}/out: no space left on the device") as e:
         rti.from_torch(model, inputs, tmp_path / "out", per_node=False)

@@ -140,7 +140,9 @@ def test_a_bundle_that_is_no_decode_step_is_refused(tmp_path: Path) -> None:
     torch.manual_seed(0)
     report = rti.from_torch(nn.Linear(4, 3), (torch.randn(2, 4),), tmp_path / "linear", per_node=False)
     assert report.ok
-    with pytest.raises(ValueError, match=r"takes \(ids, \[positions,\] cache...\) and returns \(logits, cache...\)"):
+    with pytest.raises(
+        ValueError, match=r"takes \(ids, \[positions, \[token_mask, cache_mask,\]\] cache...\) and returns"
+    ):
         generate(tmp_path / "linear" / "bundle", np.zeros((1, 2), dtype=np.int64), 2)
 
 
@@ -154,13 +156,16 @@ def test_each_break_of_the_convention_is_named(bundle: Path) -> None:
     meta = rti.BundleModel(bundle).meta
     spec = DecodeSpec.from_meta(meta)
     assert spec.positions == "positions" and len(spec.caches) == 4 and spec.cache == (0, MAX_CACHE)
+    assert (spec.token_mask, spec.cache_mask) == ("token_mask", "cache_mask")
     assert all(c.axis == 2 for c in spec.caches)
-    cache_in = meta["inputs"][2]
+    cache_in = meta["inputs"][4]
     cases = {
         "must be the token ids, int64": _edited(meta, "inputs", 0, dtype="float32"),
         "must be the logits": _edited(meta, "outputs", 0, shape=[1, 256]),
         "the output the input grown along one axis": _edited(meta, "outputs", 1, shape=list(cache_in["shape"])),
-        "must be one dynamic dim": _edited(meta, "inputs", 2, shape=[1, 2, 5, 16]),
+        "must be one dynamic dim": _edited(meta, "inputs", 4, shape=[1, 2, 5, 16]),
+        r"must be the cache slots' mask \[B, S\]": _edited(meta, "inputs", 3, shape=[1, 7]),
+        "input 3 must then be the cache slots' mask": _edited(meta, "inputs", 3, dtype="float32"),
         "need as many cache outputs": {**meta, "outputs": meta["outputs"][:-1]},
     }
     for message, broken in cases.items():
@@ -178,7 +183,9 @@ def test_resident_caches_give_the_bits_of_caches_fed_whole(bundle: Path) -> None
     for i, token in enumerate(tokens):
         ids = np.array([[token]])
         got = decoder.step(state, ids)
-        feed = {"input_ids": ids, "positions": np.array([[mirror.length]])}
+        slots = mirror.caches[0].shape[2]
+        feed = {"input_ids": ids, "positions": np.array([[mirror.length]]), "token_mask": np.ones_like(ids)}
+        feed["cache_mask"] = mirror.slot_mask(slots)
         feed.update({c.input: a for c, a in zip(decoder.spec.caches, mirror.caches, strict=True)})
         out = fed.run(feed)
         decoder._grow(mirror, [out[c.output] for c in decoder.spec.caches], 1)
@@ -198,9 +205,14 @@ class _GrownCache(nn.Module):
         self.step = step
 
     def forward(
-        self, input_ids: torch.Tensor, positions: torch.Tensor, *past: torch.Tensor
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        token_mask: torch.Tensor,
+        cache_mask: torch.Tensor,
+        *past: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:
-        logits, *new = self.step(input_ids, positions, *past)
+        logits, *new = self.step(input_ids, positions, token_mask, cache_mask, *past)
         return (logits, *(torch.cat([p, n], dim=2) for p, n in zip(past, new, strict=True)))
 
 
@@ -245,8 +257,10 @@ def test_a_sliding_window_model_is_refused_past_its_window() -> None:
     )
     with pytest.raises(rti.InputError, match="sliding window of 8 tokens") as e:
         hf_decode_inputs(config, max_seq=16, max_cache=64)
-    assert "max_cache + max_seq <= 8" in str(e.value.hint)
-    hf_decode_inputs(config, max_seq=4, max_cache=4)  # within the window: the mask never needs it
+    assert "max_cache + max_seq <= 7" in str(e.value.hint)
+    with pytest.raises(rti.InputError, match="sliding window of 8 tokens"):
+        hf_decode_inputs(config, max_seq=4, max_cache=4)  # HF's sliding cache keeps 7: a step would lose one
+    hf_decode_inputs(config, max_seq=4, max_cache=3)  # within the window: the mask never needs it
 
 
 def test_the_core_refuses_resident_rows_past_either_end(bundle: Path) -> None:

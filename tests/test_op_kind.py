@@ -59,6 +59,19 @@ def _old_op_kind(target: str, dtype: str) -> str:
 _DECLARED_SINCE = {
     "quantized_decomposed.choose_qparams.tensor": "reduction",  # min and max of the whole input
     "quantized_decomposed.choose_qparams_symmetric.tensor": "reduction",
+    # value-exact (issue 38): judged bit for bit, locally and where their inputs are exactly known
+    "aten.round.default": "exact",
+    "aten.floor.default": "exact",
+    "aten.ceil.default": "exact",
+    "aten.trunc.default": "exact",
+    "aten.sign.default": "exact",
+    "aten.neg.default": "exact",
+    "aten.abs.default": "exact",
+    "aten.fix.default": "exact",
+    "aten.frac.default": "exact",
+    "aten.sgn.default": "exact",
+    "aten.round.decimals": "exact",
+    "aten.special_round.default": "exact",
 }
 
 

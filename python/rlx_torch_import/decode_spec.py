@@ -47,18 +47,22 @@ class DecodeSpec:
     seq: tuple[int, int | None]
     cache: tuple[int, int | None]
     cache_symbol: str
+    token_mask: str | None = None  # the new tokens' mask [B, T] (with cache_mask: a bundle that masks padding)
+    cache_mask: str | None = None  # the cache slots' mask [B, S]
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> DecodeSpec:
         """The roles of a bundle's meta.json inputs and outputs. Raises DecodeConventionError naming
         what does not fit: too few inputs or outputs, ids that are not an integer [B, T], a cache
         input without a matching output, an output that is not its input grown along one axis, a
-        cache length that is static or differs between cache tensors, or logits not [B, T, V]."""
+        cache length that is static or differs between cache tensors, logits not [B, T, V], or a
+        token mask without a cache mask [B, S] after it."""
         ins, outs = list(meta.get("inputs", [])), list(meta.get("outputs", []))
         symbols = {s["name"]: s for s in meta.get("symbols", [])}
         if len(ins) < 2 or len(outs) < 2:
             raise DecodeConventionError(
-                f"a decode-step bundle takes (ids, [positions,] cache...) and returns (logits, cache...); "
+                f"a decode-step bundle takes (ids, [positions, [token_mask, cache_mask,]] cache...) and returns "
+                f"(logits, cache...); "
                 f"this one takes {_names(ins)} and returns {_names(outs)}"
             )
         ids = ins[0]
@@ -68,7 +72,13 @@ class DecodeSpec:
             )
         batch, seq_dim = ids["shape"]
         has_pos = ins[1]["dtype"] in _INT and list(ins[1]["shape"]) == list(ids["shape"])
-        cache_ins = ins[2:] if has_pos else ins[1:]
+        has_mask = has_pos and len(ins) > 2 and ins[2]["dtype"] in _INT and list(ins[2]["shape"]) == list(ids["shape"])
+        if has_mask and (len(ins) < 4 or ins[3]["dtype"] not in _INT or len(ins[3]["shape"]) != 2):
+            raise DecodeConventionError(
+                f"input 2 ({ins[2]['name']}) is a token mask [B, T]; input 3 must then be the cache slots' mask, "
+                f"int64 [B, S]; the bundle takes {_names(ins[3:4])}"
+            )
+        cache_ins = ins[4:] if has_mask else ins[2:] if has_pos else ins[1:]
         if not cache_ins or len(outs) != len(cache_ins) + 1:
             raise DecodeConventionError(
                 f"{len(cache_ins)} cache input(s) ({_names(cache_ins)}) need as many cache outputs after the "
@@ -89,6 +99,11 @@ class DecodeSpec:
                 f"{sorted(map(str, lengths))}",
                 hint="export the decode step with dynamic_shapes giving each cache tensor's length one Dim",
             )
+        if has_mask and list(ins[3]["shape"]) != [batch, length]:
+            raise DecodeConventionError(
+                f"input 3 ({ins[3]['name']}: {ins[3]['dtype']}{list(ins[3]['shape'])}) must be the cache slots' "
+                f"mask [B, S] with [B, S] = {[batch, length]} as the ids' batch and the caches' length"
+            )
         return cls(
             ids=ids["name"],
             ids_dtype=ids["dtype"],
@@ -99,6 +114,8 @@ class DecodeSpec:
             seq=_range(seq_dim, symbols),
             cache=_range(length, symbols),
             cache_symbol=str(symbols[length].get("label", length)),
+            token_mask=ins[2]["name"] if has_mask else None,
+            cache_mask=ins[3]["name"] if has_mask else None,
         )
 
 

@@ -55,6 +55,14 @@ class InputError(RtiError):
     exit_code = ExitCode.BAD_INPUT
 
 
+class IndexRangeError(InputError, IndexError):
+    """An input that feeds an index (an embedding's ids, a gather's or x[idx]'s indices) holds a value
+    outside the range torch allows there (`bundle/ranges.py`): names the input, the position and value,
+    the valid range and the op it indexes. Also an IndexError, as eager PyTorch raises."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
 class ExportError(RtiError):
     """torch.export failed; wraps torch's own message with a hint."""
 

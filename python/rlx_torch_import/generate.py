@@ -6,11 +6,17 @@ The convention a decode-step bundle follows (`DecodeSpec.from_meta` checks it ag
 
 Inputs, in order:
 1. token ids, int64 (or int32) [B, T]: the new tokens of this step (T = the prompt, or 1).
-2. optionally positions, the same dtype and shape as the ids: the position of each new token,
-   L, L+1, ..., L+T-1, where L is the number of tokens already in the cache. A bundle with this
-   input must ignore cache slots at or past `positions[b, 0]` (a mask), so its cache may carry
-   padding (`bucket` below); `hf_decode_step` builds that mask.
-3. one or more cache tensors (keys and values of each layer), float, each of any rank with one
+2. optionally positions, the same dtype and shape as the ids: the position of each new token in
+   its own row. Unpadded, that is L, L+1, ..., L+T-1, where L is the number of tokens already in
+   the cache; with padding, Hugging Face's (`generate` below).
+3. optionally (with positions) the masks, int64, Hugging Face's 2-D `attention_mask` split at the
+   cache: `token_mask` [B, T] (1: new token i is a token of its row, 0: padding) then `cache_mask`
+   [B, S] (1: cache slot j holds a token of its row; 0: a padded prompt slot or a slot of the
+   Decoder's bucket padding). New token i (slot S + i) must see exactly the slots j <= S + i whose
+   mask is 1. `hf_decode_step` builds such a step. A bundle with positions and no masks (the
+   convention before the masks) must ignore cache slots at or past `positions[b, 0]`; it decodes
+   unpadded batches, and a padded one given to it is refused (it cannot mask padded slots).
+4. one or more cache tensors (keys and values of each layer), float, each of any rank with one
    *cache axis* whose size is the bundle's cache-length symbol S (one dynamic dim, shared by all).
    An empty cache (S = 0) must be in S's range: prefill runs at S = 0.
 
@@ -31,7 +37,7 @@ every step runs at the cache's exact length (bucket 1): a compile per token.
 
 With padding, a CPU bundle whose cache outputs are this step's entries keeps the caches in RLX's
 arena between steps (`_core.CompiledModel.bind_resident`, RLX's resident handles): a step copies in
-its ids and positions and, after the run, only its T new rows per cache (`feed_rows`), not the whole
+its ids, positions and masks and, after the run, only its T new rows per cache (`feed_rows`), not the whole
 cache; the caches are copied in whole once per binding, bucket or state. The DecodeState's arrays
 stay the host copy (what a new binding is given), updated with the same rows.
 """
@@ -42,7 +48,6 @@ import math
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +55,7 @@ import numpy as np
 
 from .bundle.model import BundleModel
 from .decode_spec import DecodeConventionError, DecodeSpec
+from .decode_state import DecodeState, check_mask, prompt_mask
 from .hf_decode import hf_decode_inputs, hf_decode_step
 
 __all__ = [
@@ -64,19 +70,6 @@ __all__ = [
 ]
 
 DEFAULT_BUCKET = 128
-
-
-@dataclass
-class DecodeState:
-    """The cache between steps: `caches` in the bundle's input order (their cache axis padded to the
-    decoder's bucket), `length` the number of valid positions L, `batch` B. A Decoder may keep a
-    copy of the caches in RLX's arena (resident); treat `caches` as read-only and copy a state by
-    making a new one (`DecodeState([a.copy() for a in s.caches], s.length, s.batch)`)."""
-
-    caches: list[np.ndarray]
-    length: int
-    batch: int
-    token: object = field(default_factory=object, compare=False, repr=False)  # identifies these caches
 
 
 class Decoder:
@@ -153,21 +146,42 @@ class Decoder:
             caches.append(np.zeros(dims, dtype=_numpy_dtype(c.dtype)))
         return DecodeState(caches, 0, batch)
 
-    def step(self, state: DecodeState, ids: Any) -> np.ndarray:
-        """Run `ids` [B, T] after the `state.length` positions of the cache; returns the logits
-        [B, T, V] and updates `state` in place. Raises DecodeConventionError for ids of another
-        batch or a T outside the bundle's range, a cache past its max, and outputs not of the
-        convention's shapes; BundleModel.run's errors for anything RLX refuses."""
+    def step(self, state: DecodeState, ids: Any, mask: Any = None, positions: Any = None) -> np.ndarray:
+        """Run `ids` [B, T] after the `state.length` slots of the cache; returns the logits
+        [B, T, V] and updates `state` in place. `mask` [B, T] of 0/1 (default all 1): 0 marks a
+        padding token, which no later token sees. `positions` [B, T] (default: each row's next
+        positions, Hugging Face's continuation: the last token's + 1, 2, ...): each token's position
+        in its row. Raises DecodeConventionError for ids of another batch or a T outside the bundle's
+        range, a mask or positions not [B, T] integers (the mask 0/1), padding or per-row positions
+        for a bundle without masks, a cache past its max, and outputs not of the convention's
+        shapes; BundleModel.run's errors for anything RLX refuses."""
         ids = np.asarray(ids)
         if ids.ndim != 2 or ids.dtype.kind not in "iu" or ids.shape[0] != state.batch:
             raise DecodeConventionError(f"ids must be integers [B={state.batch}, T], got {ids.dtype}{list(ids.shape)}")
         t, length = ids.shape[1], state.length
         _check_in(t, self.spec.seq, "new tokens T")
         _check_in(length, self.spec.cache, f"cache length ({self.spec.cache_symbol})")
-        feed: dict[str, np.ndarray] = {self.spec.ids: ids.astype(_numpy_dtype(self.spec.ids_dtype))}
+        token_mask = check_mask(mask, ids.shape, "mask")
+        if positions is None:
+            pos = state.next_positions()[:, None] + np.arange(t, dtype=np.int64)
+        else:
+            pos = np.asarray(positions)
+            if pos.shape != ids.shape or pos.dtype.kind not in "iu":
+                raise DecodeConventionError(
+                    f"positions must be integers of the ids' shape {list(ids.shape)}, got {pos.dtype}{list(pos.shape)}"
+                )
+            pos = pos.astype(np.int64)
+        slots = state.caches[0].shape[self.spec.caches[0].axis]
+        cache_mask = state.slot_mask(slots)
+        if not self.spec.token_mask:
+            self._check_unpadded(token_mask, cache_mask[:, :length], pos, length)
+        dtype = _numpy_dtype(self.spec.ids_dtype)
+        feed: dict[str, np.ndarray] = {self.spec.ids: ids.astype(dtype)}
         if self.spec.positions:
-            pos = np.arange(length, length + t, dtype=_numpy_dtype(self.spec.ids_dtype))
-            feed[self.spec.positions] = np.broadcast_to(pos, ids.shape)
+            feed[self.spec.positions] = pos.astype(dtype)
+        if self.spec.token_mask and self.spec.cache_mask:
+            feed[self.spec.token_mask] = token_mask
+            feed[self.spec.cache_mask] = cache_mask
         with self.model.sequence_lock:  # bind, run and copy rows with no other Decoder's call between
             resident = self._resident_binding(state, feed)
             if resident is None:
@@ -180,11 +194,30 @@ class Decoder:
                 raise DecodeConventionError(
                     f"logits have shape {list(logits.shape)}, not [B, T, V] with [B, T] = {list(ids.shape)}"
                 )
-            slots = state.caches[0].shape[self.spec.caches[0].axis]
-            self._grow(state, [out[c.output] for c in self.spec.caches], t)
+            self._grow(state, [out[c.output] for c in self.spec.caches], t, token_mask)
+            state.next = pos[:, -1] + 1
             if resident is not None:
                 self._feed_resident(resident[1], state, slots, t)
         return logits
+
+    def _check_unpadded(self, token_mask: np.ndarray, filled: np.ndarray, pos: np.ndarray, length: int) -> None:
+        """A bundle without masks sees every filled slot and every new token, at positions L, L+1, ...:
+        refuse padding or per-row positions it would get wrong (DecodeConventionError)."""
+        names = [i["name"] for i in self.model.meta["inputs"][: 2 if self.spec.positions else 1]]
+        if not (token_mask.all() and filled.all()):
+            raise DecodeConventionError(
+                f"this batch has padding (attention_mask zeros), and the bundle takes no masks (inputs {names}, "
+                "then its caches): it cannot hide padded slots from the other tokens",
+                hint="re-export the decode step with this version's hf_decode_step (it adds token_mask and "
+                "cache_mask inputs), or decode the rows one by one without padding",
+            )
+        want = length + np.arange(pos.shape[1])
+        if (pos != want).any():
+            raise DecodeConventionError(
+                f"positions other than {length}..{length + pos.shape[1] - 1} in every row need a bundle with "
+                f"masks; this one takes {names}, then its caches",
+                hint="re-export the decode step with this version's hf_decode_step",
+            )
 
     def _resident_binding(
         self, state: DecodeState, feed: dict[str, np.ndarray]
@@ -233,10 +266,14 @@ class Decoder:
         compiled.feed_rows([(o * t + i, o * slots + first + i) for o in range(outer) for i in range(t)], row)
         self._resident[key] = (compiled, (state.token, state.length, compiled.run_count()))
 
-    def _grow(self, state: DecodeState, outs: list[np.ndarray], t: int) -> None:
-        """Take this step's T entries of each output into the state's cache (padded to the bucket)."""
+    def _grow(self, state: DecodeState, outs: list[np.ndarray], t: int, token_mask: np.ndarray | None = None) -> None:
+        """Take this step's T entries of each output into the state's cache (padded to the bucket),
+        and `token_mask` [B, T] (default all 1) into its slot mask."""
         length = state.length
         new = length + t
+        grown_mask = np.zeros((state.batch, self.padded(new)), dtype=np.int64)
+        grown_mask[:, :length] = state.slot_mask(length)
+        grown_mask[:, length:new] = 1 if token_mask is None else token_mask
         for k, (c, old, got) in enumerate(zip(self.spec.caches, state.caches, outs, strict=True)):
             slots = old.shape[c.axis]
             first = slots if c.grown else 0  # where this step's entries start in the output
@@ -257,6 +294,7 @@ class Decoder:
             old[_at(c.axis, length, new)] = got[_at(c.axis, first, first + t)]
             state.caches[k] = old
         state.length = new
+        state.mask = grown_mask
 
 
 def _numpy_dtype(name: str) -> np.dtype[Any]:
@@ -293,6 +331,7 @@ def generate(
     step_logits: list[np.ndarray] | None = None,
     eos_token_id: int | Sequence[int] | None = None,
     pad_token_id: int | None = None,
+    attention_mask: Any = None,
 ) -> np.ndarray:
     """Greedy decoding: the prompt `input_ids` (integers [B, T0], T0 >= 1; numpy or a CPU torch tensor)
     then up to `max_new_tokens` tokens, each the argmax of the last position's logits. Returns int64
@@ -302,6 +341,17 @@ def generate(
     decoding stops once every sequence is finished (n < max_new_tokens then); without it, n is
     always max_new_tokens (pass `model.generation_config.eos_token_id` to stop where HF stops).
 
+    Padded batches, as Hugging Face's `generate` (transformers' generation/utils.py):
+    `attention_mask` [B, T0] of 0/1 (numpy or a CPU torch tensor) marks each row's tokens (1) and
+    padding (0). Without one, it is inferred as HF infers it: `input_ids != pad_token_id` when
+    `pad_token_id` is given, occurs in the prompt and is not an eos id; else all 1. Padded slots are
+    never seen by other tokens; each row's positions are HF's: the prompt's `cumsum(mask) - 1` (0 at
+    padding), then each new token the last one's + 1; each new token adds a 1 to the mask (finished
+    rows' pad tokens too). Left padding is what HF recommends; right padding decodes as HF does it
+    (the first new token comes from the last prompt slot, a pad at position 0 seeing its row's
+    tokens; HF warns about it), token for token. A row with no token (all 0) is refused: what HF
+    gives there is no answer. Padding needs a bundle with masks (`hf_decode_step` makes one).
+
     `bundle`: a decode-step bundle (module docstring) as a directory, a BundleModel or a Decoder (a
     Decoder keeps its compiled bindings from call to call). The prompt runs with an empty cache
     (S = 0) in chunks of at most the bundle's largest T (prefill), then one token per step, the
@@ -310,9 +360,10 @@ def generate(
     (float32 copies), in order.
 
     Raises DecodeConventionError (a ValueError) for a bundle off the convention, ids that are not
-    integers [B, T0], a negative max_new_tokens, eos/pad ids that are not integers, or a prompt plus
-    max_new_tokens whose cache would pass the bundle's max cache length; BundleModel's errors for a
-    directory it cannot open."""
+    integers [B, T0], a negative max_new_tokens, eos/pad ids that are not integers, an attention_mask
+    that is not 0/1 [B, T0] or has a row of 0s, padding given to a bundle without masks, or a prompt
+    plus max_new_tokens whose cache would pass the bundle's max cache length; BundleModel's errors
+    for a directory it cannot open."""
     if isinstance(bundle, Decoder):
         if threads is not None or bucket is not None:
             raise DecodeConventionError("threads and bucket are a Decoder's own: give them when making it")
@@ -338,8 +389,9 @@ def generate(
             hint="re-export with a larger max on the cache length's Dim, or ask for fewer tokens",
         )
     eos, pad = _stop_ids(eos_token_id, pad_token_id)
+    mask = prompt_mask(ids, attention_mask, pad_token_id, eos)
     state = decoder.start(ids.shape[0])
-    logits = prefill(decoder, state, ids)
+    logits = prefill(decoder, state, ids, mask)
     new: list[np.ndarray] = []
     unfinished = np.ones(ids.shape[0], dtype=bool)
     for i in range(max_new_tokens):
@@ -361,6 +413,8 @@ def generate(
 def _stop_ids(eos_token_id: Any, pad_token_id: Any) -> tuple[np.ndarray | None, int]:
     """`generate`'s eos ids as an int64 array (None: no stopping) and its pad id (default: the first eos
     id, as Hugging Face's `generate`). Raises DecodeConventionError for ids that are not integers."""
+    if pad_token_id is not None and (isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int)):
+        raise DecodeConventionError(f"pad_token_id must be an int or None, got {pad_token_id!r}")
     if eos_token_id is None:
         return None, 0
     eos = np.atleast_1d(np.asarray(eos_token_id))
@@ -373,12 +427,18 @@ def _stop_ids(eos_token_id: Any, pad_token_id: Any) -> tuple[np.ndarray | None, 
     return eos.astype(np.int64), int(eos[0]) if pad_token_id is None else pad_token_id
 
 
-def prefill(decoder: Decoder, state: DecodeState, ids: np.ndarray) -> np.ndarray:
+def prefill(decoder: Decoder, state: DecodeState, ids: np.ndarray, mask: Any = None) -> np.ndarray:
     """Run the prompt `ids` [B, T0] in chunks of at most the bundle's largest T; returns the last
-    chunk's logits [B, T, V] (the prompt's last position is `[:, -1]`)."""
+    chunk's logits [B, T, V] (the prompt's last position is `[:, -1]`). `mask` [B, T0] of 0/1
+    (default all 1) marks padding (0); the prompt's positions are Hugging Face's: `cumsum(mask) - 1`
+    after the tokens the state holds, 0 at padding. Raises `Decoder.step`'s errors."""
+    mask = check_mask(mask, ids.shape, "mask")
+    held = state.slot_mask(state.length).sum(axis=1, keepdims=True)
+    positions = np.where(mask == 1, held + np.cumsum(mask, axis=1) - 1, 0)
     hi = decoder.spec.seq[1]
     chunk = ids.shape[1] if hi is None else hi
     logits = np.empty((0,))
     for start in range(0, ids.shape[1], chunk):
-        logits = decoder.step(state, ids[:, start : start + chunk])
+        part = slice(start, start + chunk)
+        logits = decoder.step(state, ids[:, part], mask[:, part], positions[:, part])
     return logits

@@ -1,7 +1,8 @@
-"""Write outputs into a staging folder and move them into place only at the end; write each
-file beside its name and rename it into place; turn a file system that refuses a write (full,
-over quota, read-only, failing) into `WriteError` naming the file; make names from a model safe
-to use as one path component."""
+"""Write outputs into a staging folder and move them into place only at the end, in one exchange
+where the file system has one (`swap`, `recover`: docs/design.md (at)); write each file beside its
+name and rename it into place; turn a file system that refuses a write (full, over quota, read-only,
+failing) into `WriteError` naming the file; make names from a model safe to use as one path
+component."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ import hashlib
 import os
 import re
 import shutil
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from . import outswap
 from .errors import WriteError
 from .layout import TORCH_IR
 
@@ -187,16 +188,24 @@ def discard_active() -> None:
 @contextmanager
 def staged(out_dir: Path) -> Iterator[Path]:
     """Yield a fresh folder beside `out_dir`; on success it replaces `out_dir`, on error it is
-    removed. Raises InputError naming `out_dir` when it cannot be created or moved into place."""
+    removed. All or nothing even when the process is killed: an earlier output is swapped with the
+    new one in one step (`outswap.swap`), and what a killed run left beside `out_dir` is recovered
+    first (`outswap.recover`: a hidden earlier output put back, staging folders of dead runs
+    removed). Raises InputError naming `out_dir` when it cannot be created or moved into place, and
+    WriteError when the file system refuses the write."""
     from .errors import InputError
 
     given = Path(out_dir)  # as the user named it, for messages
     out_dir = given.absolute()
-    check_replaceable(out_dir)
     short = out_dir.name[:_STAGE_NAME]  # the staging name stays short whatever `out_dir` is called
     try:
+        outswap.recover(out_dir, short)
+    except OSError:
+        pass  # a folder we cannot read or change: check_replaceable and the stage below name the problem
+    check_replaceable(out_dir)
+    try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
-        stage = Path(tempfile.mkdtemp(prefix=f".{short}.partial-", dir=out_dir.parent))
+        stage, lock = outswap.locked_folder(f".{short}.partial-", out_dir.parent)
     except OSError as e:
         if e.errno in _REFUSED_WRITES:
             raise write_failure(given, e) from None
@@ -218,23 +227,15 @@ def staged(out_dir: Path) -> Iterator[Path]:
             if refused is not None:
                 raise refused from None
             raise
-        old = None
         try:
-            if out_dir.exists():
-                old = Path(tempfile.mkdtemp(prefix=f".{short}.old-", dir=out_dir.parent))
-                out_dir.rename(old / "previous")
-            stage.rename(out_dir)
+            outswap.swap(stage, out_dir, short)
         except OSError as e:
             shutil.rmtree(stage, ignore_errors=True)
-            if old is not None and (old / "previous").exists():
-                (old / "previous").rename(out_dir)  # the earlier output stays as it was
-                shutil.rmtree(old, ignore_errors=True)
             if e.errno in _REFUSED_WRITES:
                 raise write_failure(given, e) from None
             raise InputError(f"cannot move the output into {out_dir}: {e.strerror or e}") from e
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
     finally:
+        os.close(lock)
         with _active_lock:
             _active.discard(stage)
 

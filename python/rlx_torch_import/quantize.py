@@ -11,6 +11,10 @@ A quantized `Linear` weight W [n, k] (float32, row-major, as torch stores it) is
   (signed), q = clip(floor(w / d + 8.5), 0, 15); byte i (0..15) holds element i in its low nibble and
   element i + 16 in its high nibble; dequantized (q - 8) * f32(d).
 
+A weight with a block whose f16 scale would overflow float16 or fall below its smallest normal number, 2**-14
+(a subnormal scale keeps fewer bits, 0 dequantizes the block to 0), is not packed: it stays float with the
+reason (`scale_fault`, which states the rule and why).
+
 The conversion runs eager PyTorch on the dequantized weights (the exact reference of the quantized
 model) and stores them in weights.safetensors; the bundle stores the packed bytes only. Packing the
 dequantized weights again gives the same bytes (`pack(dequantize(pack(w))) == pack(w)`), so `build`
@@ -90,17 +94,76 @@ def _inverse(d: np.ndarray) -> np.ndarray:
     return np.where(d != 0, np.float32(1) / safe, np.float32(0)).astype(np.float32)
 
 
+def _scales(b: np.ndarray, scheme: Scheme) -> np.ndarray:
+    """The f16 scales [n, k/32, 1] of blocks `b` [n, k/32, 32] float32 (inf where one overflows float16)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if scheme.bits == 8:
+            return (np.abs(b).max(-1, keepdims=True) / np.float32(127)).astype(np.float16)
+        peak = np.take_along_axis(b, np.argmax(np.abs(b), -1)[..., None], -1)
+        return (peak / np.float32(-8)).astype(np.float16) + np.float16(0)  # an all-zero block's scale +0, not -0
+
+
 def _codes(w: np.ndarray, scheme: Scheme) -> tuple[np.ndarray, np.ndarray]:
     """The blocks' f16 scales [n, k/32, 1] and codes [n, k/32, 32] (int8 for Q8_0, 0..15 uint8 for Q4_0)."""
     b = _blocks(w)
+    d = _scales(b, scheme)
     if scheme.bits == 8:
-        d = (np.abs(b).max(-1, keepdims=True) / np.float32(127)).astype(np.float16)
         q = np.clip(np.rint(b * _inverse(d.astype(np.float32))), -127, 127).astype(np.int8)
         return d, q
-    peak = np.take_along_axis(b, np.argmax(np.abs(b), -1)[..., None], -1)
-    d = (peak / np.float32(-8)).astype(np.float16) + np.float16(0)  # an all-zero block's scale +0, not -0
     q4 = np.clip(np.floor(b * _inverse(d.astype(np.float32)) + np.float32(8.5)), 0, 15).astype(np.uint8)
     return d, q4
+
+
+F16_MAX = 65504.0  # the largest finite float16: a block scale past it overflows
+F16_MIN_NORMAL = 2.0**-14  # the smallest normal float16: a block scale below it has fewer than 11 significant bits
+
+
+def _divisor(scheme: Scheme) -> int:
+    """A block's scale is its largest |w| over this (int8: 127; int4: 8)."""
+    return 127 if scheme.bits == 8 else 8
+
+
+def scale_fault(w: np.ndarray, scheme: Scheme) -> str:
+    """Why W [n, k] (float32, k a multiple of 32) cannot be packed in `scheme` without losing its values, or ""
+    when it can. Both causes are its blocks' float16 scales (the block's largest |w| / 127 for int8, / 8 for
+    int4):
+
+    - overflow: a largest |w| past float16's 65504 times 127 (int8) or 8 (int4), or a non-finite weight; the
+      block would dequantize to inf/NaN;
+    - tiny blocks: a block that is not all zero whose float16 scale is below float16's smallest normal
+      number, 2**-14 (a largest |w| below about 7.75e-3 for int8, 4.88e-4 for int4). Such a scale is
+      subnormal: it keeps fewer than float16's 11 significant bits (one bit at 2**-24), and 0 below 2**-25,
+      which dequantizes the whole block to 0. A normal scale is within 2**-11 of the block's largest |w| /
+      127 (/ 8), which bounds every dequantized element to half a quantization step (int8; a step for
+      int4's clipped side) of the weight up to 2**-10 of it, and keeps the largest element's code at ±127
+      (-8), so packing the dequantized weight again gives the same bytes (`build`); a subnormal one does
+      neither. All-zero blocks (scale 0, codes 0) are exact and allowed.
+
+    The decision is per weight (RLX's layouts have no float block): one such block keeps the whole weight
+    float. The reason names how many blocks and the first with the smallest scale (row, elements)."""
+    top = float(np.abs(w).max()) if w.size else 0.0
+    limit = F16_MAX * _divisor(scheme)
+    if not top <= limit:  # NaN too
+        return (
+            f"largest |weight| {top:.3g} does not fit {scheme.rlx}'s float16 block scale (|weight| up to "
+            f"{limit:.3g}): its blocks would dequantize to inf/NaN"
+        )
+    b = _blocks(w)
+    amax = np.abs(b).max(-1)
+    scale = np.abs(_scales(b, scheme)[..., 0].astype(np.float32))
+    tiny = (amax > 0) & (scale < np.float32(F16_MIN_NORMAL))
+    count = int(tiny.sum())
+    if not count:
+        return ""
+    row, block = np.unravel_index(int(np.argmin(np.where(tiny, amax, np.inf))), amax.shape)
+    zeros = int((tiny & (scale == 0)).sum())
+    lost = f"{zeros} of them 0, which dequantizes the block to 0" if zeros else "subnormal, fewer significant bits"
+    return (
+        f"{count} of {amax.size} blocks have a float16 block scale below float16's smallest normal 2**-14 "
+        f"({lost}); the smallest: row {row}, elements {block * BLOCK}..{block * BLOCK + BLOCK - 1}, largest "
+        f"|weight| {float(amax[row, block]):.3g} (a block needs about {F16_MIN_NORMAL * _divisor(scheme):.3g} "
+        f"for {scheme.rlx}): packed, their values would lose precision"
+    )
 
 
 def pack(w: np.ndarray, scheme: Scheme) -> np.ndarray:

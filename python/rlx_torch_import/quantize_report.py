@@ -7,6 +7,8 @@ import math
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
+
 from .dtypes import RECORDS, from_rlx
 from .program import QuantizedTable, QuantizedWeight
 from .quantize import BLOCK, SCHEMES
@@ -67,4 +69,62 @@ def summary(program: Any, record: dict[str, Any], weight_keys: dict[str, str]) -
         "float_weight_bytes": as_float,
         "ratio": stored / as_float if as_float else 1.0,
         "accuracy_cost": [],
+        "feature_limit": FEATURE_LIMIT,
+    }
+
+
+# An output feature is flagged when its largest error against the float model exceeds this share of its own
+# largest float magnitude (a feature quantization destroyed, zeroed or sign-flipped, is near 1 or past it;
+# int8/int4 noise on the test models stays far below).
+FEATURE_LIMIT = 0.5
+
+
+def _rows(values: np.ndarray) -> np.ndarray:
+    """An output as float64 [rows, features]: the last axis is the features (a scalar is one)."""
+    width = values.shape[-1] if values.ndim else 1
+    return values.astype(np.float64).reshape(-1, width)
+
+
+def feature_magnitude(float_out: np.ndarray) -> np.ndarray:
+    """Each output feature's (last-axis element's) largest finite |value| over the rows, float64 [features]."""
+    f = _rows(float_out)
+    return np.where(np.isfinite(f), np.abs(f), 0.0).max(0) if f.size else np.zeros(f.shape[1])
+
+
+def feature_errors(float_out: np.ndarray, quant_out: np.ndarray, magnitude: np.ndarray | None = None) -> dict[str, Any]:
+    """Each output feature's error against the float model, for its own magnitude: a feature is one element
+    of the last axis (a scalar output is one feature), its rows every other index. For feature j, with f the
+    float model's values and q the quantized one's over the rows: error_j = max |q - f| (inf where one is
+    finite and the other not, or both non-finite and different), magnitude_j = `magnitude[j]` (the caller's
+    `feature_magnitude` over several inputs) or max |f| (finite f), relative_j = error_j / magnitude_j (0 for
+    0 / 0, inf for an error on a feature that is 0 throughout). Returns {"features": count,
+    "flagged_features": how many have relative_j > FEATURE_LIMIT, "worst_feature": {"index", "max_abs_error",
+    "magnitude", "relative_error"} of the largest relative_j (absent with no element)}. ValueError when the
+    shapes (or `magnitude`'s length) do not match."""
+    if float_out.shape != quant_out.shape:
+        raise ValueError(f"float output {float_out.shape} and quantized output {quant_out.shape} differ in shape")
+    f, q = _rows(float_out), _rows(quant_out)
+    if magnitude is None:
+        magnitude = feature_magnitude(float_out)
+    if magnitude.shape != (f.shape[1],):
+        raise ValueError(f"{f.shape[1]} features but {magnitude.shape} magnitudes")
+    if f.size == 0:
+        return {"features": f.shape[1], "flagged_features": 0}
+    finite = np.isfinite(f) & np.isfinite(q)
+    with np.errstate(invalid="ignore"):
+        apart = ~finite & ~((f == q) | (np.isnan(f) & np.isnan(q)))  # inf vs finite, NaN vs a number, inf vs -inf
+        error = np.where(finite, np.abs(q - f), 0.0).max(0)
+    error = np.where(apart.any(0), np.inf, error)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = np.where(error == 0, 0.0, error / magnitude)
+    worst = int(np.argmax(relative))
+    return {
+        "features": f.shape[1],
+        "flagged_features": int((relative > FEATURE_LIMIT).sum()),
+        "worst_feature": {
+            "index": worst,
+            "max_abs_error": float(error[worst]),
+            "magnitude": float(magnitude[worst]),
+            "relative_error": float(relative[worst]),
+        },
     }

@@ -10,7 +10,33 @@ import torch
 from torch import nn
 
 import rlx_torch_import as rti
-from _samples import LEVELS, Fn, Sample, check_op_sample, of_inputs, r, sample_ids
+from _samples import FLOATS, LEVELS, Fn, Sample, check_op_sample, of_inputs, r, sample_ids
+
+
+def _cast_values(dtype: torch.dtype) -> torch.Tensor:
+    """Values whose float -> integer conversion torch defines (inside int64, C++'s truncation toward zero;
+    the narrower integers and uint8 wrap from there on this CPU: uint8 through int64 by c10's rule): ties,
+    signed zeros, negatives for uint8, the largest float32 below 2**31 and -2**31, float64 just below 2**63
+    and -2**63. Outside int32 (int64 for uint8) torch's value is an undefined C++ conversion: not sampled."""
+    values = [0.0, -0.0, 0.5, -0.5, 1.5, -2.5, 3.7, -3.7, -1.0, 255.0, 255.9, -255.5, 300.5, -300.5, 65535.9]
+    values += [2147483520.0, -2147483648.0, 1e9, -1e9]
+    if dtype == torch.float64:
+        values += [9.223372036854774e18, -9.223372036854775808e18, 2.0**53 + 2, -(2.0**62)]
+    column = torch.tensor(values, dtype=torch.float64)
+    return column[column.abs() <= torch.finfo(dtype).max].to(dtype)
+
+
+def _truncating_casts(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    small = torch.where(x.abs() < 2.0**31, x, torch.zeros_like(x))  # int32's range: torch's conversion is defined
+    return (
+        x.to(torch.int64),
+        small.to(torch.int32),
+        small.to(torch.int16),
+        small.to(torch.int8),
+        small.to(torch.uint8),
+        x.long() // 3,
+    )
+
 
 torch.manual_seed(0)
 SAMPLES: list[Sample] = [
@@ -36,10 +62,11 @@ SAMPLES: list[Sample] = [
             ),
         ),
     ),
+    *[(f"truncating_casts_{str(dt)[6:]}", of_inputs(_truncating_casts), (_cast_values(dt),)) for dt in FLOATS],
 ]
 
 # Samples whose every output must equal eager PyTorch bit for bit.
-BIT_EXACT = {"half_subnormal_casts"}
+BIT_EXACT = {"half_subnormal_casts", *(f"truncating_casts_{str(dt)[6:]}" for dt in FLOATS)}
 
 
 @pytest.mark.parametrize("level", LEVELS)

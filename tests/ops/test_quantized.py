@@ -10,7 +10,7 @@ import torch
 import torch.ao.quantization.fx._decomposed  # defines torch.ops.quantized_decomposed
 from torch import nn
 
-from _samples import LEVELS, Sample, check_op_sample, of_inputs, sample_ids
+from _samples import INF, LEVELS, Sample, check_op_sample, of_inputs, sample_ids
 
 Q = torch.ops.quantized_decomposed
 
@@ -51,6 +51,19 @@ def _dynamic(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return scale, zp, s_scale, s_zp, q, Q.dequantize_per_tensor.tensor(q, scale, zp, -128, 127, torch.int8)
 
 
+def _past_2_22(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (
+        Q.quantize_per_tensor(x, 1.0, 0, -128, 127, torch.int8),
+        Q.quantize_per_tensor(x, 0.5, 100, 0, 255, torch.uint8),
+        Q.quantize_per_tensor(x, 1.0, -7, -32768, 32767, torch.int16),
+        Q.quantize_per_tensor(x, 2.0**-20, 0, -32768, 32767, torch.int16),
+    )
+
+
+_LARGE = [2.0**22 - 1.5, 2.0**22 - 0.5, 2.0**22, 2.0**22 + 1, 2.0**23 - 1, 2.0**23, 2.0**23 + 2, 2.0**24 + 4, 1e30]
+_BIG = torch.tensor([*_LARGE, *(-v for v in _LARGE), INF, -INF, 0.5, -0.5, 1.5, 2.5, 126.5, 127.5, -128.5, 0.0])
+
+
 torch.manual_seed(0)
 # values past both clamp ends and exact rounding ties (x / scale = k + 0.5 rounds half to even)
 _X = torch.cat([torch.randn(40) * 4, torch.tensor([0.025, 0.075, -0.025, 0.125, 100.0, -100.0, 0.0, 1e-9])]).reshape(
@@ -70,6 +83,9 @@ SAMPLES: list[Sample] = [
     ),
     ("choose_qparams", of_inputs(_dynamic), (_X,)),
     ("choose_qparams_positive", of_inputs(_dynamic), (torch.rand(5, 7) + 0.5,)),
+    # x / scale around and past 2**22, 2**23, 2**24 and ±inf: the codes' rounding (exact.round_small, exact
+    # below 2**22) is clamped away beyond it; ties just below 2**22 round half to even
+    ("quantize_past_2_22", of_inputs(_past_2_22), (_BIG,)),
 ]
 EXACT = {name for name, _, _ in SAMPLES}
 

@@ -3,10 +3,11 @@ token with a KV cache, as LLM users run it.
 
     python -m tools.bench.decode [--threads N] [--runs N]
 
-The model is exported as a decode step (`rlx_torch_import.generate.hf_decode_step`: ids, positions and
-12 cache tensors in, logits and this step's keys/values out; cache length a dynamic dim 0..2048, new tokens
-1..1024) and converted with `from_torch(..., dynamic_shapes=...)`. Each runtime is served by its own
-process, same threads, and they take turns pass by pass (a burst of load elsewhere falls on all):
+The model is exported as a decode step (`rlx_torch_import.generate.hf_decode_step`: ids, positions, the
+token and cache masks and 12 cache tensors in, logits and this step's keys/values out; cache length a
+dynamic dim 0..2048, new tokens 1..1024) and converted with `from_torch(..., dynamic_shapes=...)`.
+Each runtime is served by its own process, same threads, and they take turns pass by pass (a burst of
+load elsewhere falls on all):
 - RLX: `generate.Decoder` (the cache padded to 128-slot buckets: a new binding compiles once per 128
   tokens, in the first pass; the passes after it reuse them; the caches resident in RLX's arena, each
   step copying in its new keys/values only), and without padding (bucket 1: the exact cache fed whole,
@@ -113,7 +114,7 @@ def _rlx(model: Any, bucket: int | None = None) -> Runtime:
         return state, prefill(decoder, state, prompt)
 
     def copy(s: DecodeState) -> DecodeState:
-        return DecodeState([a.copy() for a in s.caches], s.length, s.batch)
+        return s.copy()
 
     return Runtime(start, decoder.step, copy, lambda: decoder.model.compiles)
 
@@ -150,12 +151,14 @@ def _ort(directory: Path, threads: int) -> Runtime:
     options.inter_op_num_threads = 1
     session = ort.InferenceSession(str(directory / "decode.onnx"), options, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
-    empty = [[d if isinstance(d, int) else 0 for d in i.shape] for i in session.get_inputs()[2:]]  # S = 0
+    empty = [[d if isinstance(d, int) else 0 for d in i.shape] for i in session.get_inputs()[4:]]  # S = 0
 
     def run(state: list[Any], ids: np.ndarray) -> np.ndarray:
         caches, length = state[0], state[1]
         positions = np.arange(length, length + ids.shape[1], dtype=np.int64)[None, :]
-        out = session.run(None, dict(zip(names, [ids.astype(np.int64), positions, *caches], strict=True)))
+        masks = [np.ones(ids.shape, np.int64), np.ones((ids.shape[0], length), np.int64)]  # no padding
+        feed = [ids.astype(np.int64), positions, *masks, *caches]
+        out = session.run(None, dict(zip(names, feed, strict=True)))
         # the step returns this step's keys/values: the exact cache grows by them (axis 2)
         state[0] = [np.concatenate([c, new], axis=2) for c, new in zip(caches, out[1:], strict=True)]
         state[1] = length + ids.shape[1]

@@ -22,6 +22,7 @@ from ..outdir import write_text
 from ..symbolic import free_symbols
 from ..torchir import check_output_tree
 from ..version import __version__
+from .ranges import check_meta_ranges, index_ranges
 
 if TYPE_CHECKING:
     from ..program import Program
@@ -61,6 +62,8 @@ def meta_for(
         # {"constant": value, "name"} and {"size": expression, "name"} for Python values); {} = flat.
         "output_tree": ir.output_tree,
         "outputs": _outputs_meta(program, ir),
+        # Inputs that feed an index operand and the range torch allows there, checked before each run.
+        "index_ranges": index_ranges(ir, [v.name for v in program.inputs]),
         # Dynamic dims: each symbol once, with its range (max null: unbounded). Shapes above are
         # then lists of sizes and expressions of the symbols' torch names.
         "symbols": [asdict(sym) for sym in ir.symbols] if rlxmodel is not None else [],
@@ -241,6 +244,8 @@ def check_meta(meta: Any, path: Path) -> None:
     for k, const in enumerate(_need(meta, "constant_inputs", list, where, required=False) or []):
         if not (isinstance(const, dict) and isinstance(const.get("path"), str) and "value" in const):
             raise BundleError(f"{path}: constant_inputs[{k}]: {short(const)} is not an object with path and value")
+    if "index_ranges" in meta:
+        check_meta_ranges(meta["index_ranges"], {i["name"] for i in meta["inputs"]}, where)
     tree = _need(meta, "output_tree", dict, where, required=False)
     if tree:
         check_output_tree(tree, f"{path}: output_tree", {o["name"] for o in meta["outputs"]}, BundleError)

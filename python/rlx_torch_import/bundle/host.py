@@ -127,8 +127,8 @@ def check_baked(name: str, value: Any, baked: Any) -> None:
         same = False
     if not same:
         raise InputError(
-            f"input {name!r} was baked into the bundle as {short(baked)} at conversion (it fixes shapes); got "
-            f"{short(value)}",
+            f"input {name!r} was baked into the bundle as {short(baked)} at conversion (it fixes shapes or a "
+            f"branch); got {short(value)}",
             hint="convert again with the value you want",
         )
 

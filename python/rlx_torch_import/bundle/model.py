@@ -19,6 +19,7 @@ from ..layout import BUNDLE
 from ..limits import regular_file, short
 from ..symbolic import Symbol, evaluate, evaluate_shape, infer_binding
 from .format import HIR, META, SYMBOLIC, WEIGHTS, check_meta, check_params, meta_text, read_meta
+from .ranges import check_ranges
 from .host import _bind, _thunk_profile, as_input, check_baked, decode_outputs, encode_feed
 
 # Compiled bindings a dynamic bundle keeps (least recently used dropped first); each holds its
@@ -191,8 +192,10 @@ class BundleModel:
 
         Raises InputError naming the input (and listing the inputs the bundle takes) for a missing
         or unknown name, a wrong count, a value that is not an array of numbers (None, a string,
-        an object, a ragged list), a dtype outside that policy, or a wrong shape; BundleError when
-        the core refuses a buffer; RlxError when RLX fails on inputs that passed every check."""
+        an object, a ragged list), a dtype outside that policy, or a wrong shape; IndexRangeError (an
+        InputError and an IndexError) for an id or index outside the range torch allows for the op it
+        feeds (meta.json `index_ranges`, `bundle/ranges.py`); BundleError when the core refuses a
+        buffer; RlxError when RLX fails on inputs that passed every check."""
         arrays = self._arrays(inputs)
         labels = self.binding(arrays)
         model = self.compile_binding(labels) if self.symbols else self._model
@@ -223,6 +226,7 @@ class BundleModel:
         return self._run_compiled(self.compile_binding(labels), arrays, at)
 
     def _run_compiled(self, model: Any, arrays: dict[str, np.ndarray], at: dict[str, int]) -> dict[str, np.ndarray]:
+        check_ranges(self.meta.get("index_ranges", []), arrays, at)  # IndexRangeError, as torch raises
         try:
             raw = model.run(encode_feed(self.meta["inputs"], arrays, at))
         except (RuntimeError, _core.CheckError) as e:

@@ -16,6 +16,7 @@ import os
 from importlib import resources
 
 from .. import _core
+from ..bundle.ranges import index_ranges
 from ..dtypes import to_rlx
 from ..layout import sweep_prefix
 from ..program import Program
@@ -133,7 +134,19 @@ def _specs(program: Program, ir: TorchIR) -> str:
         for p in program.params
     ]
     values = {"INPUTS": inputs, "OUTPUTS": outputs, "PARAMS": params, "SYMBOLIC": symbolic}
-    return fill(_fragment("specs.rs"), values, "specs.rs")
+    return fill(_fragment("specs.rs"), values | {"INDEX_RANGES": _index_ranges(program, ir)}, "specs.rs")
+
+
+def _index_ranges(program: Program, ir: TorchIR) -> list[str]:
+    """INDEX_RANGES rows (`bundle.ranges.index_ranges`, the check `BundleModel.run` makes). A range whose
+    bound is a size expression (a dynamic axis indexed) is left to RLX: the crate checks fixed bounds."""
+    position = {v.name: i for i, v in enumerate(program.inputs)}
+    return [
+        f"    IndexRange {{ input: {position[r['input']]}, low: {r['low']}, high: {r['high']}, op: {rust_str(r['op'])}, "
+        f"node: {rust_str(r['node'])}, axis: {r['axis']} }},"
+        for r in index_ranges(ir, [v.name for v in program.inputs])
+        if isinstance(r["low"], int) and isinstance(r["high"], int)
+    ]
 
 
 def lib_rs(program: Program, ir: TorchIR, style: str) -> str:

@@ -18,18 +18,19 @@ import torch
 
 from .. import safetensors_io
 from ..layout import input_key, output_key, set_prefix
-from ..quantize import BLOCK, Scheme, dequantize
+from ..quantize import BLOCK, Scheme, dequantize, scale_fault
+from ..quantize_report import feature_errors, feature_magnitude
 from ..torchir import TorchIR
 from .inputs import ModelInputs
 from .reference import eager_point
 from .state import ModelState
 
-F16_MAX = 65504.0  # the largest finite float16: a block scale past it overflows
-
 
 def _float_reason(m: torch.nn.Linear | torch.nn.Embedding, scheme: Scheme) -> str:
-    """Why `m`'s weight stays float ("" when it can be quantized). An embedding table is quantized in the same
-    blocks along its embedding dim and gathered as packed codes (`lower/ops/embedding.py`)."""
+    """Why `m`'s weight stays float ("" when it can be quantized): not float32, not a 2-D CPU weight, an inner
+    dim that is not a multiple of 32, or float16 block scales that would overflow or lose precision
+    (`quantize.scale_fault`). An embedding table is quantized in the same blocks along its embedding dim and
+    gathered as packed codes (`lower/ops/embedding.py`)."""
     w = m.weight
     if w.dtype != torch.float32:
         return f"{str(w.dtype).removeprefix('torch.')} weight: RLX's DequantMatMul multiplies float32 activations"
@@ -38,14 +39,7 @@ def _float_reason(m: torch.nn.Linear | torch.nn.Embedding, scheme: Scheme) -> st
     if w.shape[1] % BLOCK:
         what = "embedding_dim" if isinstance(m, torch.nn.Embedding) else "in_features"
         return f"{what} {w.shape[1]} is not a multiple of {BLOCK} ({scheme.rlx}'s block)"
-    top = float(w.detach().abs().max()) if w.numel() else 0.0
-    limit = F16_MAX * (127 if scheme.bits == 8 else 8)  # the block scale is |w| / 127 (int8), |w| / 8 (int4)
-    if not top <= limit:  # NaN too
-        return (
-            f"largest |weight| {top:.3g} does not fit {scheme.rlx}'s float16 block scale (|weight| up to "
-            f"{limit:.3g}): its blocks would dequantize to inf/NaN"
-        )
-    return ""
+    return scale_fault(w.detach().contiguous().numpy(), scheme)  # its float16 block scales over- or underflow
 
 
 def choose(model: torch.nn.Module, scheme: Scheme) -> tuple[dict[str, torch.nn.Parameter], list[dict[str, str]]]:
@@ -121,9 +115,13 @@ def accuracy_cost(
 ) -> list[dict[str, Any]]:
     """The float model (its own weights, after `dequantized_weights`) against the quantized one's eager
     outputs in `reference` (reference.safetensors), on the example and each input set eager PyTorch ran:
-    one row per point and float output ({"point", "output", "max_abs_error", "cosine", "top1_agreement"?}).
-    Top-1 agreement is given for outputs read as classes or a vocabulary on their last axis: one named
-    `*logits*` or `*scores*`, or the model's only float output."""
+    one row per point and float output ({"point", "output", "max_abs_error", "cosine", "top1_agreement"?,
+    "features", "flagged_features", "worst_feature"?}). Top-1 agreement is given for outputs read as classes or
+    a vocabulary on their last axis: one named `*logits*` or `*scores*`, or the model's only float output. Each
+    output feature (last-axis element) is also measured against its own magnitude, its largest |float value|
+    over the rows of every point (so a feature near 0 on one input set of identical rows is judged by its size
+    over all of them), and flagged past `quantize_report.FEATURE_LIMIT` (`quantize_report.feature_errors`):
+    cosine over the whole output hides a small feature that quantization destroyed."""
     stored = safetensors_io.read(reference)
     points: list[tuple[str, str, tuple[torch.Tensor, ...]]] = [("example", "", example.tensors)]
     for k, entry in enumerate(ir.input_sets):
@@ -133,13 +131,24 @@ def accuracy_cost(
             points.append((str(entry["label"]), prefix, tensors))
     floats = [o.name for o in ir.outputs if o.dtype in ("float32", "float16", "bfloat16", "float64")]
     classes = {n for n in floats if len(floats) == 1 or "logit" in n.lower() or "score" in n.lower()}
-    rows: list[dict[str, Any]] = []
+    measured: list[tuple[str, str, np.ndarray, np.ndarray]] = []  # (point, output, float, quantized)
     for label, prefix, tensors in points:
         outputs, _ = eager_point(model, ir, example, tensors, state)
         for name, t in outputs.items():
             key = output_key(name, prefix)
-            if not t.is_floating_point() or key not in stored:
-                continue
-            quant = stored[key].to_numpy()
-            rows.append({"point": label, "output": name, **_metrics(t.float().numpy(), quant, name in classes)})
-    return rows
+            if t.is_floating_point() and key in stored:
+                measured.append((label, name, t.float().numpy(), stored[key].to_numpy()))
+    scale: dict[tuple[str, int], np.ndarray] = {}  # (output, features) -> largest |float| over every point
+    for _, name, values, _ in measured:
+        size = feature_magnitude(values)
+        key2 = (name, size.size)
+        scale[key2] = np.maximum(scale[key2], size) if key2 in scale else size
+    return [
+        {
+            "point": label,
+            "output": name,
+            **_metrics(values, quant, name in classes),
+            **feature_errors(values, quant, scale[(name, values.shape[-1] if values.ndim else 1)]),
+        }
+        for label, name, values, quant in measured
+    ]

@@ -13,7 +13,7 @@ import numpy as np
 from ..dtypes import FLOAT_DTYPES, HALF_DTYPES, NARROWER_INTS, compute_rlx, promote
 from ..program import Program, Provenance, RlxNode
 from .call import Value, norm_axis
-from .rlx import rules_elementwise, workarounds
+from .rlx import exact, rules_elementwise, workarounds
 
 
 class Builder:
@@ -240,8 +240,8 @@ class Builder:
         return self.emit({"Activation": activation}, [x], x.dims, x.dtype)
 
     def trunc(self, x: Value) -> Value:
-        """Round toward zero: sign(x) * floor(|x|) (torch.trunc)."""
-        return self.binary("Mul", self.unary("Sign", x), self.unary("Floor", self.unary("Abs", x)))
+        """Round toward zero (torch.trunc), signed zeros, ±inf and NaN kept (`rlx.exact.trunc`)."""
+        return exact.trunc(self, x)
 
     def compare(self, op: str, a: Value, b: Value) -> Value:
         """Elementwise comparison -> bool, operands promoted to a common dtype."""

@@ -46,11 +46,18 @@ class Lowering:
 REGISTRY: dict[str, Lowering] = {}
 
 # What a float result's per-node budget follows (`verify.nodes.op_kind`): movement (data movement
-# and selection, every element a copy of an input element: exact), elementwise (a few ULP of the
-# tensor's largest value), contraction (K the contracted length: sqrt of in0 * in1 elements over the
-# output's) and reduction, normalizations included (K the reduced length: input elements over output
-# elements, at least the last axis for the per-row normalizations), both eps * (16 + 2K) of their scale.
-KINDS = ("movement", "elementwise", "contraction", "reduction")
+# and selection, every element a copy of an input element: exact), exact (value-exact: each element
+# is the correctly rounded value of an exact function of the inputs' values, with no choice left to
+# the implementation: rounding to an integer, sign, negation, absolute value; torch's result is one
+# bit pattern, signed zeros included), elementwise (a few ULP of the tensor's largest value),
+# contraction (K the contracted length: sqrt of in0 * in1 elements over the output's) and reduction,
+# normalizations included (K the reduced length: input elements over output elements, at least the
+# last axis for the per-row normalizations), both eps * (16 + 2K) of their scale.
+KINDS = ("movement", "exact", "elementwise", "contraction", "reduction")
+# The kinds whose results are judged bit for bit (`verify/exactness.py`): their value is determined
+# exactly by their inputs' values, so any difference from PyTorch, one ULP or a zero's sign, is a
+# wrong answer, not rounding noise.
+VALUE_EXACT_KINDS = frozenset({"movement", "exact"})
 
 
 def lowers(
@@ -118,6 +125,13 @@ _QUANT_SCHEMES = {
     "affine_quantized": "affine (torchao tensor subclass)",
     "fake_quant": "fake-quantize (QAT)",
 }
+
+
+def value_exact(target: str) -> bool:
+    """Whether the op overload `target` is value-exact (its kind is in VALUE_EXACT_KINDS): its results
+    are exactly determined by its inputs' values (False for an unregistered op)."""
+    lowering = REGISTRY.get(target)
+    return lowering is not None and lowering.kind in VALUE_EXACT_KINDS
 
 
 def make_call(node: Any, values: dict[str, Value]) -> Call:

@@ -16,10 +16,12 @@ budget. The budget has two parts:
   `notes` say so.
 
 Integer and bool outputs must match exactly; they are compared in their own dtype, never through a
-float (int64 above 2**53 would round). Float values are compared in float64, which holds every float
-dtype exactly, and cosine is computed on values scaled by their largest magnitude (no overflow at
-1e300). An output that is entirely NaN fails, unless PyTorch's is NaN at exactly the same positions
-(a note then says the example inputs may not exercise the model).
+float (int64 above 2**53 would round). A float output whose value is exactly determined (its producing
+op is value-exact and its inputs exactly known, `verify/exactness.py`) is judged bit for bit instead
+(`verify/bitexact.py`: signed zeros differ, NaN equals NaN). Float values are compared in float64,
+which holds every float dtype exactly, and cosine is computed on values scaled by their largest
+magnitude (no overflow at 1e300). An output that is entirely NaN fails, unless PyTorch's is NaN at
+exactly the same positions (a note then says the example inputs may not exercise the model).
 
 Every result names how many elements differ (integers/bool: are not equal; floats: lie outside the
 budget or differ in NaN/inf) and the first of them, as a multi-dimensional index with RLX's and
@@ -40,6 +42,7 @@ from .. import safetensors_io
 from ..errors import BundleError
 from ..layout import TORCH_IR, input_key, output_key, set_prefix, sweep_prefix
 from ..symbolic import Dim, evaluate_shape, values_of
+from .bitexact import CRITERION, bit_differences, bits_text
 from .budgets import JUDGE_FACTOR, JUDGED, Budget, budget_for, is_exact
 
 if TYPE_CHECKING:
@@ -82,6 +85,9 @@ class OutputParity:
     # A Python value forward returns (None, a constant, a size computed at the binding): the bundle's
     # value as Python prints it, compared with eager PyTorch's by equality; None for a tensor output.
     python_value: str | None = None
+    # How the elements were judged: "budget" (a float output's budgets), "bit-exact" (a float output
+    # whose value is exactly determined: every bit pattern equal) or "exact" (integers and bool).
+    criterion: str = ""
 
     def shown(self) -> tuple[str, list[str]]:
         """What the output is, for the report: (`float32 [2, 3]` or `Python int`, error columns
@@ -106,7 +112,13 @@ class OutputParity:
         if self.mismatches is None:
             return "elements not comparable (shapes differ)"
         if not self.mismatches or self.first_mismatch is None:
-            return "0 differ"
+            return "0 differ" + (" in bits" if self.criterion == CRITERION else "")
+        if self.criterion == CRITERION and isinstance(self.first_actual, float):
+            expected = float(self.first_expected) if isinstance(self.first_expected, (int, float)) else math.nan
+            return (
+                f"{self.mismatches} differ in bits, first at {self.first_mismatch}: "
+                f"RLX {bits_text(self.first_actual, self.dtype)} vs PyTorch {bits_text(expected, self.expected_dtype)}"
+            )
         return (
             f"{self.mismatches} differ, first at {self.first_mismatch}: "
             f"RLX {_fmt(self.first_actual, self.dtype)} vs PyTorch {_fmt(self.first_expected, self.expected_dtype)}"
@@ -316,8 +328,10 @@ def compare_output(
     judge: np.ndarray | None = None,
     *,
     no_judge: str = "",
+    bit_exact: bool = False,
 ) -> OutputParity:
-    """All metrics for one output; `ok` applies the expected dtype's budget (module docstring).
+    """All metrics for one output; `ok` applies the expected dtype's budget (module docstring), or with
+    `bit_exact` (a float output whose value is exactly determined, `verify/exactness.py`) bit equality.
 
     `actual` is RLX's result, `expected` PyTorch's; the dtype names are torch-ir names (bfloat16
     arrays hold their values as float32, since numpy has no bfloat16). `judge` is the same output
@@ -343,6 +357,8 @@ def compare_output(
         reasons.append(f"shape {list(actual.shape)} != {list(expected.shape)}")
         return _unpaired(base, reasons)
     outliers, judged_by = 0, ""
+    bit_exact = bit_exact and not is_exact(expected_dtype)
+    criterion = "exact" if is_exact(expected_dtype) else CRITERION if bit_exact else "budget"
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         stats = _float_stats(actual, expected)
         nonfinite_match, cosine = stats.nonfinite_match, stats.cosine
@@ -351,6 +367,9 @@ def compare_output(
             max_abs, max_rel = _exact_errors(actual[bad], expected[bad])
             allowed = 0.0
             mismatches, first = int(bad.sum()), _first(bad)
+        elif bit_exact:  # no budget, no outliers: every bit pattern as PyTorch's
+            max_abs, max_rel, allowed = stats.max_abs, stats.max_rel, 0.0
+            mismatches, first = bit_differences(actual, expected)
         else:
             allowed = budget.atol + budget.rtol * stats.scale
             max_abs, max_rel = stats.max_abs, stats.max_rel
@@ -371,13 +390,7 @@ def compare_output(
             mismatches = len(bad_at)
             first = tuple(int(i) for i in np.unravel_index(int(bad_at.min()), actual.shape)) if mismatches else None
     _nonfinite_findings(stats, actual.size, reasons, notes)
-    if is_exact(expected_dtype):
-        if mismatches:
-            reasons.append(f"{mismatches} of {actual.size} elements differ ({expected_dtype} must match exactly)")
-    elif max_abs > allowed:
-        reasons.append(f"max abs error {max_abs:.3g} > allowed {allowed:.3g}")
-    if not is_exact(expected_dtype) and not cosine >= budget.min_cosine:  # NaN fails too
-        reasons.append(f"cosine {cosine:.8f} < {budget.min_cosine}")
+    reasons += _verdict(criterion, mismatches, actual.size, expected_dtype, max_abs, allowed, cosine)
     return OutputParity(
         **base,
         ok=not reasons,
@@ -394,7 +407,22 @@ def compare_output(
         outliers=outliers,
         judged_by=judged_by,
         notes=notes,
+        criterion=criterion,
     )
+
+
+def _verdict(
+    criterion: str, mismatches: int, size: int, dtype: str, max_abs: float, allowed: float, cosine: float
+) -> list[str]:
+    """Why an output fails by its `criterion` ("exact", "bit-exact" or "budget"; none when it passes)."""
+    if criterion == "exact":
+        return [f"{mismatches} of {size} elements differ ({dtype} must match exactly)"] if mismatches else []
+    if criterion == CRITERION:
+        why = "judged bit-exact: value-exact ops on exactly known inputs, PyTorch's result is the only right one"
+        return [f"{mismatches} of {size} elements differ in bits ({why})"] if mismatches else []
+    reasons = [f"max abs error {max_abs:.3g} > allowed {allowed:.3g}"] if max_abs > allowed else []
+    min_cosine = budget_for(dtype).min_cosine
+    return reasons + ([] if cosine >= min_cosine else [f"cosine {cosine:.8f} < {min_cosine}"])  # NaN fails too
 
 
 def _judge(

@@ -14,12 +14,14 @@ values (working precision float64, whose products could overflow without scaling
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ..dtypes import RECORDS
+from ..lower.registry import VALUE_EXACT_KINDS
+from .bitexact import bit_differences
 from .budgets import budget_for
 from .report import NodeError
 
@@ -45,6 +47,9 @@ class Measured:
     ulp: float
     cosine: float
     top: float  # largest finite |expected|
+    # Elements whose bit patterns differ (`bitexact.bit_differences`; NaN equals NaN): None when the
+    # comparison was not asked for (`measure(..., bits=True)`).
+    bits_differ: int | None = None
 
 
 class Expected:
@@ -97,14 +102,23 @@ class Expected:
         return self._square[i]
 
 
-def measure(actual: Any, expected: Expected | Any, dtype: str | None = None) -> Measured:
+def measure(actual: Any, expected: Expected | Any, dtype: str | None = None, *, bits: bool = False) -> Measured:
     """Errors of `actual` against `expected` (an `Expected`, or an array of torch-ir `dtype`) in the
     dtype's working precision (float32 for the float32 and half dtypes, float64 for float64;
-    integers and bool by equality)."""
+    integers and bool by equality); with `bits` (a float value judged bit-exact), also how many
+    elements differ in bits (`Measured.bits_differ`)."""
     ref = expected if isinstance(expected, Expected) else Expected(expected, str(dtype))
     a = np.asarray(actual)
     if a.shape != ref.shape:
         return Measured(False, False, False, math.inf, math.inf, math.inf, 0.0, 0.0)
+    found = _measure(a, ref)
+    if bits and ref.dtype in _EPS:
+        found = replace(found, bits_differ=bit_differences(a, ref.value)[0])
+    return found
+
+
+def _measure(a: np.ndarray, ref: Expected) -> Measured:
+    """`measure` of an array of `ref`'s shape."""
     if ref.dtype not in _EPS:
         e = ref.value
         equal = bool(np.array_equal(a, e))
@@ -181,23 +195,37 @@ def _measure_float(a: np.ndarray, e: np.ndarray, dtype: str) -> Measured:
     return Measured(True, False, nonfinite_same, max_abs, max_rel, ulp, cosine, top)
 
 
+def _bit_exact(m: Measured) -> NodeError:
+    """The bit-exact verdict of a measured float value (`measure(..., bits=True)`)."""
+    if m.bits_differ is None:
+        raise ValueError("a bit-exact verdict needs measure(..., bits=True)")
+    return NodeError(m.max_abs, m.max_rel, m.ulp, m.cosine, 0.0, m.bits_differ == 0, True, m.bits_differ)
+
+
 def local_error(m: Measured, dtype: str, kind: str, k: int, scale: float) -> NodeError:
-    """The local (reference-fed) verdict: exact for integers, bool and data movement; otherwise
-    max abs error within eps * (16 elementwise | 16 + 2K contraction/reduction) * `scale`."""
+    """The local (reference-fed) verdict: exact for integers and bool, bit-exact for the value-exact
+    kinds (`lower.registry.VALUE_EXACT_KINDS`: fed PyTorch's own inputs, PyTorch's result is the only
+    right one; `m` measured with `bits`); otherwise max abs error within
+    eps * (16 elementwise | 16 + 2K contraction/reduction) * `scale`."""
     if not m.shape_ok:
         return NodeError(math.inf, math.inf, math.inf, 0.0, 0.0, False)
-    if dtype not in _EPS or kind == "movement":
+    if dtype not in _EPS:
         ok = m.nonfinite_same and m.max_abs == 0.0
         return NodeError(m.max_abs, m.max_rel, m.ulp, m.cosine, 0.0, bool(ok))
+    if kind in VALUE_EXACT_KINDS:
+        return _bit_exact(m)
     factor = 16.0 if kind == "elementwise" else 16.0 + 2.0 * k
     allowed = factor * _EPS[dtype] * scale + _TINY32
     return NodeError(m.max_abs, m.max_rel, m.ulp, m.cosine, allowed, bool(m.nonfinite_same and m.max_abs <= allowed))
 
 
-def cumulative_error(m: Measured, dtype: str) -> NodeError:
-    """The cumulative verdict: the output budget of the dtype (`budgets.budget_for`)."""
+def cumulative_error(m: Measured, dtype: str, *, bit_exact: bool = False) -> NodeError:
+    """The cumulative verdict: the output budget of the dtype (`budgets.budget_for`), or bit equality for
+    a float value that is exactly determined (`bit_exact`, `verify/exactness.py`; `m` measured with `bits`)."""
     if not m.shape_ok:
         return NodeError(math.inf, math.inf, math.inf, 0.0, 0.0, False)
+    if bit_exact and dtype in _EPS:
+        return _bit_exact(m)
     budget = budget_for(dtype)
     allowed = budget.atol + budget.rtol * m.top
     if dtype not in _EPS:

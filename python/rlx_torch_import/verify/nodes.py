@@ -13,10 +13,12 @@ from two debug builds of the program (`lower(..., probe_values=True, optimize=Fa
 the shipped graph: the whole program with every intermediate made an output, and a program
 of disconnected single-node graphs whose tensor inputs are fresh graph inputs.
 
-Local budgets follow the op's numerical character (`op_kind`): integer/bool results and data
-movement are exact; elementwise ops may differ by a few ULP of the tensor's largest value;
-contractions and reductions by eps * (16 + 2K) of their scale, K the reduction length.
-Cumulative budgets are the output budgets (`compare.compare_output`). The errors and verdicts are
+Local budgets follow the op's numerical character (`op_kind`): integer/bool results are exact, the
+float results of value-exact ops (data movement, rounding, sign, ...) bit-exact; elementwise ops may
+differ by a few ULP of the tensor's largest value; contractions and reductions by eps * (16 + 2K) of
+their scale, K the reduction length. Cumulative budgets are the output budgets
+(`compare.compare_output`): bit-exact for a value exactly determined by the model's inputs
+(`verify/exactness.py`), the dtype's budget otherwise. The errors and verdicts are
 `verify/metrics.py`'s: each PyTorch value prepared once, measured against both RLX values.
 """
 
@@ -36,6 +38,7 @@ from ..program import Program
 from ..progress import Progress
 from ..symbolic import sizes, values_of
 from ..torchir import Node, OutputSpec, TensorSpec, TorchIR
+from .exactness import exact_values
 from .metrics import Expected, cumulative_error, local_error, measure
 from .report import NodeParity
 from .torch_values import to_torch, torch_values
@@ -45,7 +48,7 @@ _EPS = {r.name: r.eps for r in RECORDS.values() if r.eps is not None}
 
 def op_kind(target: str, dtype: str) -> str:
     """The numerical character a node's local budget follows: exact for integer and bool results,
-    else the kind its lowering declares (`@lowers(..., kind=...)`: movement, elementwise,
+    else the kind its lowering declares (`@lowers(..., kind=...)`: movement, exact, elementwise,
     contraction or reduction). Only lowered nodes get here (`node_parity` lowers the whole program
     first, which refuses an unregistered op), so a target outside the registry is elementwise."""
     from ..lower import REGISTRY
@@ -215,6 +218,7 @@ class _Values:
     cumulative: dict[str, np.ndarray]  # RLX's values fed the model inputs
     alone: dict[str, str]  # node -> why it has no local value
     magnitude: Any  # value name -> its largest finite magnitude
+    exact: set[str] = field(default_factory=set)  # values exactly determined by the inputs (bit-exact)
 
     def compare(self, row: NodeParity, node: Node, value: np.ndarray) -> None:
         """Fill `row` (of `node`'s output `row.value`, PyTorch's value `value`): PyTorch's value prepared
@@ -223,14 +227,18 @@ class _Values:
         expected = Expected(value, dtype)
         if row.kind in ("contraction", "reduction"):
             row.reduction = _reduction_length(node, self.env, row.kind, value.size)
+        from ..lower.registry import VALUE_EXACT_KINDS
+
         if name in self.local:
-            m = measure(self.local[name], expected)
+            m = measure(self.local[name], expected, bits=row.kind in VALUE_EXACT_KINDS)
             row.local = local_error(m, dtype, row.kind, row.reduction, m.top)
             if not row.local.ok and row.kind in ("contraction", "reduction"):  # measured against its inputs
                 scale = _scale(node, self.magnitude, row.kind, m.top)
                 row.local = local_error(m, dtype, row.kind, row.reduction, scale)
         if name in self.cumulative:
-            row.cumulative = cumulative_error(measure(self.cumulative[name], expected), dtype)
+            bit_exact = name in self.exact
+            m = measure(self.cumulative[name], expected, bits=bit_exact)
+            row.cumulative = cumulative_error(m, dtype, bit_exact=bit_exact)
         if node.name in self.alone:
             row.note = self.alone[node.name]
         elif row.local is None and row.cumulative is None:
@@ -298,7 +306,7 @@ def node_parity(
     local, alone = _run_local(ir, env, host, raw_weights, device)
 
     report = NodeReport(ir=ir, expected=env, local=local)
-    values = _Values(env, local, cumulative, alone, magnitude)
+    values = _Values(env, local, cumulative, alone, magnitude, exact_values(ir))
     with torch.no_grad():
         for node in (progress or Progress(False)).items(ir.nodes, "nodes"):
             for spec in node.outputs:

@@ -12,7 +12,7 @@ from html import escape
 
 from .compare import OutputParity
 from .plot import EPSILON, error_plot_svg
-from .render_md import NO_ACCURACY_COST, quantization_line
+from .render_md import NO_ACCURACY_COST, quantization_line, worst_feature_cell
 from .report import InputSetRow, NodeError, ParityReport, SweepRow
 
 _STYLE = """
@@ -82,7 +82,7 @@ def _outputs_table(outputs: Sequence[OutputParity]) -> str:
                 _td(f"Python {o.expected_dtype}" if value else o.dtype),
                 _td("-" if value else o.shape),
                 _td("-" if value else _g(o.max_abs_error), True),
-                _td("-" if value else _g(o.allowed_abs_error), True),
+                _td("-" if value else "bit-exact" if o.criterion == "bit-exact" else _g(o.allowed_abs_error), True),
                 _td("-" if value else _g(o.max_rel_error), True),
                 _td("-" if value else f"{o.cosine:.8f}", True),
                 _td(differ, wrap=True),
@@ -170,7 +170,10 @@ def _quantization_section(report: ParityReport) -> str:
                 _td(_g(c["max_abs_error"]), True),
                 _td(f"{c['cosine']:.6f}", True),
                 _td(c.get("top1_agreement", "-"), True),
-            ]
+                _td(f"{c.get('flagged_features', '-')} / {c.get('features', '-')}", True),
+                _td(worst_feature_cell(c), True),
+            ],
+            "bad" if c.get("flagged_features") else "",
         )
         for c in q["accuracy_cost"]
     ]
@@ -179,7 +182,20 @@ def _quantization_section(report: ParityReport) -> str:
         "weights.</p>\n"
         + (_table(["kept float", "why"], kept) if kept else "")
         + (
-            _table(["input", "output", "max abs vs float", "cosine", "top-1 agreement"], cost)
+            f"<p>A feature (an element of the last axis) is flagged when its largest error against the float "
+            f"model exceeds {q.get('feature_limit', 0.5):g} of its own largest magnitude.</p>\n"
+            + _table(
+                [
+                    "input",
+                    "output",
+                    "max abs vs float",
+                    "cosine",
+                    "top-1 agreement",
+                    "flagged features",
+                    "worst feature: error / magnitude (relative)",
+                ],
+                cost,
+            )
             if cost
             else f"<p>{escape(NO_ACCURACY_COST)}</p>\n"
         )
@@ -194,7 +210,7 @@ def _error_cells(err: NodeError | None, note: str) -> list[str]:
         _td(_g(err.max_rel), True),
         _td(_g(err.ulp), True),
         _td(f"{err.cosine:.8f}", True),
-        _td(_g(err.allowed_abs), True),
+        _td(f"bit-exact ({err.bits_differ} differ)" if err.bit_exact else _g(err.allowed_abs), True),
         f"<td>{_verdict(err.ok)}</td>",
     ]
 
@@ -253,6 +269,8 @@ def _divergence_section(report: ParityReport) -> str:
     if d is not None:
         err = d.local
         what = f"local max abs {_g(err.max_abs)} &gt; budget {_g(err.allowed_abs)}" if err is not None else ""
+        if err is not None and err.bit_exact:
+            what = f"{err.bits_differ} elements differ in bits from a value-exact op's (judged bit-exact)"
         parts.append(
             f'<div class="box">First node over its local budget: <a href="#first-divergence"><b>#{d.index} '
             f"{escape(d.node)}</b></a> (<code>{escape(d.aten)}</code>"

@@ -42,6 +42,7 @@ def markdown(report: ParityReport) -> str:
     def row(o: OutputParity) -> str:
         what, (max_abs, max_rel, cosine, differ) = o.shown()
         allowed = "-" if o.python_value is not None else f"{o.allowed_abs_error:.3g}"
+        allowed = "bit-exact" if o.criterion == "bit-exact" else allowed
         return (
             f"| {_md(o.name)} | {'pass' if o.ok else 'FAIL'} | {_md(what)} | {max_abs} | {allowed} | {max_rel} | "
             f"{cosine} | {_md(differ)} | {_md('; '.join(o.reasons))} |"
@@ -78,7 +79,32 @@ def quantization_line(q: dict[str, Any]) -> str:
         f"weight-only {q['scheme']} ({q['rlx_scheme']}, blocks of {q['block']}): {packed} weight(s) "
         f"packed, {len(q['kept_float'])} kept float; bundle weights {q['bundle_weight_bytes']} bytes vs "
         f"{q['float_weight_bytes']} float ({q['ratio']:.3f}x)"
+    ) + flagged_features_line(q)
+
+
+def flagged_features_line(q: dict[str, Any]) -> str:
+    """Empty, or when the accuracy cost flagged output features (error against the float model past
+    `feature_limit` of their own magnitude, `quantize_report.feature_errors`), a WARNING naming how many and
+    the worst (output, input, feature index, relative error)."""
+    flagged = [c for c in q.get("accuracy_cost", []) if c.get("flagged_features")]
+    if not flagged:
+        return ""
+    worst = max(flagged, key=lambda c: c["worst_feature"]["relative_error"])
+    w = worst["worst_feature"]
+    return (
+        f"; WARNING: {sum(c['flagged_features'] for c in flagged)} output feature(s) over {len(flagged)} "
+        f"output/input pair(s) differ from the float model by more than {q.get('feature_limit', 0.5):g} of their "
+        f"own magnitude (worst: {worst['output']} feature {w['index']} on {worst['point']}, error "
+        f"{w['max_abs_error']:.3g} for magnitude {w['magnitude']:.3g})"
     )
+
+
+def worst_feature_cell(c: dict[str, Any]) -> str:
+    """An accuracy-cost row's worst feature: "index: error / magnitude (relative)", or "-" without one."""
+    w = c.get("worst_feature")
+    if w is None:
+        return "-"
+    return f"{w['index']}: {w['max_abs_error']:.3g} / {w['magnitude']:.3g} ({w['relative_error']:.3g})"
 
 
 NO_ACCURACY_COST = (
@@ -100,7 +126,9 @@ def _quantization_markdown(q: dict[str, Any]) -> str:
     kept = "".join(f"- `{_md(k['weight'])}`: {_md(k['reason'])}\n" for k in q["kept_float"])
     cost = "".join(
         f"| {_md(c['point'])} | {_md(c['output'])} | {c['max_abs_error']:.3g} | {c['cosine']:.6f} | "
-        f"{c['top1_agreement'] if 'top1_agreement' in c else '-'} |\n"
+        f"{c['top1_agreement'] if 'top1_agreement' in c else '-'} | "
+        f"{'**' + str(c['flagged_features']) + '**' if c.get('flagged_features') else 0} / {c.get('features', '-')} "
+        f"| {worst_feature_cell(c)} |\n"
         for c in q["accuracy_cost"]
     )
     return (
@@ -110,8 +138,12 @@ def _quantization_markdown(q: dict[str, Any]) -> str:
         + packed
         + (f"\nKept float:\n\n{kept}" if kept else "")
         + (
-            "\nAccuracy cost against the float model (eager PyTorch, original weights vs dequantized):\n\n"
-            "| input | output | max abs error | cosine | top-1 agreement |\n|---|---|---|---|---|\n" + cost
+            "\nAccuracy cost against the float model (eager PyTorch, original weights vs dequantized). A feature "
+            "(an element of the last axis) is flagged when its largest error exceeds "
+            f"{q.get('feature_limit', 0.5):g} of its own largest magnitude; worst feature: index: max abs error / "
+            "magnitude (relative):\n\n"
+            "| input | output | max abs error | cosine | top-1 agreement | flagged features | worst feature |\n"
+            "|---|---|---|---|---|---|---|\n" + cost
             if cost
             else f"\n{NO_ACCURACY_COST}\n"
         )
@@ -143,8 +175,9 @@ def _nodes_markdown(report: ParityReport) -> str:
     def errs(e: NodeError | None, note: str) -> str:
         if e is None:
             return f"{note or 'no RLX value'} |" + " |" * 5
+        budget = f"bit-exact ({e.bits_differ} differ)" if e.bit_exact else f"{e.allowed_abs:.3g}"
         return (
-            f"{e.max_abs:.3g} | {e.max_rel:.3g} | {e.ulp:.3g} | {e.cosine:.8f} | {e.allowed_abs:.3g} | "
+            f"{e.max_abs:.3g} | {e.max_rel:.3g} | {e.ulp:.3g} | {e.cosine:.8f} | {budget} | "
             f"{'pass' if e.ok else 'FAIL'} |"
         )
 
@@ -161,6 +194,8 @@ def _nodes_markdown(report: ParityReport) -> str:
     lines = [f"\n## Per-node parity\n\n{head}. local: the op fed {fed}'s inputs; cumulative: fed the model inputs.\n"]
     if d is not None:
         lim = f" (local max abs {d.local.max_abs:.3g} > {d.local.allowed_abs:.3g})" if d.local is not None else ""
+        if d.local is not None and d.local.bit_exact:
+            lim = f" ({d.local.bits_differ} elements differ in bits; a value-exact op is judged bit-exact)"
         where = f" in `{_md(d.module_path)}`" if d.module_path else ""
         lines.append(f"**First divergence**: #{d.index} `{_md(d.node)}` (`{d.aten}`{where}, {_md(d.source)}){lim}\n")
     if report.drift:

@@ -38,7 +38,8 @@ class SweepRow:
 class NodeError:
     """One way of comparing a node's RLX value with PyTorch's: max abs / max rel error, the
     largest error in ULP of the reference value (floats; 0 for exact dtypes), cosine, the
-    budget's allowed absolute error, and the verdict."""
+    budget's allowed absolute error, and the verdict. A float value judged bit for bit
+    (`bit_exact`, `verify/exactness.py`) has no budget: `bits_differ` elements differ in bits."""
 
     max_abs: float
     max_rel: float
@@ -46,6 +47,8 @@ class NodeError:
     cosine: float
     allowed_abs: float
     ok: bool
+    bit_exact: bool = False
+    bits_differ: int = 0
 
 
 @dataclass

@@ -78,14 +78,16 @@ def verify_bundle(
         if meta is not None and device == "cpu":
             meta["flush_denormals"] = _flush_denormals(model, feed, got)
         judge = Judge(conv)
+        exact = exact_outputs(conv)
         example = values_of(ir.symbols) if ir.is_dynamic else None
-        report.outputs = _compare_outputs(ir, got, ref, "", judge, example) + _compare_values(model, ir, {}, None)
+        report.outputs = _compare_outputs(ir, got, ref, "", judge, exact, example)
+        report.outputs += _compare_values(model, ir, {}, None)
         if ir.is_dynamic:
             with prog.phase(f"sweep ({len(ir.sweep)} points)"):
-                _verify_sweep(model, conv, report, judge, prog)
+                _verify_sweep(model, conv, report, judge, exact, prog)
         if ir.input_sets:
             with prog.phase(f"input sets ({len(ir.input_sets)})"):
-                _verify_input_sets(model, conv, report, judge, prog)
+                _verify_input_sets(model, conv, report, judge, exact, prog)
         report.verified = True
         report.ok = all(o.ok for o in report.outputs) and all(r.ok for r in report.sweep)
         report.ok = report.ok and all(r.ok for r in report.input_sets)
@@ -121,7 +123,9 @@ def _notes(ir: torchir.TorchIR) -> list[str]:
     return notes
 
 
-def _verify_sweep(model: BundleModel, conv: Conversion, report: ParityReport, judge: Judge, prog: Progress) -> None:
+def _verify_sweep(
+    model: BundleModel, conv: Conversion, report: ParityReport, judge: Judge, exact: set[str], prog: Progress
+) -> None:
     """One report row per sweep point: the bundle at the point's sizes against eager PyTorch there."""
     ir, ref = conv.ir, conv.reference
     report.symbols = {s.label: [s.min, s.max] for s in ir.symbols}
@@ -147,13 +151,13 @@ def _verify_sweep(model: BundleModel, conv: Conversion, report: ParityReport, ju
         except (InputError, BundleError) as e:
             row.outputs.append(_failed("RLX", e.message))
             continue
-        row.outputs = _compare_outputs(ir, got, ref, sweep_prefix(i), judge, dict(point["binding"]))
+        row.outputs = _compare_outputs(ir, got, ref, sweep_prefix(i), judge, exact, dict(point["binding"]))
         row.outputs += _compare_values(model, ir, point["binding"], point.get("values", {}))
         row.ok = all(o.ok for o in row.outputs)
 
 
 def _verify_input_sets(
-    model: BundleModel, conv: Conversion, report: ParityReport, judge: Judge, prog: Progress
+    model: BundleModel, conv: Conversion, report: ParityReport, judge: Judge, exact: set[str], prog: Progress
 ) -> None:
     """One report row per extra input set (torch-ir `input_sets`): the bundle on the set's inputs
     (a dynamic bundle at the sizes they give) against eager PyTorch's outputs on them."""
@@ -171,7 +175,7 @@ def _verify_input_sets(
         except (InputError, BundleError) as e:
             row.outputs.append(_failed("RLX", e.message))
             continue
-        row.outputs = _compare_outputs(ir, got, conv.reference, set_prefix(k), judge)
+        row.outputs = _compare_outputs(ir, got, conv.reference, set_prefix(k), judge, exact)
         row.outputs += _compare_values(model, ir, binding, entry.get("values", {}))
         row.ok = all(o.ok for o in row.outputs)
 
@@ -182,17 +186,20 @@ def _compare_outputs(
     ref: dict[str, Any],
     prefix: str,
     judge: Judge,
+    exact: set[str],
     binding: dict[str, int] | None = None,
 ) -> list[OutputParity]:
     """Each bundle output against PyTorch's, `<prefix>output.<name>` in reference.safetensors; where
     an output has outliers (elements beyond their own magnitude's budget), PyTorch's float64 run of the
-    point judges them (`verify/judge.py`)."""
+    point judges them (`verify/judge.py`). A float output whose value is exactly determined
+    (`exact`, from `exact_outputs`) is judged bit for bit."""
     found = []
     for spec in ir.outputs:
         expected = ref[output_key(spec.name, prefix)]
         actual = got[spec.name]
         dtype = _result_dtype(actual, spec.dtype)
-        row = compare_output(spec.name, actual, expected.to_numpy(), dtype, expected.dtype)
+        bit_exact = spec.name in exact
+        row = compare_output(spec.name, actual, expected.to_numpy(), dtype, expected.dtype, bit_exact=bit_exact)
         if row.wants_judge:
             wide, why = judge.outputs(prefix, binding)
             row = compare_output(
@@ -204,10 +211,23 @@ def _compare_outputs(
                 wide.get(spec.name),
                 no_judge=why or "PyTorch's float64 run gives no float value for it",
             )
-        if not row.ok and quantizes(ir) and not is_exact(expected.dtype):  # codes as outputs: equal, always
+        if not row.ok and quantizes(ir) and not is_exact(expected.dtype) and not bit_exact:  # codes: equal
             row = _code_fed(row, spec.name, actual, dtype, expected.dtype, judge.codes(prefix, binding))
         found.append(row)
     return found
+
+
+def exact_outputs(conv: Conversion) -> set[str]:
+    """The float outputs of `conv` judged bit for bit (`verify/exactness.py`): from torch-ir's nodes, or
+    for a conversion whose program is not lowered from them (RLX's ONNX importer: torch-ir holds the
+    boundary only) from the graph its front end imported."""
+    from .exactness import exact_outputs as from_nodes
+
+    if conv.ir.nodes or conv.ir.decomposition != "onnx":
+        return from_nodes(conv.ir)
+    from ..frontend.onnx.nodes import exact_outputs as from_onnx
+
+    return from_onnx(conv)
 
 
 def _code_fed(

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 @@IMPORTS@@
 
-use host::{from_carrier, to_carrier};
-pub use host::{HostTensor, ParamSpec, Parity, Symbol, TensorSpec, compare};
+use host::{check_index_ranges, from_carrier, to_carrier};
+pub use host::{HostTensor, IndexRange, ParamSpec, Parity, Symbol, TensorSpec, compare};
 
 /// The model's name at conversion time.
 pub const NAME: &str = @@NAME@@;

@@ -153,6 +153,7 @@ impl Model {
                 ));
             }
         }
+        check_index_ranges(INDEX_RANGES, INPUTS, inputs)?;
         let binding = self.binding(inputs)?;
         let compiled = self.compiled_at(binding, inputs)?;
         let carried: Vec<Vec<u8>> = INPUTS.iter().zip(inputs).map(|(spec, t)| to_carrier(t, spec.carrier)).collect();

@@ -36,6 +36,7 @@ impl Model {
             }
             carried.push(to_carrier(t, spec.carrier));
         }
+        check_index_ranges(INDEX_RANGES, INPUTS, inputs)?;
         let feed: Vec<(&str, &[u8], DType)> = INPUTS
             .iter()
             .zip(&carried)

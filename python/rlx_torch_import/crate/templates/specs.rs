@@ -13,4 +13,9 @@ pub const PARAMS: &[ParamSpec] = &[
 @@PARAMS@@
 ];
 
+/// Inputs that feed an index, with the range PyTorch allows there: `run` refuses a value outside it.
+pub const INDEX_RANGES: &[IndexRange] = &[
+@@INDEX_RANGES@@
+];
+
 @@SYMBOLIC@@

@@ -198,7 +198,8 @@ def _notes(
         notes.append(f"symbolic dims specialized: {specialized} (the bundle is static at these sizes)")
     if baked:
         notes.append(
-            "inputs read at conversion (they fix shapes), baked in as constants; the bundle does not take them: "
+            "inputs read at conversion (they fix shapes or pick an If branch), baked in as constants; the bundle "
+            "does not take them and refuses other values: "
             + ", ".join(f"{n} ({why}) = {_short(feed[n])}" for n, why in baked.items())
         )
     if expanded:

@@ -1,7 +1,8 @@
 """Per-node parity of an ONNX conversion: where along the ONNX graph RLX's numbers leave ONNX
 Runtime's, in the same rows and budgets as the torch path (`verify.nodes`).
 
-For every float32 value an ONNX node computes, two comparisons:
+For every float32 value an ONNX node computes, two comparisons (bit-exact where the value is exactly
+determined, `exact_values`, as `verify.nodes` judges a torch-ir graph):
 
 - **cumulative**: the value in RLX fed the model inputs against ONNX Runtime's (both run the static
   model of the conversion, `source.onnx`, with every such value made a graph output: `prepass.expose`);
@@ -28,6 +29,7 @@ from ...conversion import Conversion
 from ...dtypes import from_rlx
 from ...errors import DeviceError
 from ...layout import input_key
+from ...lower.registry import VALUE_EXACT_KINDS
 from ...progress import Progress
 from ...safetensors_io import RawTensor
 from ...verify.metrics import cumulative_error, local_error, measure
@@ -48,20 +50,59 @@ _REDUCTIONS = {
 _MOVEMENT = {
     "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice", "Gather", "Expand",
     "Identity", "Tile", "Pad", "GatherElements", "GatherND", "DepthToSpace", "SpaceToDepth", "MaxPool",
-    "GlobalMaxPool", "ReduceMax", "ReduceMin", "Max", "Min", "Relu", "Where",
+    "GlobalMaxPool", "ReduceMax", "ReduceMin", "Max", "Min", "Relu", "Where", "Constant",
 }  # fmt: skip
+# Value-exact ops (`lower.registry.KINDS`' "exact"): rounding to an integer, sign, negation, magnitude.
+_EXACT = {"Round", "Floor", "Ceil", "Sign", "Abs", "Neg"}
 
 
-def op_kind(op_type: str, dtype: str) -> str:
-    if dtype != "float32":
-        return "exact"
+def _kind(op_type: str) -> str:
+    """The numerical character of an ONNX op's float results (`lower.registry.KINDS`)."""
     if op_type in _CONTRACTIONS:
         return "contraction"
     if op_type in _REDUCTIONS:
         return "reduction"
     if op_type in _MOVEMENT:
         return "movement"
+    if op_type in _EXACT:
+        return "exact"
     return "elementwise"
+
+
+def op_kind(op_type: str, dtype: str) -> str:
+    """The numerical character a node's local budget follows: exact for integer and bool results,
+    else the op's kind (`_kind`)."""
+    return "exact" if dtype != "float32" else _kind(op_type)
+
+
+def exact_values(model: Any) -> set[str]:
+    """The names of the exact-judged values of an ONNX graph (shapes inferred, `prepass.infer`), as
+    `verify.exactness.exact_values` judges a torch-ir graph: the graph inputs and initializers, and
+    every output of a node that reads only exact-judged values when its op is value-exact (kind
+    movement or exact) or the output is not a float. A node with a subgraph (If, Loop, Scan) reads
+    values its inputs do not list: its outputs are not exact-judged."""
+    g = model.graph
+    floats = {1, 10, 11, 16}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in [*g.value_info, *g.input, *g.output]}
+    known = {i.name for i in g.input} | {t.name for t in g.initializer}
+    for node in g.node:
+        if any(a.g.node or a.graphs for a in node.attribute) or not all(i in known for i in node.input if i):
+            continue
+        exact_op = _kind(node.op_type) in VALUE_EXACT_KINDS
+        known |= {o for o in node.output if o and (exact_op or types.get(o, 1) not in floats)}
+    return known
+
+
+def exact_outputs(conv: Conversion) -> set[str]:
+    """The float outputs of the ONNX conversion `conv` (importer route: its source.onnx) judged bit for
+    bit: their value is exact-judged (`exact_values`)."""
+    path = conv.path(SOURCE)
+    if not path.is_file():
+        return set()
+    model = prepass.infer(read(path).model)
+    known = exact_values(model)
+    floats = ("float32", "float16", "bfloat16", "float64")
+    return {o.name for o in conv.ir.outputs if o.dtype in floats and o.value in known}
 
 
 def _float_values(model: Any) -> list[tuple[int, Any, str]]:
@@ -199,6 +240,7 @@ def node_parity(
     added = prepass.expose(exposed, [o for _, _, o in wanted])
     ort = reference.run(exposed, feed, [o.name for o in exposed.graph.output])
     report = NodeReport()
+    exact = exact_values(exposed)
     with tempfile.TemporaryDirectory(prefix="rti-onnx-nodes-") as tmp:
         cumulative: dict[str, np.ndarray] = {}
         notes: dict[str, str] = {}
@@ -232,10 +274,12 @@ def node_parity(
             row.note = "no ONNX Runtime value"
             continue
         if value in local:
-            m = measure(_fit(local[value], expected), expected, dtype)
+            m = measure(_fit(local[value], expected), expected, dtype, bits=row.kind in VALUE_EXACT_KINDS)
             row.local = local_error(m, dtype, row.kind, _reduction(node, ort, expected), m.top)
         if value in cumulative:
-            row.cumulative = cumulative_error(measure(_fit(cumulative[value], expected), expected, dtype), dtype)
+            bit_exact = value in exact
+            m = measure(_fit(cumulative[value], expected), expected, dtype, bits=bit_exact)
+            row.cumulative = cumulative_error(m, dtype, bit_exact=bit_exact)
         if i in alone:
             row.note = alone[i]
         elif value in notes:

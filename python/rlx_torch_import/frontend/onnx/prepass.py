@@ -4,7 +4,10 @@ pass keeps what the file computes; which passes run and why is docs/design.md, d
 - `static_inputs`: every graph input at the sizes this conversion runs (the importer specializes
   symbolic dims by name heuristics; binding them here makes its shapes the ones ONNX Runtime sees);
 - graph inputs that fix shapes baked in as constants (`operands.bake_operands`);
-- constant folding at those sizes (`fold`, onnxscript's optimizer);
+- graph inputs that a shape-fixing operand or an `If`'s condition is computed from baked in too,
+  before and after constant folding at those sizes (`fold`, onnxscript's optimizer), folding again
+  until none is left (`operands.bake_read_values`: RLX's importer would pick one branch whatever
+  their value, and the optimizer would fold a computed shape into the one the file declares);
 - rewrites of op types the importer lacks into ones it has (`rewrite.rewrite`), and broadcasting
   operands brought to one rank (`rewrite.align_ranks`: the importer aligns a lower-rank operand by size);
 - ONNX's own shape inference (with data propagation), so every intermediate has a static shape;
@@ -18,6 +21,8 @@ from typing import Any
 
 # Protobuf's own limit on one serialized message; larger models keep their weights in a data file.
 PROTO_LIMIT = 2**31 - 1
+# Rounds of baking the inputs an If condition or a shape operand is computed from, then folding.
+BAKE_ROUNDS = 4
 
 
 def static_inputs(model: Any, shapes: dict[str, tuple[int, ...]]) -> None:
@@ -112,19 +117,29 @@ def fold(model: Any) -> Any:
 def prepare(
     model: Any, shapes: dict[str, tuple[int, ...]], given: dict[str, Any] | None = None
 ) -> tuple[Any, dict[str, str]]:
-    """A copy of `model` with static inputs at `shapes`, shape-fixing operand inputs baked in from
-    `given` (`operands.bake_operands`), the rewrite rules applied (`rewrite.rewrite`), constants folded
-    and shapes inferred; and the baked inputs (name -> what reads it)."""
+    """A copy of `model` with static inputs at `shapes`, shape-fixing operand inputs and the inputs an
+    If condition or such an operand is computed from baked in from `given` (`operands.bake_operands`,
+    `operands.bake_read_values`), the rewrite rules applied (`rewrite.rewrite`), constants folded and
+    shapes inferred; and the baked inputs (name -> what reads it). Raises InputError naming each such
+    input the user did not give."""
     import onnx
 
-    from .operands import bake_operands
+    from .operands import bake_operands, bake_read_values
     from .rewrite import align_ranks, constant_outputs, rewrite
 
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     static_inputs(copy, shapes)
     baked = bake_operands(copy, given or {}, set(given or {}))
+    # before folding too: the optimizer folds a computed shape operand into the shape the file declares
+    baked.update(bake_read_values(copy, given or {}, set(given or {})))
     copy = fold(infer(copy))
+    for _ in range(BAKE_ROUNDS):  # a folded If can bring another (nested) one to the main graph
+        more = bake_read_values(copy, given or {}, set(given or {}))
+        if not more:
+            break
+        baked.update(more)
+        copy = fold(infer(copy))
     rewrite(copy)
     constant_outputs(copy)
     copy = infer(copy)

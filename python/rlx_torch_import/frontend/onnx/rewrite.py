@@ -213,6 +213,13 @@ def _isinf(node: Any, ctx: _Ctx) -> list[Any]:
     return [_node("Equal", [x, ctx.const(math.inf if pos else -math.inf if neg else math.nan, x)], [out])]
 
 
+@rule("Ceil")
+def _ceil(node: Any, ctx: _Ctx) -> list[Any]:
+    """-floor(-x): the importer's Ceil, round(x) + (round(x) < x), gives +0.0 where ONNX gives -0.0
+    (ceil(-0.5), ceil(-0.0)); its Floor, round(x) - (round(x) > x), keeps the zero's sign."""
+    return _unary(ctx, node.input[0], [("Neg", ["x"]), ("Floor", ["$"]), ("Neg", ["$"])], node.output[0])
+
+
 @rule("MatMul")
 def _matmul_1d(node: Any, ctx: _Ctx) -> list[Any] | None:
     """A 1-D operand (numpy's matmul: a vector is a row on the left, a column on the right, and that

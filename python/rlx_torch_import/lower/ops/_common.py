@@ -9,6 +9,7 @@ import numpy as np
 from ...dtypes import FLOAT_DTYPES, HALF_DTYPES, promote
 from ..builder import Builder
 from ..call import Call, Value
+from ..rlx import exact
 
 # ── operands of elementwise ops (arithmetic, unary, logical) ─────────────
 
@@ -62,7 +63,8 @@ def fix_sign(b: Builder, x: Value, y: Value, mod: Value) -> Value:
 def floor_divide(b: Builder, x: Value, y: Value) -> Value:
     """torch's floor division (c10 div_floor_*), exact: integers through int64 Div/Sub (truncating,
     exact over the whole range); floats from fmod, so rounding boundaries match torch
-    (floor_divide(1.0, 0.1) == 9), with a / b for a zero divisor."""
+    (floor_divide(1.0, 0.1) == 9), a zero quotient signed as a / b (floor_divide(-0.0, 1) = -0.0), with a / b
+    for a zero divisor."""
     dtype = promote(x.dtype, y.dtype)
     if dtype not in FLOAT_DTYPES:
         a, c = b.cast(x, "int64"), b.cast(y, "int64")
@@ -76,7 +78,10 @@ def floor_divide(b: Builder, x: Value, y: Value) -> Value:
     floor = b.unary("Floor", div)
     bump = b.cast(b.compare("Gt", b.binary("Sub", div, floor), b.const(0.5, dtype)), dtype)
     result = b.binary("Add", floor, bump)
-    return when(b, b.compare("Eq", c, b.const(0.0, dtype)), b.binary("Div", a, c), result)
+    quotient = b.binary("Div", a, c)
+    zero = b.expand(b.const(0.0, dtype), quotient.dims)  # torch: copysign(0, a / b) where div is 0
+    result = when(b, b.compare("Eq", div, b.const(0.0, dtype)), exact.with_sign_of(b, zero, quotient), result)
+    return when(b, b.compare("Eq", c, b.const(0.0, dtype)), quotient, result)
 
 
 # ── resampling along one axis (upsample, pool) ───────────────────────────

@@ -192,28 +192,64 @@ def choose_qparams(b: Builder, call: Call) -> list[Value | None]:
     return [b.cast(scale, "float64"), zero_point]
 
 
-_MATMULS = (
-    "aten.linear.default",
-    "aten.conv1d.default",
-    "aten.conv2d.default",
-    "aten.conv3d.default",
-    "aten.addmm.default",
-    "aten.mm.default",
+# The ops a PT2E graph's weights feed, by op name (the target without namespace and overload): every
+# linear/matmul form and every convolution form (transposed ones included), as `lower/ops/linalg.py` and
+# `lower/ops/conv.py` register them.
+_LINEARS = frozenset({"linear", "mm", "addmm", "bmm", "matmul", "addbmm", "baddbmm", "_int_mm"})
+_CONVOLUTIONS = frozenset(
+    {
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+        "convolution",
+        "_convolution",
+    }
 )
 
 
+def _op_name(target: str) -> str:
+    """The op name of a target: `aten.conv_transpose2d.input` -> `conv_transpose2d`."""
+    parts = target.split(".")
+    return parts[1] if len(parts) == 3 else target
+
+
+def _tensor_args(args: Any) -> list[str]:
+    """The value names of a torch-ir node's tagged arguments (`{"tensor": name}`, in lists too)."""
+    if isinstance(args, dict):
+        if len(args) == 1 and isinstance(args.get("tensor"), str):
+            return [args["tensor"]]
+        return [n for v in args.values() for n in _tensor_args(v)]
+    if isinstance(args, list):
+        return [n for v in args for n in _tensor_args(v)]
+    return []
+
+
 def pt2e_note(nodes: list[Any]) -> str | None:
-    """The report's line on a PT2E quantized graph (torch-ir `nodes`), or None when it has no quantize ops."""
+    """The report's line on a PT2E quantized graph (torch-ir `nodes`), or None when it has no quantize ops: how
+    many quantize/dequantize ops, and how many linears/matmuls and convolutions (transposed ones included) read
+    dequantized values (a dequantize's output, or one moved by data-movement ops: view, transpose, ...)."""
+    from ..registry import REGISTRY
+
     ops = [n for n in nodes if n.target.startswith("quantized_decomposed.")]
     if not ops:
         return None
-    dequantized = {o.name for n in ops if ".dequantize_" in n.target for o in n.outputs}
-    integer_shaped = sum(
-        1 for n in nodes if n.target in _MATMULS and any(a.get("tensor") in dequantized for a in n.args[:2])
-    )
+    dequantized: set[str] = set()
+    linears = convolutions = 0
+    for n in nodes:
+        reads = any(name in dequantized for name in _tensor_args([n.args, n.kwargs]))
+        lowering = REGISTRY.get(n.target)
+        if ".dequantize_" in n.target or (reads and lowering is not None and lowering.kind == "movement"):
+            dequantized.update(o.name for o in n.outputs)
+        elif reads and _op_name(n.target) in _LINEARS:
+            linears += 1
+        elif reads and _op_name(n.target) in _CONVOLUTIONS:
+            convolutions += 1
     return (
         f"PT2E quantized graph: {len(ops)} quantize/dequantize op(s) lowered as torch defines them; the "
-        f"{integer_shaped} linear/convolution(s) between them run in float32 as torch's graph does, not on RLX's "
-        "integer QMatMul/QConv2d, whose requantization differs from torch's by one step on some codes (RLX defect "
-        "qmatmul-requant)"
+        f"{linears} linear/matmul(s) and {convolutions} convolution(s) between them run in float32 as torch's "
+        "graph does, not on RLX's integer QMatMul/QConv2d, whose requantization differs from torch's by one step "
+        "on some codes (RLX defect qmatmul-requant)"
     )

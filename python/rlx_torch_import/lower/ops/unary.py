@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from ...dtypes import FLOAT_DTYPES, HALF_DTYPES
 from ..builder import Builder
 from ..call import Call, Value
 from ..registry import lowers
@@ -28,15 +31,12 @@ lowers("aten.exp.default")(_unary("Exp"))
 lowers("aten.log.default")(_unary("Log"))
 lowers("aten.sqrt.default")(_unary("Sqrt"))
 lowers("aten.rsqrt.default")(_unary("Rsqrt"))
-lowers("aten.neg.default")(_unary("Neg"))
-lowers("aten.abs.default")(_unary("Abs"))
+lowers("aten.neg.default", kind="exact")(_unary("Neg"))
+lowers("aten.abs.default", kind="exact")(_unary("Abs"))
 lowers("aten.sin.default")(_unary("Sin"))
 lowers("aten.cos.default")(_unary("Cos"))
 lowers("aten.erf.default")(_unary("Erf"))
 lowers("aten.reciprocal.default")(_unary("Recip"))
-lowers("aten.floor.default")(_unary("Floor"))
-lowers("aten.ceil.default")(_unary("Ceil"))
-lowers("aten.sign.default")(_unary("Sign"))
 lowers("aten.hardswish.default")(_unary("HardSwish"))
 lowers("aten.hardsigmoid.default")(_unary("HardSigmoid"))
 lowers("aten.mish.default")(_unary("Mish"))
@@ -142,20 +142,76 @@ def log_base(b: Builder, call: Call) -> Value:
     return b.binary("Div", b.unary("Log", x), b.opmath(math.log(base), x.dtype))
 
 
-@lowers("aten.trunc.default")
+# ── rounding to integers, sign: value-exact, bit for bit over each dtype's whole range ──────────
+
+
+def _as_held(b: Builder, call: Call) -> Value:
+    """The input in the result dtype as torch holds it: a float16/bfloat16 value on its dtype's grid. The
+    layer computes halves in float32 and rounds them at casts and outputs only, and a rounding op must
+    see torch's value (round(2.5004) is 3, round of its float16 2.5 is 2). Inputs and weights are on it."""
+    x = _float_in(b, call)
+    if x.dtype not in HALF_DTYPES or any(v.name == x.id for v in (*b.program.inputs, *b.program.params)):
+        return x
+    return b.round_to(x, x.dtype)
+
+
+def _rounding(activation: str):  # noqa: ANN202 - factory returning a lowering
+    def lower_rounding(b: Builder, call: Call) -> Value:
+        return b.unary(activation, _as_held(b, call))
+
+    lower_rounding.__name__ = f"rounding_{activation.lower()}"
+    lower_rounding.__doc__ = (
+        f"Elementwise {activation}, bit for bit over the whole range (RLX's kernel and constant folding).\n"
+        "Signed zeros, ±inf and NaN included; sign(±0) = +0 and sign(NaN) = 0, as torch."
+    )
+    return lower_rounding
+
+
+lowers("aten.floor.default", kind="exact")(_rounding("Floor"))
+lowers("aten.ceil.default", kind="exact")(_rounding("Ceil"))
+lowers("aten.sign.default", "aten.sgn.default", kind="exact")(_rounding("Sign"))
+
+
+@lowers("aten.trunc.default", "aten.fix.default", kind="exact")
 def trunc(b: Builder, call: Call) -> Value:
-    """Round toward zero: sign(x) * floor(|x|)."""
-    return b.trunc(_float_in(b, call))
+    """Round toward zero (torch.trunc, torch.fix): ceil(x) for x < 0, else floor(x).
+
+    trunc(-0.7) = -0.0; -0.0, ±inf and NaN pass through."""
+    return b.trunc(_as_held(b, call))
 
 
-def _check_round(call: Call) -> str | None:
-    return None if call.get("decimals", 0) == 0 else f"round with decimals={call.get('decimals')} is not supported"
+@lowers("aten.frac.default", kind="exact")
+def frac(b: Builder, call: Call) -> Value:
+    """x - trunc(x), as torch's kernel computes it (exact in every float dtype).
+
+    frac(±inf) = NaN, frac(-2.0) = +0.0."""
+    x = _as_held(b, call)
+    return b.binary("Sub", x, b.trunc(x))
 
 
-@lowers("aten.round.default", check=_check_round)
+@lowers("aten.round.default", "aten.round.decimals", "aten.special_round.default", kind="exact")
 def round_(b: Builder, call: Call) -> Value:
-    """Round half to even (torch's rule)."""
-    return b.unary("Round", _float_in(b, call))
+    """Round half to even (torch's rule), bit for bit; `decimals` as torch's CPU kernel computes it.
+
+    RLX's Round (the workaround layer rebuilds it where RLX would fold it, `round-fold`). With `decimals`
+    d != 0, torch's `round_decimals_kernel` operation for operation in the op-math dtype (float32 for
+    float16/bfloat16, the result rounded back): nearbyint(x * p) / p for d > 0, nearbyint(x / p) * p for
+    d < 0, p = 10**|d| as C's pow gives it, converted to the op-math dtype (inf past its range: the result
+    is then NaN or ±0, as torch's)."""
+    x = _as_held(b, call)
+    decimals = int(call.get("decimals", 0))
+    if decimals == 0 or x.dtype not in FLOAT_DTYPES:  # torch rounds integer tensors to themselves
+        return b.unary("Round", x)
+    opmath = "float64" if x.dtype == "float64" else "float32"
+    with np.errstate(over="ignore"):
+        power = np.float64(10.0) ** abs(decimals)
+        p = b.const(power if opmath == "float64" else np.float32(power), opmath)
+    wide = b.cast(x, opmath)
+    if decimals > 0:
+        y = b.binary("Div", b.unary("Round", b.binary("Mul", wide, p)), p)
+    else:
+        y = b.binary("Mul", b.unary("Round", b.binary("Div", wide, p)), p)
+    return b.cast(y, x.dtype)
 
 
 @lowers("aten.isnan.default")

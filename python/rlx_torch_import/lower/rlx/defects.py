@@ -448,9 +448,12 @@ DEFECTS: tuple[Defect, ...] = (
     ),
     Defect(
         "round-fold",
-        "constant folding rounds ties away from zero (the 0.2.19 kernel rounds half to even)",
+        "constant folding (float32 only) rounds ties away from zero (the 0.2.19 kernels round half to even, "
+        "exactly over the whole range)",
         _SEEN,
-        "round half to even from Floor: floor(x + 0.5), minus 1 on odd ties",
+        "RLX's Round where the value depends on an input or a parameter (never folded) or is float64; a float32 "
+        "value made of constants only is rounded by IEEE addition: |x| + 2**23 - 2**23 below 2**23, with x's "
+        "sign (`exact.round_half_even`)",
         hits.round,
         probes.round_fold,
     ),

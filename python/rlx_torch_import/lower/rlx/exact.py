@@ -74,11 +74,62 @@ ROUND_SMALL_LIMIT = 2**22
 
 def round_small(b: Builder, x: Value) -> Value:
     """float32 x rounded half to even, exact where |x| < ROUND_SMALL_LIMIT (2**22), by two IEEE additions
-    instead of RLX's Round (which the workaround layer rebuilds from Floor, `round-fold`). Beyond the limit
-    the result keeps x's sign and is at least 2**21 in magnitude (callers clamp to a narrower range:
-    quantization codes); NaN and infinities pass through."""
+    (two nodes that RLX folds and fuses exactly). Beyond the limit the result keeps x's sign and is at
+    least 2**21 in magnitude; NaN and infinities pass through; a zero result is +0.0. Only for callers
+    whose range keeps it exact: quantization codes clamped to |code| < 2**20 (`lower/ops/quantized.py`,
+    proved by `tests/ops/test_quantized.py`'s `quantize_past_2_22` sample), and the scaled bfloat16
+    subnormals of `rules_elementwise.round_to` (non-negative and below 2**7). Any other rounding goes
+    through `round_half_even` (RLX's Round: the workaround layer)."""
     magic = b.const(_ROUNDING_MAGIC, "float32")
     return b.binary("Sub", b.binary("Add", x, magic, "float32"), magic, "float32")
+
+
+def integral_from(dtype: str) -> float:
+    """The magnitude from which every value of float `dtype` (as RLX computes it) is an integer: 2**52 for
+    float64, 2**23 for float32 and the half dtypes (computed as float32; their own limits are lower)."""
+    return 2.0**52 if compute_rlx(dtype) == "F64" else 2.0**23
+
+
+def round_half_even(b: Builder, x: Value) -> Value:
+    """x rounded to the nearest integer, ties to even (torch.round, ONNX Round), over the whole range of a
+    float dtype without RLX's Round (whose constant folding rounds ties away from zero, `round-fold`):
+    |x| + 2**p - 2**p for |x| < 2**p (p = 52 for float64, 23 otherwise, `integral_from`): the sum has no
+    fraction bits, so IEEE addition rounds it half to even, and subtracting 2**p again is exact; every
+    larger |x| is an integer already and passes through, as do ±inf and NaN. The result takes x's sign,
+    a zero included (round(-0.4) = round(-0.0) = -0.0, as torch). Eight nodes and three constants."""
+    limit = b.const(integral_from(x.dtype), x.dtype)
+    magnitude = b.unary("Abs", x)
+    rounded = b.binary("Sub", b.binary("Add", magnitude, limit), limit)
+    rounded = b.emit("Where", [b.compare("Lt", magnitude, limit), rounded, magnitude], x.dims, x.dtype)
+    return with_sign_of(b, rounded, x)
+
+
+def negative(b: Builder, x: Value) -> Value:
+    """x < 0 (bool; false for -0.0 and NaN). float64 is read through its sign (-1/0/+1, exact), cast to
+    float32: RLX's F64 Compare is wrong, and a float32 cast of x would turn tiny negatives into -0.0."""
+    if compute_rlx(x.dtype) == "F64":
+        x = b.cast(b.unary("Sign", x), "float32")
+    return b.emit({"Compare": "Lt"}, [x, b.const(0.0, x.dtype)], x.dims, "bool")
+
+
+def with_sign_of(b: Builder, magnitude: Value, x: Value) -> Value:
+    """A non-negative (or NaN) `magnitude` with the sign of x, zeros included: -magnitude where x < 0, x
+    itself where x is ±0 (so a zero x keeps its own sign)."""
+    signed = b.emit("Where", [negative(b, x), b.unary("Neg", magnitude), magnitude], x.dims, x.dtype)
+    zero = b.const(0.0, x.dtype)
+    if compute_rlx(x.dtype) == "F64":  # x == 0 as the float32 cast of its sign (RLX's F64 Compare is wrong)
+        is_zero = b.emit(
+            {"Compare": "Eq"}, [b.cast(b.unary("Sign", x), "float32"), b.const(0.0, "float32")], x.dims, "bool"
+        )
+    else:
+        is_zero = b.emit({"Compare": "Eq"}, [x, zero], x.dims, "bool")
+    return b.emit("Where", [is_zero, x, signed], x.dims, x.dtype)
+
+
+def trunc(b: Builder, x: Value) -> Value:
+    """Round toward zero (torch.trunc, torch.fix): Ceil where x < 0, else Floor (both exact in RLX's
+    kernels and constant folding), so -0.0, ±inf and NaN pass through and trunc(-0.7) = -0.0."""
+    return b.emit("Where", [negative(b, x), b.unary("Ceil", x), b.unary("Floor", x)], x.dims, x.dtype)
 
 
 def is_nan(b: Builder, x: Value) -> Value:

@@ -89,8 +89,10 @@ def _activation(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...],
         elif name == "Relu":
             wide = b.binary("Max", wide, zero)
         return b.cast(wide, dtype)
-    if name == "Round":  # round-fold: half to even from Floor, whatever folds
-        return _round_half_even(b, x)
+    if name == "Round":  # round-fold: RLX's kernels round half to even, its constant folding away from zero
+        if rlx_of(x) == "F32" and constant_only(b, x):  # only float32 constants fold
+            return exact.round_half_even(b, x)
+        return b.raw(op, inputs, dims, dtype, compensated="round-fold")
     if name == "Exp" and rlx_of(x) == "F32":  # exp-range
         return _exp_full_range(b, op, x, dims, dtype)
     if name == "Elu":  # elu-expm1: RLX's Elu computes exp(x) - 1
@@ -118,15 +120,20 @@ def _exp_full_range(b: Builder, op: Any, x: Value, dims: tuple[int, ...], dtype:
     return y if nan is None else b.emit("Where", [nan, x, y], dims, dtype)
 
 
-def _round_half_even(b: Builder, x: Value) -> Value:
-    """floor(x + 0.5), minus 1 on ties whose result is odd (torch rounds half to even)."""
-    half = b.const(0.5, x.dtype)
-    up = b.emit({"Activation": "Floor"}, [b.binary("Add", x, half)], x.dims, x.dtype)
-    tie = b.cast(b.compare("Eq", b.binary("Sub", up, x), half), x.dtype)
-    two = b.const(2.0, x.dtype)
-    halved = b.emit({"Activation": "Floor"}, [b.binary("Div", up, two)], x.dims, x.dtype)
-    odd = b.binary("Sub", up, b.binary("Mul", halved, two))
-    return b.binary("Sub", up, b.binary("Mul", tie, odd))
+def constant_only(b: Builder, x: Value) -> bool:
+    """Whether x depends on constants only (no graph input, no parameter): a value RLX's constant folding
+    may compute at compile time (`passes.constants.constant_ids`; a node without inputs counts too).
+    Kept up to date as nodes are appended, so each node is looked at once per program."""
+    state = b.memo(("constant-only",), lambda: {"seen": 0, "ids": set()})
+    nodes = b.program.nodes
+    if state["seen"] > len(nodes):  # the program was rewritten: start over
+        state["seen"], state["ids"] = 0, set()
+    found: set[str] = state["ids"]
+    for node in nodes[state["seen"] :]:
+        if all(i in found for i in node.inputs):
+            found.add(node.id)
+    state["seen"] = len(nodes)
+    return x.id in found
 
 
 def _where(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
@@ -164,7 +171,8 @@ def round_to(b: Builder, x: Value, dtype: str) -> Value:
     out = b.emit("Where", [big, b.binary("Mul", x, b.const(math.inf, "float32")), rounded], x.dims, "float32")
     if dtype == "bfloat16":
         scales = (2.0**66, 2.0**67)  # 2**133 in two exact steps: it is past float32's range
-        steps = _round_half_even(
+        # |x| * 2**133 < 2**7 here: round_small is exact, and the sign is applied below
+        steps = exact.round_small(
             b, b.binary("Mul", b.binary("Mul", magnitude, b.const(scales[0], "float32")), b.const(scales[1], "float32"))
         )
         for scale in scales:

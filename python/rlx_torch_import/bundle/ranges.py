@@ -1,0 +1,196 @@
+"""Index ranges of graph inputs: which inputs feed an index operand, the range torch allows there
+(`index_ranges`, recorded at conversion in meta.json's `index_ranges`), and the check `BundleModel`
+runs on each feed before RLX sees it (`check_ranges`).
+
+RLX's gathers trust their indices (an id past an embedding table reads zeros or other rows, -1 reads
+row 0), while torch raises IndexError. So an input that reaches an index operand unchanged (through
+views, reshapes, permutes, expands, copies and widening integer casts: every element of the input is
+an index) is checked on the host: a cheap min/max over the array, then the first offending position.
+
+The range is torch's rule for the op (checked against eager PyTorch 2.x): `embedding`,
+`embedding_bag`, `index_select`, `gather`, `scatter*`: [0, n); advanced indexing (`x[idx]`,
+`index_put`): [-n, n), negatives wrap (the lowering wraps them). `n` is the size of the axis indexed
+(a symbol expression in a dynamic bundle, evaluated at the run's sizes). Indices computed inside the
+graph (argmax, arithmetic on ids) are not checked (docs/usage.md, "What is checked").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import BundleError, IndexRangeError
+from ..limits import short
+from ..symbolic import evaluate
+
+# aten op -> (index operand's position and name, table operand's position and name, position and
+# name of its `dim` argument (None: axis 0), whether negative indices wrap as in Python).
+_RULES: dict[str, tuple[tuple[int, str], tuple[int, str], tuple[int, str] | None, bool]] = {
+    "aten.embedding.default": ((1, "indices"), (0, "weight"), None, False),
+    "aten._embedding_bag.default": ((1, "indices"), (0, "weight"), None, False),
+    "aten._embedding_bag_forward_only.default": ((1, "indices"), (0, "weight"), None, False),
+    "aten.embedding_bag.padding_idx": ((1, "indices"), (0, "weight"), None, False),
+    "aten.index_select.default": ((2, "index"), (0, "self"), (1, "dim"), False),
+    "aten.gather.default": ((2, "index"), (0, "self"), (1, "dim"), False),
+    "aten.scatter.src": ((2, "index"), (0, "self"), (1, "dim"), False),
+    "aten.scatter.value": ((2, "index"), (0, "self"), (1, "dim"), False),
+    "aten.scatter_add.default": ((2, "index"), (0, "self"), (1, "dim"), False),
+    "aten.scatter_reduce.two": ((2, "index"), (0, "self"), (1, "dim"), False),
+}
+# Advanced indexing: a list of optional index tensors, the i-th indexing axis i of `self`.
+_LIST_RULES = {"aten.index.Tensor": (1, "indices"), "aten.index_put.default": (1, "indices")}
+
+# Ops whose output holds exactly the input's elements (every element, values unchanged).
+_MOVEMENT = frozenset(
+    {
+        "aten.view.default",
+        "aten.reshape.default",
+        "aten._unsafe_view.default",
+        "aten.unsqueeze.default",
+        "aten.squeeze.default",
+        "aten.squeeze.dim",
+        "aten.squeeze.dims",
+        "aten.flatten.using_ints",
+        "aten.permute.default",
+        "aten.transpose.int",
+        "aten.t.default",
+        "aten.expand.default",
+        "aten.clone.default",
+        "aten.contiguous.default",
+        "aten.alias.default",
+        "aten.detach.default",
+        "aten.lift_fresh_copy.default",
+        "aten.view_copy.default",
+        "aten.permute_copy.default",
+        "aten.unsqueeze_copy.default",
+    }
+)
+_CASTS = frozenset({"aten._to_copy.default", "aten.to.dtype", "aten.to.dtype_layout", "aten.to.device"})
+_INT_WIDTH = {"uint8": 8, "int8": 8, "int16": 16, "int32": 32, "int64": 64}
+
+
+def _arg(node: Any, position: int, name: str) -> Any:
+    """A node's argument by position or keyword (its tagged torch-ir form; None when absent)."""
+    if position < len(node.args):
+        return node.args[position]
+    return node.kwargs.get(name)
+
+
+def _widening(src: str, dst: str) -> bool:
+    """An integer cast that keeps every value (so a bad value stays bad)."""
+    if src not in _INT_WIDTH or dst not in _INT_WIDTH:
+        return False
+    if src.startswith("u") and not dst.startswith("u"):
+        return _INT_WIDTH[dst] > _INT_WIDTH[src]
+    return _INT_WIDTH[dst] >= _INT_WIDTH[src] and not (dst.startswith("u") and not src.startswith("u"))
+
+
+def _sources(ir: Any) -> Iterator[tuple[str, str]]:
+    """(value name, the graph input it is, element for element) through movement and widening casts."""
+    dtypes = {s.name: s.dtype for s in ir.inputs}
+    origin = {s.name: s.name for s in ir.inputs}
+    for node in ir.nodes:
+        first = node.args[0] if node.args else None
+        src = first.get("tensor") if isinstance(first, dict) else None
+        if src not in origin or len(node.outputs) != 1:
+            continue
+        out = node.outputs[0]
+        if node.target in _MOVEMENT or (node.target in _CASTS and _widening(dtypes[src], out.dtype)):
+            origin[out.name] = origin[src]
+            dtypes[out.name] = out.dtype
+    yield from origin.items()
+
+
+def index_ranges(ir: Any, names: list[str]) -> list[dict[str, Any]]:
+    """meta.json's `index_ranges`: for each graph input (torch-ir `ir.inputs`; `names`, the bundle's
+    input names, in the same order) that feeds an index operand element for element, the range torch
+    allows: {"input", "low", "high" (an int, or a size expression of the bundle's symbols; the valid
+    range is [low, high), low = -high where negatives wrap), "op", "node", "module_path", "axis"}."""
+    origin = dict(_sources(ir))
+    bundle_name = {s.name: n for s, n in zip(ir.inputs, names, strict=True)}
+    shapes: dict[str, list[Any]] = {s.name: list(s.shape) for s in ir.inputs}
+    shapes |= {w.name: list(w.shape) for w in ir.weights}
+    for node in ir.nodes:
+        shapes |= {o.name: list(o.shape) for o in node.outputs}
+    found: list[dict[str, Any]] = []
+
+    def record(node: Any, index: Any, table: Any, axis: int, wraps: bool) -> None:
+        name = index.get("tensor") if isinstance(index, dict) else None
+        dims = shapes.get(table.get("tensor")) if isinstance(table, dict) else None
+        if name not in origin or dims is None:
+            return
+        rank = max(len(dims), 1)
+        axis = axis + rank if axis < 0 else axis
+        size = dims[axis] if dims else 1  # a 0-d table has one element along axis 0 / -1
+        if not 0 <= axis < rank:
+            return
+        low: Any = 0 if not wraps else (-size if isinstance(size, int) else f"-({size})")
+        entry = {
+            "input": bundle_name[origin[name]],
+            "low": low,
+            "high": size,
+            "op": node.target,
+            "node": node.name,
+            "module_path": node.module_path,
+            "axis": axis,
+        }
+        if entry not in found:
+            found.append(entry)
+
+    for node in ir.nodes:
+        if node.target in _RULES:
+            (ip, iname), (tp, tname), dim, wraps = _RULES[node.target]
+            axis_arg = _arg(node, *dim) if dim is not None else {"int": 0}
+            if isinstance(axis_arg, dict) and isinstance(axis_arg.get("int"), int):
+                record(node, _arg(node, ip, iname), _arg(node, tp, tname), axis_arg["int"], wraps)
+        elif node.target in _LIST_RULES:
+            listed = _arg(node, *_LIST_RULES[node.target])
+            for axis, index in enumerate(listed.get("list", []) if isinstance(listed, dict) else []):
+                record(node, index, node.args[0], axis, True)
+    return found
+
+
+def _bound(value: Any, at: Mapping[str, int]) -> int:
+    if isinstance(value, str) and value.startswith("-(") and value.endswith(")"):
+        return -evaluate(value[2:-1], at)
+    return evaluate(value, at)
+
+
+def check_ranges(ranges: list[dict[str, Any]], arrays: Mapping[str, np.ndarray], at: Mapping[str, int]) -> None:
+    """Refuse a feed with an index outside its range (`ranges`: meta.json's `index_ranges`; `arrays`:
+    the inputs by name, inputs left out, such as resident ones, are skipped; `at`: symbol name -> size).
+
+    Raises IndexRangeError (an InputError and an IndexError, exit 2) naming the input, the position
+    and value of the first offending index, the valid range and the op (node, module) it indexes."""
+    for r in ranges:
+        arr = arrays.get(r["input"])
+        if arr is None or arr.size == 0:
+            continue
+        low, high = _bound(r["low"], at), _bound(r["high"], at)
+        if low <= int(arr.min()) and int(arr.max()) < high:
+            continue
+        bad = np.flatnonzero((arr < low) | (arr >= high))[0]
+        position = [int(i) for i in np.unravel_index(int(bad), arr.shape)]
+        where = f"node {r['node']}" + (f" in {r['module_path']}" if r.get("module_path") else "")
+        torch_rule = "negative indices count from the end" if low < 0 else "torch refuses negative indices here"
+        raise IndexRangeError(
+            f"input {r['input']!r} holds {int(arr.reshape(-1)[bad])} at position {position}, outside the valid "
+            f"range [{low}, {high}) of the index it feeds: axis {r['axis']} of {r['op']} ({where}); "
+            f"{torch_rule}",
+            hint="eager PyTorch raises IndexError for this input too; check the ids (vocabulary size, padding id)",
+        )
+
+
+def check_meta_ranges(ranges: Any, inputs: set[str], where: str) -> None:
+    """meta.json's optional `index_ranges` well formed (BundleError naming the entry and field)."""
+    if not isinstance(ranges, list):
+        raise BundleError(f"{where}: index_ranges: expected a list, found {short(ranges)}")
+    for k, r in enumerate(ranges):
+        ok = isinstance(r, dict) and r.get("input") in inputs and isinstance(r.get("op"), str)
+        ok = ok and all(isinstance(r.get(f), (int, str)) and not isinstance(r.get(f), bool) for f in ("low", "high"))
+        if not ok:
+            raise BundleError(
+                f"{where}: index_ranges[{k}]: {short(r)} is not an object with an input of the bundle, op, low and high"
+            )

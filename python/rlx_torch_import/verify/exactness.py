@@ -1,0 +1,65 @@
+"""Which values of a program are exactly determined, so judged bit for bit (docs/design.md, decision ao).
+
+A value is *exact-judged* when PyTorch's result is one bit pattern that any correct implementation must
+give: the graph's inputs and weights (a weight-only quantized weight excepted: RLX dequantizes it in the
+graph), and every value a node computes from exact-judged tensors when
+
+- the node's op is value-exact (`lower.registry.value_exact`: kinds `movement` and `exact`, declared on
+  its `@lowers`): data movement and selection, rounding to an integer, sign, negation, absolute value; or
+- its result is an integer or bool (integer arithmetic, comparisons, casts to an integer and index
+  results are exact functions of exact inputs).
+
+Everything else, and everything computed from it, keeps the float budgets: `round(matmul(x))` is not
+exact-judged, since the matmul may legitimately differ by an ULP and the rounding then by one at a tie.
+
+Outputs and per-node cumulative values are judged with their value's criterion; a node's local
+(reference-fed) value is bit-exact whenever its op is value-exact, its inputs being PyTorch's own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..dtypes import RECORDS
+from ..torchir import TorchIR
+
+_FLOAT = {r.name for r in RECORDS.values() if r.eps is not None}
+
+
+def _tensors(arg: Any) -> list[str]:
+    """The value names a torch-ir argument (`{"tensor": name}`, `{"list": [...]}`, ...) reads."""
+    if not isinstance(arg, dict) or len(arg) != 1:
+        return []
+    ((tag, payload),) = arg.items()
+    if tag == "tensor":
+        return [payload]
+    if tag == "list":
+        return [name for item in payload for name in _tensors(item)]
+    return []
+
+
+def exact_values(ir: TorchIR) -> set[str]:
+    """The names of the exact-judged values of `ir` (module docstring): inputs, weights (by torch-ir
+    name) and node outputs. Symbolic shapes need no binding: the judgement is structural."""
+    from ..lower.registry import value_exact
+
+    quantized = set(ir.quantize["weights"]) if ir.quantize else set()
+    known = {s.name for s in ir.inputs} | {w.name for w in ir.weights if w.key not in quantized}
+    for node in ir.nodes:
+        reads = [name for a in [*node.args, *node.kwargs.values()] for name in _tensors(a)]
+        if not all(name in known for name in reads):
+            continue
+        exact_op = value_exact(node.target)
+        for out in node.outputs:
+            if out.dtype != "none" and (exact_op or out.dtype not in _FLOAT):
+                known.add(out.name)
+    return known
+
+
+def exact_outputs(ir: TorchIR) -> set[str]:
+    """The float outputs of `ir` (by output name) judged bit for bit: their value is exact-judged
+    (`exact_values`). Integer and bool outputs are judged exactly anyway (`budgets.is_exact`)."""
+    if not ir.nodes:
+        return set()
+    known = exact_values(ir)
+    return {o.name for o in ir.outputs if o.dtype in _FLOAT and o.value in known}

@@ -1,0 +1,229 @@
+"""Index values out of range are an error, as in torch (docs/usage.md, "What is checked").
+
+Run time: an input that feeds an index operand unchanged (an embedding's ids, index_select's / gather's /
+x[idx]'s indices) is checked before RLX runs (`bundle/ranges.py`, meta.json `index_ranges`): a value torch
+refuses raises IndexRangeError (an InputError, exit 2, and an IndexError) naming the input, the position and
+value, the range and the op; values torch takes (negative indices where torch wraps them) give torch's answer.
+Graph check: a hand-edited model.hir.json with a baked index or a slice past its axis is refused by the core
+(src/bounds.rs) with a BundleError, exit 2, before RLX sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.export import Dim
+
+import rlx_torch_import as rti
+from rlx_torch_import.bundle.model import BundleModel
+from rlx_torch_import.cli import main as cli_main
+from rlx_torch_import.errors import BundleError, ExitCode, IndexRangeError, InputError
+
+
+class Lookups(nn.Module):
+    """An embedding (ids in [0, 10)), x[idx] (idx in [-5, 5), negatives wrap), index_select and gather
+    (both [0, n)), the ids reaching the embedding through a view and a widening cast."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = nn.Embedding(10, 4)
+
+    def forward(self, ids: torch.Tensor, x: torch.Tensor, idx: torch.Tensor, sel: torch.Tensor) -> Any:
+        rows = self.emb(ids.view(-1).to(torch.int64))
+        picked = x[idx]
+        chosen = x.index_select(1, sel)
+        gathered = x.gather(1, sel.view(1, -1).expand(5, -1))
+        return rows, picked, chosen, gathered
+
+
+def _feed(**changes: Any) -> dict[str, np.ndarray]:
+    feed = {
+        "ids": np.array([[1, 9, 0]], np.int32),
+        "x": np.arange(30, dtype=np.float32).reshape(5, 6),
+        "idx": np.array([4, -5, -1], np.int64),
+        "sel": np.array([0, 5], np.int64),
+    }
+    return feed | {k: np.asarray(v, feed[k].dtype) for k, v in changes.items()}
+
+
+def _eager(feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+    with torch.no_grad():
+        return [t.numpy() for t in Lookups()(*(torch.from_numpy(v) for v in feed.values()))]
+
+
+@pytest.fixture(scope="module")
+def lookups(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("ranges") / "o"
+    example = tuple(torch.from_numpy(v) for v in _feed().values())
+    report = rti.from_torch(Lookups(), example, out, per_node=False)
+    assert report.ok, report.summary()
+    return out / "bundle"
+
+
+def test_the_ranges_torch_allows_are_recorded(lookups: Path) -> None:
+    meta = json.loads((lookups / "meta.json").read_text())
+    found = {(r["input"], r["op"], r["low"], r["high"], r["axis"]) for r in meta["index_ranges"]}
+    assert found == {
+        ("ids", "aten.embedding.default", 0, 10, 0),
+        ("idx", "aten.index.Tensor", -5, 5, 0),
+        ("sel", "aten.index_select.default", 0, 6, 1),
+        ("sel", "aten.gather.default", 0, 6, 1),
+    }
+
+
+def test_values_in_range_give_torchs_answer_negatives_wrapping(lookups: Path) -> None:
+    model = BundleModel(lookups)
+    for feed in (_feed(), _feed(ids=[[9, 9, 9]], idx=[-1, -2, 0], sel=[5, 5])):
+        got = list(model.run(feed).values())
+        for g, want in zip(got, _eager(feed), strict=True):
+            np.testing.assert_array_equal(g, want)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"ids": [[10, 11, 10**6]]}, "input 'ids' holds 10 at position [0, 0], outside the valid range [0, 10)"),
+        ({"ids": [[1, 2, -1]]}, "input 'ids' holds -1 at position [0, 2], outside the valid range [0, 10)"),
+        ({"idx": [0, 5, 1]}, "input 'idx' holds 5 at position [1], outside the valid range [-5, 5)"),
+        ({"idx": [-6, 0, 1]}, "input 'idx' holds -6 at position [0], outside the valid range [-5, 5)"),
+        ({"sel": [0, 6]}, "input 'sel' holds 6 at position [1], outside the valid range [0, 6)"),
+        ({"sel": [-1, 0]}, "input 'sel' holds -1 at position [0], outside the valid range [0, 6)"),
+    ],
+)
+def test_an_index_torch_refuses_is_an_index_error(lookups: Path, changes: dict[str, Any], message: str) -> None:
+    feed = _feed(**changes)
+    with pytest.raises((IndexError, RuntimeError)):  # eager PyTorch refuses the same values
+        _eager(feed)
+    with pytest.raises(IndexRangeError, match=re.escape(message)) as caught:
+        BundleModel(lookups).run(feed)
+    assert isinstance(caught.value, InputError) and isinstance(caught.value, IndexError)
+    assert caught.value.exit_code == ExitCode.BAD_INPUT
+    assert "node " in caught.value.message and " of aten." in caught.value.message
+
+
+def test_the_cli_run_exits_2_naming_the_id(lookups: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "in.npz"
+    np.savez(path, **_feed(ids=[[1, 2, 10**6]]))
+    assert cli_main(["run", str(lookups), "--inputs", str(path)]) == ExitCode.BAD_INPUT
+    assert "input 'ids' holds 1000000 at position [0, 2]" in capsys.readouterr().err
+
+
+def test_a_bundle_written_before_index_ranges_still_loads(lookups: Path, tmp_path: Path) -> None:
+    old = tmp_path / "old"
+    old.mkdir()
+    for f in lookups.iterdir():
+        (old / f.name).write_bytes(f.read_bytes())
+    meta = json.loads((old / "meta.json").read_text())
+    del meta["index_ranges"]
+    (old / "meta.json").write_text(json.dumps(meta))
+    got = list(BundleModel(old).run(_feed()).values())
+    np.testing.assert_array_equal(got[0], _eager(_feed())[0])
+    meta["index_ranges"] = [{"input": "nope", "op": "aten.embedding.default", "low": 0, "high": 1}]
+    (old / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(BundleError, match=r"index_ranges\[0\]: .* is not an object with an input of the bundle"):
+        BundleModel(old)
+
+
+class Rows(nn.Module):
+    def forward(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        return x[idx] * 2
+
+
+def test_a_dynamic_table_size_is_evaluated_at_the_run(tmp_path: Path) -> None:
+    x, idx = torch.randn(6, 3), torch.tensor([0, -2, 1])  # in range at every size of the sweep
+    n = Dim("n", min=2, max=32)
+    report = rti.from_torch(Rows(), (x, idx), tmp_path / "o", dynamic_shapes=({0: n}, None), per_node=False)
+    assert report.ok, report.summary()
+    model = BundleModel(tmp_path / "o" / "bundle")
+    small = np.arange(12, dtype=np.float32).reshape(4, 3)
+    got = model.run({"x": small, "idx": np.array([3, -4, 0])})[
+        "output_0" if False else next(iter(model.meta["outputs"]))["name"]
+    ]
+    np.testing.assert_array_equal(got, small[[3, -4, 0]] * 2)
+    with pytest.raises(IndexRangeError, match=re.escape("holds 4 at position [0], outside the valid range [-4, 4)")):
+        model.run({"x": small, "idx": np.array([4, 0, 0])})
+
+
+# ── the core's graph check: baked indices and slices ───────────────────────────────────────────
+
+
+class Baked(nn.Module):
+    """A narrow of x (start 2, length 2 on an axis of 8) and a lookup of table rows (10 of them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(10, 4))
+
+    def forward(self, x: torch.Tensor, ids: torch.Tensor) -> Any:
+        return x.narrow(1, 2, 2) * 1.0, self.table[ids]
+
+
+@pytest.fixture(scope="module")
+def baked(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("baked") / "o"
+    report = rti.from_torch(Baked(), (torch.randn(3, 8), torch.tensor([1, 2, 3])), out, per_node=False)
+    assert report.ok, report.summary()
+    return out / "bundle"
+
+
+def _edited(bundle: Path, tmp_path: Path, edit: Any) -> Path:
+    """A copy of `bundle` whose model.hir.json `edit` changed (its nodes: {"id", "op", "inputs", "shape"})."""
+    copy = tmp_path / "edited"
+    copy.mkdir()
+    for f in bundle.iterdir():
+        (copy / f.name).write_bytes(f.read_bytes())
+    hir = json.loads((copy / "model.hir.json").read_text())
+    edit(hir["nodes"])
+    (copy / "model.hir.json").write_text(json.dumps(hir))
+    return copy
+
+
+def _op(node: dict[str, Any]) -> tuple[str, Any]:
+    """(kind, fields) of a HIR node's op (`{"Mir": {"Narrow": {...}}}` -> ("Narrow", {...}))."""
+    op = node["op"]
+    op = op.get("Mir", op) if isinstance(op, dict) else op
+    return next(iter(op.items())) if isinstance(op, dict) else (op, None)
+
+
+def test_a_narrow_past_its_axis_in_a_hand_edited_bundle_is_refused(baked: Path, tmp_path: Path) -> None:
+    BundleModel(baked)  # as written: accepted
+
+    def edit(nodes: list[dict[str, Any]]) -> None:
+        (fields,) = [f for n in nodes for k, f in [_op(n)] if k == "Narrow" and f["axis"] == 1]
+        assert (fields["start"], fields["len"]) == (2, 2)
+        fields["start"] = 7
+
+    with pytest.raises(BundleError, match=r"start 7, length 2 reads positions \[7, 9\) of axis 1, which has 8") as e:
+        BundleModel(_edited(baked, tmp_path, edit))
+    assert e.value.exit_code == ExitCode.BAD_INPUT
+
+
+def test_a_baked_gather_index_past_the_table_in_a_hand_edited_bundle_is_refused(
+    baked: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def edit(nodes: list[dict[str, Any]]) -> None:
+        (gather,) = [n for n in nodes if _op(n)[0] == "Gather"]
+        index = nodes[gather["inputs"][1]]  # the wrapped ids: baked instead as rows 1000, 2, 3
+        data = list(np.array([1000, 2, 3], "<i8").view(np.uint8))
+        index.update(op={"Mir": {"Constant": {"data": [int(b) for b in data]}}}, inputs=[])
+
+    edited = _edited(baked, tmp_path, edit)
+    message = (
+        r'Gather\): baked index 1000 \(position 0 of node .* \(Constant\), input 1\) is outside \[0, 10\), '
+        r"the range of axis 0 of input 0 \(F32 \[10, 4\]\)"
+    )
+    with pytest.raises(BundleError, match=message) as e:
+        BundleModel(edited)
+    assert e.value.exit_code == ExitCode.BAD_INPUT
+    inputs = tmp_path / "in.npz"
+    np.savez(inputs, x=np.zeros((3, 8), np.float32), ids=np.array([1, 2, 3]))
+    assert cli_main(["run", str(edited), "--inputs", str(inputs)]) == ExitCode.BAD_INPUT
+    assert "baked index 1000" in capsys.readouterr().err
