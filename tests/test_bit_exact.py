@@ -5,6 +5,8 @@ value computed from an inexact one (a matmul) keeps the float budgets (docs/desi
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -136,11 +138,18 @@ def test_planted_round_of_minus_one_half_loses_the_sign_of_zero(
     _plant_floor_half(monkeypatch)
     x = torch.tensor([[-0.5, -0.25, 0.25, 2.0]])
     assert torch.round(x)[0, 0].item() == 0.0 and torch.round(x)[0, 0].signbit()
-    report = rti.from_torch(Round(), (x,), tmp_path, per_node=False)
+    report = rti.from_torch(Round(), (x,), tmp_path)
     (row,) = report.outputs
     assert not report.ok and row.max_abs_error == 0.0  # no budget sees a zero's sign
     assert row.mismatches == 2 and row.first_mismatch == [0, 0]
     assert "RLX 0.0 (0x00000000) vs PyTorch -0.0 (0x80000000)" in row.mismatch_text()
+    from rlx_torch_import.verify.diagnose import diagnose
+
+    found = diagnose(tmp_path)  # in this process: the planted lowering is in its registry
+    assert found.node is not None and found.node.aten == ROUND and found.repro is not None
+    assert "2 elements differ in bits" in (found.repro / "README.md").read_text()
+    run = subprocess.run([sys.executable, "repro.py"], cwd=found.repro, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and "2 elements differ in bits" in run.stdout, run.stdout + run.stderr
 
 
 def test_exact_and_inexact_chains_are_judged_by_their_own_criterion(tmp_path: Path) -> None:

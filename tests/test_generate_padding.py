@@ -26,6 +26,7 @@ from rlx_torch_import.generate import (
     generate,
     hf_decode_inputs,
     hf_decode_step,
+    prefill,
 )
 
 MAX_SEQ, MAX_CACHE, VOCAB, PAD = 16, 64, 64, 0
@@ -78,20 +79,33 @@ def _export(step: torch.nn.Module, config: Any, out: Path, batch: int) -> Path:
 BATCH = 3
 
 
-@pytest.fixture(scope="module", params=list(CONFIGS))
-def model(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
-    lm = _lm(request.param)
-    return lm, _export(hf_decode_step(lm), lm.config, tmp_path_factory.mktemp(request.param), BATCH)
-
-
 @pytest.fixture(scope="module")
-def llama() -> Any:
-    return _lm("llama")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[Any, Path]]:
+    """kind -> (the model, its decode-step bundle of batch BATCH), each exported once for the module."""
+    done: dict[str, tuple[Any, Path]] = {}
+
+    def get(kind: str) -> tuple[Any, Path]:
+        if kind not in done:
+            lm = _lm(kind)
+            done[kind] = lm, _export(hf_decode_step(lm), lm.config, tmp_path_factory.mktemp(kind), BATCH)
+        return done[kind]
+
+    return get
 
 
-@pytest.fixture(scope="module")
-def llama_bundle(llama: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _export(hf_decode_step(llama), llama.config, tmp_path_factory.mktemp("llama_pad"), BATCH)
+@pytest.fixture(params=list(CONFIGS))
+def model(request: pytest.FixtureRequest, exported: Callable[[str], tuple[Any, Path]]) -> tuple[Any, Path]:
+    return exported(request.param)
+
+
+@pytest.fixture
+def llama(exported: Callable[[str], tuple[Any, Path]]) -> Any:
+    return exported("llama")[0]
+
+
+@pytest.fixture
+def llama_bundle(exported: Callable[[str], tuple[Any, Path]]) -> Path:
+    return exported("llama")[1]
 
 
 def hf_generate(lm: Any, ids: np.ndarray, new: int, mask: np.ndarray | None = None, **kwargs: Any) -> np.ndarray:
@@ -131,15 +145,15 @@ def _eos_inside(tokens: np.ndarray, width: int) -> int:
     raise AssertionError(f"no token ends one row early in {new.tolist()}")
 
 
-@pytest.mark.parametrize("bucket", [8, 1])
-def test_a_left_padded_batch_gives_hugging_faces_tokens(model: tuple[Any, Path], bucket: int) -> None:
+def test_a_left_padded_batch_gives_hugging_faces_tokens(model: tuple[Any, Path]) -> None:
     """Mixed prompt lengths left-padded: with the mask, without it (HF infers it from pad_token_id), and
-    with an eos that ends one row while the others go on; bucket 8 runs the resident caches."""
+    with an eos that ends one row while the others go on; the caches resident (bucket 8; bucket 1, the
+    exact caches fed whole, below)."""
     lm, bundle = model
     ids, mask = padded([9, 5, 2], 9, seed=1)
     want = hf_generate(lm, ids, 12, mask)
     assert (want[:, 9:] != want[0, 9:]).any()  # the rows decode differently
-    decoder = Decoder(bundle, bucket=bucket)
+    decoder = Decoder(bundle, bucket=8)
     np.testing.assert_array_equal(generate(decoder, ids, 12, attention_mask=mask, pad_token_id=PAD), want)
     np.testing.assert_array_equal(generate(decoder, ids, 12, pad_token_id=PAD), hf_generate(lm, ids, 12))
     eos = _eos_inside(want, 9)
@@ -165,9 +179,32 @@ def test_padding_across_prefill_chunks_and_inside_a_prompt(llama: Any, llama_bun
     ids, mask = padded([40, 21, 3], 40, seed=3)
     mask[0, 10:13] = 0
     ids[0, 10:13] = PAD
+    want = hf_generate(llama, ids, 6, mask)
     for bucket in (8, 1):
         got = generate(Decoder(llama_bundle, bucket=bucket), ids, 6, attention_mask=mask)
-        np.testing.assert_array_equal(got, hf_generate(llama, ids, 6, mask), err_msg=f"bucket {bucket}")
+        np.testing.assert_array_equal(got, want, err_msg=f"bucket {bucket}")
+    short, short_mask = padded([9, 5, 2], 9, seed=1)
+    np.testing.assert_array_equal(
+        generate(Decoder(llama_bundle, bucket=1), short, 12, attention_mask=short_mask),
+        hf_generate(llama, short, 12, short_mask),
+    )
+
+
+def test_a_copied_state_decodes_on_as_the_original(llama_bundle: Path) -> None:
+    """DecodeState.copy (the benchmark's passes start from copies) carries the slot mask and each row's
+    next position: both copies give the same logits, bit for bit, as the original would."""
+    decoder = Decoder(llama_bundle, bucket=8)
+    ids, mask = padded([6, 2, 4], 6, seed=8)
+    state = decoder.start(BATCH)
+    last = prefill(decoder, state, ids, mask)[:, -1]
+    copy = state.copy()
+    assert copy.mask is not None and copy.next is not None and state.mask is not None
+    np.testing.assert_array_equal(copy.next, [6, 2, 4])
+    np.testing.assert_array_equal(copy.mask[:, :6], mask)
+    token = np.argmax(last, axis=-1)[:, None]
+    first = decoder.step(copy, token)
+    np.testing.assert_array_equal(decoder.step(state, token), first)
+    np.testing.assert_array_equal(state.mask, copy.mask)
 
 
 def test_the_mask_is_inferred_only_as_hugging_face_infers_it(llama: Any, llama_bundle: Path) -> None:

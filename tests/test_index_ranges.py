@@ -227,3 +227,37 @@ def test_a_baked_gather_index_past_the_table_in_a_hand_edited_bundle_is_refused(
     np.savez(inputs, x=np.zeros((3, 8), np.float32), ids=np.array([1, 2, 3]))
     assert cli_main(["run", str(edited), "--inputs", str(inputs)]) == ExitCode.BAD_INPUT
     assert "baked index 1000" in capsys.readouterr().err
+
+
+# ── generate: the prompt's ids, before the first step ───────────────────────────────────────────
+
+
+class ToyStep(nn.Module):
+    """A decode step by `generate`'s convention, as small as one: ids [1, T] and a cache [1, S, 8] in,
+    logits [1, T, 64] and this step's cache entries out; the ids feed an Embedding(64, 8)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb, self.head = nn.Embedding(64, 8), nn.Linear(8, 64)
+
+    def forward(self, input_ids: torch.Tensor, cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.emb(input_ids)
+        return self.head(h + torch.cat([cache, h], 1).sum(1, keepdim=True)), h
+
+
+def test_generate_refuses_ids_outside_the_vocabulary(tmp_path: Path) -> None:
+    from rlx_torch_import.generate import generate
+
+    t, s = Dim("T", min=1, max=4), Dim("S", min=0, max=16)
+    example = (torch.tensor([[1, 2, 3]]), torch.zeros(1, 2, 8))
+    report = rti.from_torch(ToyStep(), example, tmp_path / "o", dynamic_shapes=({1: t}, {1: s}), per_node=False)
+    assert report.ok, report.summary()
+    bundle = tmp_path / "o" / "bundle"
+    assert generate(bundle, [[1, 63, 7]], 2).shape == (1, 5)
+    with pytest.raises(IndexError):  # eager PyTorch
+        ToyStep()(torch.tensor([[1, 64, 10**9]]), torch.zeros(1, 0, 8))
+    # a prompt of 6 is fed in chunks of at most 4: the position is the prompt's, not the chunk's
+    for prompt, bad in (([[1, 64, 10**9]], "64 at position [0, 1]"), ([[1, 2, 3, 4, 5, -1]], "-1 at position [0, 5]")):
+        with pytest.raises(IndexRangeError, match=re.escape(f"holds {bad}, outside the valid range [0, 64)")):
+            generate(bundle, prompt, 3)

@@ -18,7 +18,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .cli_args import (
     BUILD_EXIT_CODES,
@@ -162,9 +162,9 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("bundle", metavar="BUNDLE", help="a bundle directory (OUT/bundle)")
     p.add_argument(
         "--inputs",
-        required=True,
         metavar="FILE",
-        help="a .safetensors or .npz file with one tensor per input, keyed by input name (or input.<name>)",
+        help="a .safetensors or .npz file with one tensor per input, keyed by input name (or input.<name>); "
+        "needed unless the bundle takes no inputs",
     )
     p.add_argument("--save", metavar="FILE", help="write the outputs to this .safetensors file (output.<name> keys)")
     add_device_arg(p, "runs the bundle on")
@@ -190,32 +190,21 @@ def _run_bundle(argv: Sequence[str]) -> int:
     if save is not None and (save.is_dir() or not save.parent.is_dir()):
         what = "is a directory" if save.is_dir() else f"is in {save.parent}, which is no directory"
         raise InputError(f"--save {save}: {what}; give a .safetensors file path")
-    path = Path(args.inputs)
-    if not path.is_file():
-        raise InputError(f"--inputs {path}: {'not a regular file' if path.exists() else 'no such file'}")
-    if path.suffix == ".npz":
-        import zipfile
-
-        if not zipfile.is_zipfile(path):
-            raise BundleError(f"--inputs {path}: not a .npz file (an .npz is a zip archive of .npy arrays)")
-        try:
-            with np.load(path, allow_pickle=False) as found:
-                tensors = {k: found[k] for k in found.files}
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-            raise BundleError(f"--inputs {path}: not a readable .npz file ({describe(e)})") from None
-    elif path.suffix == ".safetensors":
-        tensors = {k: t.to_numpy() for k, t in safetensors_io.read(path).items()}
-    else:
-        raise InputError(f"--inputs {path}: expected a .safetensors or .npz file")
+    tensors = _inputs_file(args.inputs)
     model = BundleModel(args.bundle, threads=args.threads, device=args.device)
+    if args.inputs is None and model.input_names:
+        raise InputError(
+            f"the bundle takes input(s) {', '.join(model.input_names)}: give them with --inputs FILE "
+            "(a .safetensors or .npz file keyed by input name)"
+        )
     feed = {}
     for name in model.input_names:
         if name in tensors and input_key(name) in tensors:
-            raise InputError(f"--inputs {path} holds both {name!r} and '{input_key(name)}'; keep one")
+            raise InputError(f"--inputs {args.inputs} holds both {name!r} and '{input_key(name)}'; keep one")
         key = name if name in tensors else input_key(name)
         if key not in tensors:
             raise InputError(
-                f"--inputs {path} has no tensor {name!r} (or input.{name}); the bundle takes "
+                f"--inputs {args.inputs} has no tensor {name!r} (or input.{name}); the bundle takes "
                 f"{', '.join(model.input_names)}"
             )
         feed[name] = tensors[key]
@@ -229,8 +218,8 @@ def _run_bundle(argv: Sequence[str]) -> int:
     unknown = sorted(k for k in tensors if k not in used and not k.startswith(NOT_INPUTS))
     if unknown:
         raise InputError(
-            f"--inputs {path} holds tensor(s) {', '.join(map(repr, unknown[:10]))} that are no input of the bundle "
-            f"(it takes {', '.join(model.input_names)}, keyed by name or input.<name>)"
+            f"--inputs {args.inputs} holds tensor(s) {', '.join(map(repr, unknown[:10]))} that are no input of the "
+            f"bundle (it takes {', '.join(model.input_names) or 'no inputs'}, keyed by name or input.<name>)"
         )
     outputs = model.run(feed)
     binding = model.binding(feed)
@@ -250,6 +239,35 @@ def _run_bundle(argv: Sequence[str]) -> int:
             raise InputError(f"--save {save}: cannot write ({e.strerror or e})") from None
         print(f"outputs written to {args.save}")
     return ExitCode.OK
+
+
+def _inputs_file(given: str | None) -> dict[str, Any]:
+    """The tensors of `run --inputs FILE` (.safetensors or .npz) by key, as numpy arrays; {} without
+    the option (a bundle that takes no inputs). Raises InputError / BundleError naming the file."""
+    import numpy as np
+
+    from . import safetensors_io
+
+    if given is None:
+        return {}
+    path = Path(given)
+    if not path.is_file():
+        raise InputError(f"--inputs {path}: {'not a regular file' if path.exists() else 'no such file'}")
+    if path.suffix == ".npz":
+        import zipfile
+
+        if not zipfile.is_zipfile(path):
+            raise BundleError(f"--inputs {path}: not a .npz file (an .npz is a zip archive of .npy arrays)")
+        try:
+            with np.load(path, allow_pickle=False) as found:
+                tensors = {k: found[k] for k in found.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+            raise BundleError(f"--inputs {path}: not a readable .npz file ({describe(e)})") from None
+    elif path.suffix == ".safetensors":
+        tensors = {k: t.to_numpy() for k, t in safetensors_io.read(path).items()}
+    else:
+        raise InputError(f"--inputs {path}: expected a .safetensors or .npz file")
+    return tensors
 
 
 def _defects_parser() -> argparse.ArgumentParser:

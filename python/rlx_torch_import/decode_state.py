@@ -25,8 +25,8 @@ class DecodeState:
     length: int
     batch: int
     token: object = field(default_factory=object, compare=False, repr=False)  # identifies these caches
-    mask: np.ndarray | None = None  # int64 [B, slots]: 1 where a cache slot holds a token (None: the first L)
-    next: np.ndarray | None = None  # int64 [B]: each row's next position (None: L for every row)
+    mask: np.ndarray | None = field(default=None, compare=False)  # int64 [B, slots]: 1 where a slot holds a token
+    next: np.ndarray | None = field(default=None, compare=False)  # int64 [B]: each row's next position
 
     def copy(self) -> DecodeState:
         """An independent copy (its own caches, mask and positions; a new identity for resident caches)."""

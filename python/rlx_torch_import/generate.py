@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from .bundle.model import BundleModel
+from .bundle.ranges import check_prompt_ranges
 from .decode_spec import DecodeConventionError, DecodeSpec
 from .decode_state import DecodeState, check_mask, prompt_mask
 from .hf_decode import hf_decode_inputs, hf_decode_step
@@ -175,13 +176,14 @@ class Decoder:
         cache_mask = state.slot_mask(slots)
         if not self.spec.token_mask:
             self._check_unpadded(token_mask, cache_mask[:, :length], pos, length)
-        dtype = _numpy_dtype(self.spec.ids_dtype)
-        feed: dict[str, np.ndarray] = {self.spec.ids: ids.astype(dtype)}
+        feed: dict[str, np.ndarray] = {self.spec.ids: ids}
         if self.spec.positions:
-            feed[self.spec.positions] = pos.astype(dtype)
+            feed[self.spec.positions] = pos
         if self.spec.token_mask and self.spec.cache_mask:
             feed[self.spec.token_mask] = token_mask
             feed[self.spec.cache_mask] = cache_mask
+        declared = {i["name"]: i["dtype"] for i in self.model.meta["inputs"]}
+        feed = {name: a.astype(_numpy_dtype(declared[name]), copy=False) for name, a in feed.items()}
         with self.model.sequence_lock:  # bind, run and copy rows with no other Decoder's call between
             resident = self._resident_binding(state, feed)
             if resident is None:
@@ -362,8 +364,9 @@ def generate(
     Raises DecodeConventionError (a ValueError) for a bundle off the convention, ids that are not
     integers [B, T0], a negative max_new_tokens, eos/pad ids that are not integers, an attention_mask
     that is not 0/1 [B, T0] or has a row of 0s, padding given to a bundle without masks, or a prompt
-    plus max_new_tokens whose cache would pass the bundle's max cache length; BundleModel's errors
-    for a directory it cannot open."""
+    plus max_new_tokens whose cache would pass the bundle's max cache length; IndexRangeError (an
+    InputError and an IndexError, as torch raises) for an id outside the range the bundle's embedding
+    takes; BundleModel's errors for a directory it cannot open."""
     if isinstance(bundle, Decoder):
         if threads is not None or bucket is not None:
             raise DecodeConventionError("threads and bucket are a Decoder's own: give them when making it")
@@ -378,6 +381,8 @@ def generate(
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise DecodeConventionError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     ids = ids.astype(np.int64)
+    # Ids outside the embedding raise IndexRangeError before any step, at their place in the prompt.
+    check_prompt_ranges(decoder.model.meta.get("index_ranges", []), decoder.spec.ids, ids)
     if max_new_tokens == 0:
         return ids.copy()
     hi = decoder.spec.cache[1]

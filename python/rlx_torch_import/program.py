@@ -190,6 +190,9 @@ class Program:
     # torch-ir nodes whose sizes depend on a dynamic dim (a program lowered at one binding of a
     # dynamic program): their values are not folded into constants, which would fix their size.
     size_dependent: set[str] = field(default_factory=set)
+    # torch-ir nodes whose values (not sizes) depend on a dynamic dim: a size read as a number
+    # (`scalar_tensor(x.shape[0])`) and what is computed from it. Not folded either.
+    size_valued: set[str] = field(default_factory=set)
     # Their values' largest dims over the symbols' ranges, by torch-ir value name (None: a symbol
     # it uses is unbounded). A lowering that needs a size-independent constant sizes it by these.
     size_bounds: dict[str, list[int] | None] = field(default_factory=dict)

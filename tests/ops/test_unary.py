@@ -84,7 +84,15 @@ def _constant_roundings() -> tuple[torch.Tensor, ...]:
     """Roundings of values made of constants only (RLX folds them at compile time: `round-fold`)."""
     ties = torch.arange(-14, 15, dtype=torch.float32) * 0.25  # -3.5 ... 3.5: every tie, -0.25 -> -0.0
     big = torch.arange(-8388620, -8388600, dtype=torch.float32) * 1.0  # past 2**23: integers already
-    return torch.round(ties), torch.round(big), torch.round(big * 0.5), torch.trunc(ties), torch.round(ties * 1e-3)
+    halves = (ties.half(), ties.bfloat16(), (torch.arange(1020, 1030, dtype=torch.float16) + 0.5))
+    return (
+        torch.round(ties),
+        torch.round(big),
+        torch.round(big * 0.5),
+        torch.trunc(ties),
+        torch.round(ties * 1e-3),
+        *(torch.round(h) for h in halves),
+    )
 
 
 _FLOOR_DIVISIONS = of_inputs(

@@ -183,6 +183,13 @@ def check_ranges(ranges: list[dict[str, Any]], arrays: Mapping[str, np.ndarray],
         )
 
 
+def check_prompt_ranges(ranges: list[dict[str, Any]], name: str, ids: np.ndarray) -> None:
+    """`check_ranges` of a whole prompt `ids` fed to input `name` in pieces (`generate`): positions are
+    the prompt's. Ranges sized by a symbol are left to each run's own check."""
+    fixed = [r for r in ranges if r["input"] == name and isinstance(r["low"], int) and isinstance(r["high"], int)]
+    check_ranges(fixed, {name: ids}, {})
+
+
 def check_meta_ranges(ranges: Any, inputs: set[str], where: str) -> None:
     """meta.json's optional `index_ranges` well formed (BundleError naming the entry and field)."""
     if not isinstance(ranges, list):

@@ -156,11 +156,6 @@ def model_inputs(model: Any, example_inputs: Any, kwargs: dict[str, Any] | None 
             )
         leaves.append(value)
         paths.append(name)
-    if not any(isinstance(v, torch.Tensor) for v in leaves):
-        raise InputError(
-            "no example input is a tensor",
-            hint="pass the model's tensor inputs, e.g. (torch.randn(1, 16),) or kwargs={'input_ids': ...}",
-        )
     return ModelInputs(args, dict(kwargs), spec, leaves, paths, positional, _defaults(model, len(args), kwargs))
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from ..dtypes import NARROW_DTYPES, boundary_dtype, compute_rlx, is_supported, to_rlx
 from ..errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
 from ..program import Program, Provenance, ValueDecl
-from ..symbolic import evaluate_shape, is_static, sizes, values_of
+from ..symbolic import SizeInt, evaluate_shape, free_symbols, is_static, sizes, values_of
 from ..torchir import TensorSpec, TorchIR, WeightSpec, specialize
 from .builder import Builder
 from .call import Call, Value
@@ -247,6 +247,31 @@ def _size_dependent(ir: TorchIR) -> set[str]:
     }
 
 
+def _size_valued(ir: TorchIR, size_dependent: set[str]) -> set[str]:
+    """The nodes of a program bound from a dynamic one whose values depend on a symbol: those given a
+    size as a number (a SymInt argument, `symbolic.SizeInt` once bound) or reading a value of a
+    size-dependent or size-valued node, transitively."""
+    if not ir.symbolic_shapes:
+        return set()
+
+    def sized(arg: dict[str, Any]) -> bool:
+        tag, payload = next(iter(arg.items()))
+        return (tag == "int" and isinstance(payload, SizeInt)) or (tag == "list" and any(sized(a) for a in payload))
+
+    def reads(arg: dict[str, Any], values: set[str]) -> bool:
+        tag, payload = next(iter(arg.items()))
+        return (tag == "tensor" and payload in values) or (tag == "list" and any(reads(a, values) for a in payload))
+
+    found: set[str] = set()
+    values: set[str] = set()
+    for n in ir.nodes:
+        args = [*n.args, *n.kwargs.values()]
+        if n.name in size_dependent or any(sized(a) or reads(a, values) for a in args):
+            found.add(n.name)
+            values.update(o.name for o in n.outputs)
+    return found - size_dependent
+
+
 def _dynamic_axes(ir: TorchIR) -> dict[str, tuple[int, ...]]:
     """Each symbolic value's axes whose size is a symbol expression (not a fixed int)."""
     return {
@@ -257,11 +282,14 @@ def _dynamic_axes(ir: TorchIR) -> dict[str, tuple[int, ...]]:
 
 
 def _size_bounds(ir: TorchIR) -> dict[str, list[int] | None]:
-    """Each symbolic value's dims at the symbols' maxima (None when one is unbounded)."""
-    if any(s.max is None for s in ir.bound_symbols):
-        return {name: None for name, shape in ir.symbolic_shapes.items() if not is_static(shape)}
-    top = {s.name: int(s.max or 0) for s in ir.bound_symbols}
-    return {name: evaluate_shape(shape, top) for name, shape in ir.symbolic_shapes.items() if not is_static(shape)}
+    """Each symbolic value's dims at the symbols' maxima (None when a symbol of its shape is unbounded;
+    another symbol without a maximum does not matter: `arange(cache, cache + seq)` has seq's bound)."""
+    top = {s.name: int(s.max) for s in ir.bound_symbols if s.max is not None}
+    return {
+        name: evaluate_shape(shape, top) if set().union(*map(free_symbols, shape)) <= set(top) else None
+        for name, shape in ir.symbolic_shapes.items()
+        if not is_static(shape)
+    }
 
 
 def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, share_scalars: bool = True) -> Program:
@@ -282,8 +310,13 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, sha
         raise UnsupportedOpsError(items=checked, decomposition=ir.decomposition)
     refused_nodes = {i.node for i in checked}
     items = list(checked)
+    dependent = _size_dependent(ir)
     program = Program(
-        name=ir.name, size_dependent=_size_dependent(ir), size_bounds=_size_bounds(ir), dynamic_axes=_dynamic_axes(ir)
+        name=ir.name,
+        size_dependent=dependent,
+        size_valued=_size_valued(ir, dependent),
+        size_bounds=_size_bounds(ir),
+        dynamic_axes=_dynamic_axes(ir),
     )
     builder = Builder(program, share_scalars=share_scalars)
     if ir.quantize:

@@ -50,13 +50,15 @@ def _affine(values: list[int], bindings: list[dict[str, int]], symbols: list[Sym
 
 @dataclass(frozen=True)
 class _SizeScalar:
-    """Node `index` of every lowering is a one-element constant `a * symbol + b` (`_size_scalars`)."""
+    """Node `index` of every lowering is a one-element constant `a * symbol + b` (`_size_scalars`):
+    read from `table` (the values 0.. it takes) by a `Narrow`, or computed from the size itself when
+    `table` is None (an unbounded symbol, or a value that may be negative)."""
 
     index: int
     symbol: Symbol
     a: int
     b: int
-    table: np.ndarray
+    table: np.ndarray | None
 
 
 def _size_scalars(programs: list[Program], bindings: list[dict[str, int]], symbols: list[Symbol]) -> list[_SizeScalar]:
@@ -80,18 +82,59 @@ def _size_scalars(programs: list[Program], bindings: list[dict[str, int]], symbo
         if fit is None:
             continue
         sym, a, b = fit
-        if sym.max is None:
-            continue
-        # the range covers the symbol's range and the probes (a narrow range is probed past its max)
-        ends = [a * x + b for x in (sym.min, sym.max, *(bd[sym.name] for bd in bindings))]
-        if min(ends) >= 0:
-            found.append(_SizeScalar(i, sym, a, b, np.arange(max(ends) + 2).astype(_SCALAR[node.dtype])))
+        table = None
+        if sym.max is not None:
+            # the range covers the symbol's range and the probes (a narrow range is probed past its max)
+            ends = [a * x + b for x in (sym.min, sym.max, *(bd[sym.name] for bd in bindings))]
+            if min(ends) >= 0:
+                table = np.arange(max(ends) + 2).astype(_SCALAR[node.dtype])
+        found.append(_SizeScalar(i, sym, a, b, table))
     return found
+
+
+def _computed_size(n: RlxNode, size: int, s: _SizeScalar) -> list[RlxNode]:
+    """RLX nodes computing value `n.id` = a * size + b from the size itself, in int64 (exact): a one
+    expanded to `size` elements (`size + 1` where the symbol may be 0: no empty tensor) and summed
+    (RLX's int64 Sum goes through float64, exact below 2**53), scaled and offset, cast to the node's
+    dtype. The Expand's length is the symbol's dim, which `generalize` makes symbolic, so no table
+    (and no maximum) is needed."""
+    extra = 1 if s.symbol.min < 1 else 0
+    count, offset = size + extra, s.b - s.a * extra
+
+    def const(tag: str, value: int) -> RlxNode:
+        data = np.array([value], dtype="<i8").tobytes()
+        return RlxNode(f"{n.id}#{tag}", {"Constant": {"data": list(data)}}, (), (1,), "I64", n.provenance)
+
+    nodes = [
+        const("one", 1),
+        RlxNode(f"{n.id}#ones", {"Expand": {"target_shape": [count]}}, (f"{n.id}#one",), (count,), "I64", n.provenance),
+        RlxNode(
+            f"{n.id}#count",
+            {"Reduce": {"op": "Sum", "axes": [0], "keep_dim": True}},
+            (f"{n.id}#ones",),
+            (1,),
+            "I64",
+            n.provenance,
+        ),
+    ]
+    last = f"{n.id}#count"
+    for tag, op, value in (("scale", "Mul", s.a), ("offset", "Add", offset)):
+        if value != (1 if op == "Mul" else 0):
+            nodes += [
+                const(tag, value),
+                RlxNode(f"{n.id}#{op}", {"Binary": op}, (last, f"{n.id}#{tag}"), (1,), "I64", n.provenance),
+            ]
+            last = f"{n.id}#{op}"
+    if n.dtype != "I64":
+        nodes.append(RlxNode(f"{n.id}#cast", {"Cast": {"to": n.dtype}}, (last,), (1,), n.dtype, n.provenance))
+        last = f"{n.id}#cast"
+    return [*nodes, RlxNode(n.id, {"Reshape": {"new_shape": list(n.dims)}}, (last,), n.dims, n.dtype, n.provenance)]
 
 
 def _narrow_size_scalars(program: Program, binding: dict[str, int], scalars: list[_SizeScalar]) -> None:
     """Each size scalar of `program` (lowered at `binding`) as a `Narrow` of its range at its value
-    (the start becomes a symbolic attribute); a lowering of another structure is left alone."""
+    (the start becomes a symbolic attribute), or computed from the size (`_computed_size`); a
+    lowering of another structure is left alone."""
     for s in sorted(scalars, key=lambda s: -s.index):
         if s.index >= len(program.nodes):
             continue
@@ -100,6 +143,9 @@ def _narrow_size_scalars(program: Program, binding: dict[str, int], scalars: lis
         if not (isinstance(n.op, dict) and "Constant" in n.op) or math.prod(n.dims) != 1 or n.dtype not in _SCALAR:
             continue
         if np.frombuffer(bytes(n.op["Constant"]["data"]), _SCALAR[n.dtype])[0].item() != value:
+            continue
+        if s.table is None:
+            program.nodes[s.index : s.index + 1] = _computed_size(n, binding[s.symbol.name], s)
             continue
         program.nodes[s.index : s.index + 1] = [
             RlxNode(

@@ -139,7 +139,11 @@ def write_repro(found: NodeReport, row: NodeParity, target: Path) -> Path:
         "node": node.name,
         "module_path": node.module_path,
         "source": node.source,
-        "budget": {"max_abs": row.local.allowed_abs if row.local else None, "kind": row.kind},
+        "budget": {
+            "max_abs": row.local.allowed_abs if row.local else None,
+            "kind": row.kind,
+            "bit_exact": bool(row.local and row.local.bit_exact),
+        },
         "local_error": None if row.local is None else {"max_abs": row.local.max_abs, "ulp": row.local.ulp},
         "producer": {**ir.producer, "rlx": _core.rlx_version()},
     }
@@ -152,6 +156,8 @@ def write_repro(found: NodeReport, row: NodeParity, target: Path) -> Path:
 def _readme(node: Node, row: NodeParity) -> str:
     where = ", ".join(code_span(x) for x in (row.module_path, row.source) if x)
     error = f"max abs {row.local.max_abs:.3g} over a budget of {row.local.allowed_abs:.3g}" if row.local else ""
+    if row.local is not None and row.local.bit_exact:
+        error = f"{row.local.bits_differ} elements differ in bits (a value-exact op: judged bit-exact)"
     # every name is flattened to one line and fenced: a torch-ir file can hold any text
     return (
         f"# Repro: {comment(node.target)} at node {code_span(node.name)}{f' ({where})' if where else ''}\n\n"
@@ -216,6 +222,11 @@ for i, torch_out in enumerate(r for r in results if isinstance(r, torch.Tensor))
     diff = torch.where(torch.isnan(rlx_out.double()) & torch.isnan(torch_out.double()), 0.0, diff)
     err = float(diff.nan_to_num(math.inf).max()) if diff.numel() else 0.0
     worst = max(worst, err)
+    if node["budget"].get("bit_exact"):  # a value-exact op: every bit pattern (NaN equals NaN), signed zeros too
+        a, e = rlx_out.double(), torch_out.double()
+        same = ((a == e) & (torch.signbit(a) == torch.signbit(e))) | (torch.isnan(a) & torch.isnan(e))
+        print(f"output {i}: {int((~same).sum())} elements differ in bits (judged bit-exact)")
+        worst = math.inf if not bool(same.all()) else worst
     where = tuple(int(j) for j in torch.nonzero(diff == diff.max())[0]) if diff.numel() else ()
     print(f"output {i}: {list(torch_out.shape)} {torch_out.dtype}; max abs difference {err:.6g} (budget {budget:.3g})")
     print(f"  worst at {where}: PyTorch {torch_out[where].item()!r} vs RLX {rlx_out[where].item()!r}")

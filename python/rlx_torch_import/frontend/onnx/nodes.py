@@ -89,18 +89,19 @@ def exact_values(model: Any) -> set[str]:
         if any(a.g.node or a.graphs for a in node.attribute) or not all(i in known for i in node.input if i):
             continue
         exact_op = _kind(node.op_type) in VALUE_EXACT_KINDS
-        known |= {o for o in node.output if o and (exact_op or types.get(o, 1) not in floats)}
+        known |= {o for o in node.output if o and (exact_op or types.get(o, 0) not in floats | {0})}  # 0: unknown
     return known
 
 
 def exact_outputs(conv: Conversion) -> set[str]:
     """The float outputs of the ONNX conversion `conv` (importer route: its source.onnx) judged bit for
     bit: their value is exact-judged (`exact_values`)."""
+    import onnx
+
     path = conv.path(SOURCE)
     if not path.is_file():
         return set()
-    model = prepass.infer(read(path).model)
-    known = exact_values(model)
+    known = exact_values(prepass.infer(onnx.load(str(path), load_external_data=False)))  # types, not weights
     floats = ("float32", "float16", "bfloat16", "float64")
     return {o.name for o in conv.ir.outputs if o.dtype in floats and o.value in known}
 

@@ -76,7 +76,8 @@ def constant_node(node_id: str, array: np.ndarray, rlx_dtype: str, provenance: P
 
 def fold_constants(program: Program) -> int:
     """Replace every computed constant that a run reads by its value; returns how many were folded.
-    Values of size-dependent nodes of a dynamic program stay computed (`Program.size_dependent`)."""
+    Values of size-dependent nodes of a dynamic program stay computed (`Program.size_dependent`,
+    `Program.size_valued`)."""
     consts = constant_ids(program)
     readers: dict[str, bool] = {}
     for node in program.nodes:
@@ -91,6 +92,7 @@ def fold_constants(program: Program) -> int:
         and (readers.get(n.id) or n.id in program.outputs)
         and math.prod(n.dims) <= MAX_FOLDED_ELEMENTS
         and n.provenance.node not in program.size_dependent
+        and n.provenance.node not in program.size_valued
     ]
     if not frontier:
         return 0

@@ -9,11 +9,12 @@ pieces it uses are themselves routed through the layer.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...dtypes import F32_EXACT, compute_rlx
+from ...dtypes import F32_EXACT, HALF_DTYPES, compute_rlx
 
 if TYPE_CHECKING:
     from ..builder import Builder
@@ -97,6 +98,8 @@ def round_half_even(b: Builder, x: Value) -> Value:
     fraction bits, so IEEE addition rounds it half to even, and subtracting 2**p again is exact; every
     larger |x| is an integer already and passes through, as do ±inf and NaN. The result takes x's sign,
     a zero included (round(-0.4) = round(-0.0) = -0.0, as torch). Eight nodes and three constants."""
+    if x.dtype in HALF_DTYPES:  # computed as float32: 2**23 as a float16 constant would be inf
+        return replace(round_half_even(b, replace(x, dtype="float32")), dtype=x.dtype)
     limit = b.const(integral_from(x.dtype), x.dtype)
     magnitude = b.unary("Abs", x)
     rounded = b.binary("Sub", b.binary("Add", magnitude, limit), limit)
