@@ -132,6 +132,46 @@ def test_a_bundle_written_before_index_ranges_still_loads(lookups: Path, tmp_pat
         BundleModel(old)
 
 
+class Scatters(nn.Module):
+    """scatter_add's index ([0, 5) on axis 1) and an EmbeddingBag's ids ([0, 7)); the bag offsets index nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.bag = nn.EmbeddingBag(7, 3, mode="sum")
+
+    def forward(self, x: torch.Tensor, idx: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor) -> Any:
+        return x.scatter_add(1, idx, torch.ones_like(idx, dtype=x.dtype)), self.bag(ids, offsets)
+
+
+def test_scatter_and_embedding_bag_indices_are_checked(tmp_path: Path) -> None:
+    feed = {
+        "x": np.zeros((2, 5), np.float32),
+        "idx": np.array([[0, 4, 4], [1, 2, 3]]),
+        "ids": np.array([0, 6, 3, 3]),
+        "offsets": np.array([0, 2]),
+    }
+    example = tuple(torch.from_numpy(v) for v in feed.values())
+    report = rti.from_torch(Scatters(), example, tmp_path / "o", per_node=False)
+    assert report.ok, report.summary()
+    model = BundleModel(tmp_path / "o" / "bundle")
+    found = {(r["input"], r["op"], r["low"], r["high"], r["axis"]) for r in model.meta["index_ranges"]}
+    assert found == {("idx", "aten.scatter_add.default", 0, 5, 1), ("ids", "aten._embedding_bag.default", 0, 7, 0)}
+    for name, bad, message in (
+        (
+            "idx",
+            np.array([[0, 5, 4], [1, 2, 3]]),
+            "input 'idx' holds 5 at position [0, 1], outside the valid range [0, 5)",
+        ),
+        ("ids", np.array([0, 6, -1, 3]), "input 'ids' holds -1 at position [2], outside the valid range [0, 7)"),
+    ):
+        changed = feed | {name: bad}
+        with pytest.raises((IndexError, RuntimeError)):  # eager PyTorch
+            Scatters()(*(torch.from_numpy(v) for v in changed.values()))
+        with pytest.raises(IndexRangeError, match=re.escape(message)):
+            model.run(changed)
+
+
 class Rows(nn.Module):
     def forward(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         return x[idx] * 2
@@ -217,7 +257,7 @@ def test_a_baked_gather_index_past_the_table_in_a_hand_edited_bundle_is_refused(
 
     edited = _edited(baked, tmp_path, edit)
     message = (
-        r'Gather\): baked index 1000 \(position 0 of node .* \(Constant\), input 1\) is outside \[0, 10\), '
+        r"Gather\): baked index 1000 \(position 0 of node .* \(Constant\), input 1\) is outside \[0, 10\), "
         r"the range of axis 0 of input 0 \(F32 \[10, 4\]\)"
     )
     with pytest.raises(BundleError, match=message) as e:
@@ -261,3 +301,56 @@ def test_generate_refuses_ids_outside_the_vocabulary(tmp_path: Path) -> None:
     for prompt, bad in (([[1, 64, 10**9]], "64 at position [0, 1]"), ([[1, 2, 3, 4, 5, -1]], "-1 at position [0, 5]")):
         with pytest.raises(IndexRangeError, match=re.escape(f"holds {bad}, outside the valid range [0, 64)")):
             generate(bundle, prompt, 3)
+
+
+# ── the generated crate: the same ranges, the same refusal ─────────────────────────────────────
+
+
+def test_the_generated_crate_checks_the_same_ranges(tmp_path: Path) -> None:
+    import os
+    import shutil
+    import subprocess
+
+    from rlx_torch_import import safetensors_io
+
+    example = tuple(torch.from_numpy(v) for v in _feed().values())
+    report = rti.from_torch(Lookups(), example, tmp_path / "o", emit=("bundle", "crate"), per_node=False)
+    assert report.ok, report.summary()
+    (crate,) = (tmp_path / "o").glob("rlx-*")
+    lib = (crate / "src" / "lib.rs").read_text()
+    rows = re.findall(r"IndexRange \{\s*input: (\d+),\s*low: (-?\d+),\s*high: (\d+),\s*op: \"([^\"]+)\"", lib)
+    assert sorted(rows) == sorted(
+        [
+            ("0", "0", "10", "aten.embedding.default"),
+            ("2", "-5", "5", "aten.index.Tensor"),
+            ("3", "0", "6", "aten.index_select.default"),
+            ("3", "0", "6", "aten.gather.default"),
+        ]
+    ), lib
+    if shutil.which("cargo") is None:
+        pytest.skip("cargo is not installed: the crate was checked as text only")
+    reference = safetensors_io.read(crate / "testdata" / "reference.safetensors")
+    planted = {k: (t.dtype, t.shape, bytes(t.data)) for k, t in reference.items()}
+    planted["input.ids"] = ("int32", (1, 3), np.array([[1, 2, 10**6]], np.int32).tobytes())
+    safetensors_io.write(tmp_path / "planted.safetensors", planted)
+    target = os.environ.get("CARGO_TARGET_DIR") or str(Path.home() / ".cache/rlx-torch-import/target")
+    done = subprocess.run(
+        [
+            "cargo",
+            "run",
+            "--release",
+            "--quiet",
+            "--example",
+            "run",
+            "--",
+            "--reference",
+            str(tmp_path / "planted.safetensors"),
+        ],
+        cwd=crate,
+        env={**os.environ, "CARGO_TARGET_DIR": target},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert 'input "ids" holds 1000000 at position [0, 2], outside the valid range [0, 10)' in done.stderr, done.stderr

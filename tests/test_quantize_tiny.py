@@ -122,6 +122,8 @@ def test_feature_errors() -> None:
     nan = np.array([np.nan, 1.0], np.float32)
     assert feature_errors(nan, nan)["flagged_features"] == 0  # NaN where the float model has NaN
     assert feature_errors(np.float32(2.0), np.float32(0.5))["flagged_features"] == 1  # a scalar: one feature
+    for empty in (np.zeros((0, 3), np.float32), np.zeros((3, 0), np.float32)):
+        assert feature_errors(empty, empty) == {"features": empty.shape[1], "flagged_features": 0}
     with pytest.raises(ValueError, match="shape"):
         feature_errors(f, q[:, :2])
     # a magnitude over several inputs (`feature_magnitude`, pooled by `accuracy_cost`): feature 1 is 1.0 elsewhere
@@ -220,10 +222,10 @@ def test_pt2e_note_counts_every_convolution_and_linear_form() -> None:
         _node("c6", "aten.conv2d.default", _t("float_in"), _t("float_w")),
         _node("q", "quantized_decomposed.quantize_per_tensor.default", _t("l1"), 0.1, 0),
     ]
-    note = pt2e_note(nodes)  # type: ignore[arg-type]
+    note = pt2e_note(nodes)
     assert note is not None and "3 quantize/dequantize op(s)" in note
     assert "2 linear/matmul(s) and 5 convolution(s)" in note, note
-    assert pt2e_note(nodes[2:-1]) is None  # type: ignore[arg-type]
+    assert pt2e_note(nodes[2:-1]) is None
 
 
 def test_pt2e_model_with_a_transposed_convolution_counts_both(tmp_path: Path) -> None:

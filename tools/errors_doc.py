@@ -99,6 +99,22 @@ def _converted(then: Callable[[Path], None] | None = None) -> Callable[[Path], N
     return setup
 
 
+def _out_of_range_ids(work: Path) -> None:
+    """An `Embedding(10, 4)` converted into `out/`, and ids past its table in `ids.npz`."""
+    import numpy as np
+
+    from rlx_torch_import.cli import main
+
+    model = "import torch\nfrom torch import nn\n\nmodel = nn.Embedding(10, 4)\n"
+    model += "example_inputs = (torch.tensor([[1, 2, 3]]),)\n"
+    (work / "embed.py").write_text(model, encoding="utf-8")
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["embed.py", "-o", "out", "-q", "--no-per-node"])
+    if code != 0:
+        raise RuntimeError(f"converting the embedding for a scenario exited {code}")
+    np.savez(work / "ids.npz", input=np.array([[10, 11, 10**6]]))
+
+
 def _duplicate_node(work: Path) -> None:
     path = work / "out" / TORCH_IR
     doc = json.loads(path.read_text(encoding="utf-8"))
@@ -290,6 +306,12 @@ SCENARIOS: tuple[Scenario, ...] = (
         "ran a bundle on an input of the wrong shape",
         ("run", "out/bundle", "--inputs", "x.npz"),
         _converted(_wrong_shape_inputs),
+    ),
+    Scenario(
+        "IndexRangeError",
+        "ran an `nn.Embedding(10, 4)` bundle on ids 10, 11 and 10**6",
+        ("run", "out/bundle", "--inputs", "ids.npz"),
+        _out_of_range_ids,
     ),
     Scenario(
         "RlxError",

@@ -18,7 +18,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .cli_args import (
     BUILD_EXIT_CODES,
@@ -34,10 +34,11 @@ from .cli_args import (
     add_verify_args,
     emits,
     model_name,
+    read_inputs_file,
     seconds,
     version,
 )
-from .errors import BundleError, ExitCode, InputError, RtiError, describe
+from .errors import ExitCode, InputError, RtiError, describe
 
 if TYPE_CHECKING:
     from .verify.report import ParityReport
@@ -190,7 +191,7 @@ def _run_bundle(argv: Sequence[str]) -> int:
     if save is not None and (save.is_dir() or not save.parent.is_dir()):
         what = "is a directory" if save.is_dir() else f"is in {save.parent}, which is no directory"
         raise InputError(f"--save {save}: {what}; give a .safetensors file path")
-    tensors = _inputs_file(args.inputs)
+    tensors = read_inputs_file(args.inputs)
     model = BundleModel(args.bundle, threads=args.threads, device=args.device)
     if args.inputs is None and model.input_names:
         raise InputError(
@@ -232,42 +233,15 @@ def _run_bundle(argv: Sequence[str]) -> int:
     if save is not None:
         import torch
 
-        found = {output_key(k): torch.from_numpy(np.ascontiguousarray(v)) for k, v in outputs.items()}
+        found: dict[str, object] = {
+            output_key(k): torch.from_numpy(np.ascontiguousarray(v)) for k, v in outputs.items()
+        }
         try:
             safetensors_io.write(save, dict(safetensors_io.iter_torch(found)))
         except OSError as e:
             raise InputError(f"--save {save}: cannot write ({e.strerror or e})") from None
         print(f"outputs written to {args.save}")
     return ExitCode.OK
-
-
-def _inputs_file(given: str | None) -> dict[str, Any]:
-    """The tensors of `run --inputs FILE` (.safetensors or .npz) by key, as numpy arrays; {} without
-    the option (a bundle that takes no inputs). Raises InputError / BundleError naming the file."""
-    import numpy as np
-
-    from . import safetensors_io
-
-    if given is None:
-        return {}
-    path = Path(given)
-    if not path.is_file():
-        raise InputError(f"--inputs {path}: {'not a regular file' if path.exists() else 'no such file'}")
-    if path.suffix == ".npz":
-        import zipfile
-
-        if not zipfile.is_zipfile(path):
-            raise BundleError(f"--inputs {path}: not a .npz file (an .npz is a zip archive of .npy arrays)")
-        try:
-            with np.load(path, allow_pickle=False) as found:
-                tensors = {k: found[k] for k in found.files}
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-            raise BundleError(f"--inputs {path}: not a readable .npz file ({describe(e)})") from None
-    elif path.suffix == ".safetensors":
-        tensors = {k: t.to_numpy() for k, t in safetensors_io.read(path).items()}
-    else:
-        raise InputError(f"--inputs {path}: expected a .safetensors or .npz file")
-    return tensors
 
 
 def _defects_parser() -> argparse.ArgumentParser:

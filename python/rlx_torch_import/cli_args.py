@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from pathlib import Path
+from typing import Any
 
 EXIT_CODES = (
     "exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 4 torch.export failed, "
@@ -173,3 +175,33 @@ def add_emit_args(p: argparse.ArgumentParser) -> None:
         help="how the crate builds the graph: graph (HIR builder, every op), tensor (rlx_tensor DSL, "
         "refuses ops it lacks), flow (rlx_flow ModelFlow) (default: graph)",
     )
+
+
+def read_inputs_file(given: str | None) -> dict[str, Any]:
+    """The tensors of `run --inputs FILE` (.safetensors or .npz) by key, as numpy arrays; {} without
+    the option (a bundle that takes no inputs). Raises InputError / BundleError naming the file."""
+    import numpy as np
+
+    from . import safetensors_io
+    from .errors import BundleError, InputError, describe
+
+    if given is None:
+        return {}
+    path = Path(given)
+    if not path.is_file():
+        raise InputError(f"--inputs {path}: {'not a regular file' if path.exists() else 'no such file'}")
+    if path.suffix == ".npz":
+        import zipfile
+
+        if not zipfile.is_zipfile(path):
+            raise BundleError(f"--inputs {path}: not a .npz file (an .npz is a zip archive of .npy arrays)")
+        try:
+            with np.load(path, allow_pickle=False) as found:
+                tensors = {k: found[k] for k in found.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+            raise BundleError(f"--inputs {path}: not a readable .npz file ({describe(e)})") from None
+    elif path.suffix == ".safetensors":
+        tensors = {k: t.to_numpy() for k, t in safetensors_io.read(path).items()}
+    else:
+        raise InputError(f"--inputs {path}: expected a .safetensors or .npz file")
+    return tensors

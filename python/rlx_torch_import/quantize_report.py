@@ -82,7 +82,7 @@ FEATURE_LIMIT = 0.5
 def _rows(values: np.ndarray) -> np.ndarray:
     """An output as float64 [rows, features]: the last axis is the features (a scalar is one)."""
     width = values.shape[-1] if values.ndim else 1
-    return values.astype(np.float64).reshape(-1, width)
+    return values.astype(np.float64).reshape(values.size // width if width else 0, width)
 
 
 def feature_magnitude(float_out: np.ndarray) -> np.ndarray:

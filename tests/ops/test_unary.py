@@ -246,3 +246,21 @@ def test_op_sample(name: str, module: nn.Module, inputs: tuple[torch.Tensor, ...
     check_op_sample(name, module, inputs, level, tmp_path, relative=RELATIVE, bit_exact=SAME_BITS)
     if name in SAME_BITS:
         _assert_same_bits(module, inputs, tmp_path / name / "bundle")
+
+
+class _SizeRounding(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        ties = torch.arange(x.shape[0], dtype=torch.float32) * -0.5  # -0.0, -0.5, -1.0, ...: made of a size
+        return torch.round(x), torch.round(ties), torch.trunc(x)
+
+
+def test_rounding_under_dynamic_shapes_is_bit_exact(tmp_path: Path) -> None:
+    """A size-dependent constant is computed per binding (RLX folds it at compile time: `round-fold`)."""
+    from torch.export import Dim
+
+    x = torch.tensor([-8388609.0, -0.5, -0.0, 2.5, 0.45, -1.55, 8388609.5, -3.5])
+    report = rti.from_torch(_SizeRounding(), (x,), tmp_path / "m", dynamic_shapes={"x": {0: Dim("n", min=2, max=64)}})
+    assert report.ok, report.summary()
+    for n in (3, 8, 13):
+        xi = torch.cat([x, -x])[:n]
+        _assert_same_bits(_SizeRounding(), (xi,), tmp_path / "m" / "bundle")

@@ -19,8 +19,8 @@ from ..layout import BUNDLE
 from ..limits import regular_file, short
 from ..symbolic import Symbol, evaluate, evaluate_shape, infer_binding
 from .format import HIR, META, SYMBOLIC, WEIGHTS, check_meta, check_params, meta_text, read_meta
-from .ranges import check_ranges
 from .host import _bind, _thunk_profile, as_input, check_baked, decode_outputs, encode_feed
+from .ranges import check_ranges
 
 # Compiled bindings a dynamic bundle keeps (least recently used dropped first); each holds its
 # own copy of the weights (RLX's CPU backend cannot share one between compiled graphs).

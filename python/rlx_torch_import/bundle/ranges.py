@@ -118,14 +118,15 @@ def index_ranges(ir: Any, names: list[str]) -> list[dict[str, Any]]:
 
     def record(node: Any, index: Any, table: Any, axis: int, wraps: bool) -> None:
         name = index.get("tensor") if isinstance(index, dict) else None
-        dims = shapes.get(table.get("tensor")) if isinstance(table, dict) else None
+        table_name = table.get("tensor") if isinstance(table, dict) else None
+        dims = shapes.get(table_name) if isinstance(table_name, str) else None
         if name not in origin or dims is None:
             return
         rank = max(len(dims), 1)
         axis = axis + rank if axis < 0 else axis
-        size = dims[axis] if dims else 1  # a 0-d table has one element along axis 0 / -1
         if not 0 <= axis < rank:
             return
+        size = dims[axis] if dims else 1  # a 0-d table has one element along axis 0 / -1
         low: Any = 0 if not wraps else (-size if isinstance(size, int) else f"-({size})")
         entry = {
             "input": bundle_name[origin[name]],
@@ -174,12 +175,12 @@ def check_ranges(ranges: list[dict[str, Any]], arrays: Mapping[str, np.ndarray],
         bad = np.flatnonzero((arr < low) | (arr >= high))[0]
         position = [int(i) for i in np.unravel_index(int(bad), arr.shape)]
         where = f"node {r['node']}" + (f" in {r['module_path']}" if r.get("module_path") else "")
-        torch_rule = "negative indices count from the end" if low < 0 else "torch refuses negative indices here"
+        wraps = "; negative indices count from the end, as in torch" if low < 0 else ""
         raise IndexRangeError(
             f"input {r['input']!r} holds {int(arr.reshape(-1)[bad])} at position {position}, outside the valid "
-            f"range [{low}, {high}) of the index it feeds: axis {r['axis']} of {r['op']} ({where}); "
-            f"{torch_rule}",
-            hint="eager PyTorch raises IndexError for this input too; check the ids (vocabulary size, padding id)",
+            f"range [{low}, {high}) of the index it feeds: axis {r['axis']} of {r['op']} ({where}){wraps}",
+            hint="eager PyTorch refuses this input too (IndexError or RuntimeError); check the ids (vocabulary "
+            "size, padding id)",
         )
 
 

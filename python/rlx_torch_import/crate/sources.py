@@ -142,8 +142,8 @@ def _index_ranges(program: Program, ir: TorchIR) -> list[str]:
     bound is a size expression (a dynamic axis indexed) is left to RLX: the crate checks fixed bounds."""
     position = {v.name: i for i, v in enumerate(program.inputs)}
     return [
-        f"    IndexRange {{ input: {position[r['input']]}, low: {r['low']}, high: {r['high']}, op: {rust_str(r['op'])}, "
-        f"node: {rust_str(r['node'])}, axis: {r['axis']} }},"
+        f"    IndexRange {{ input: {position[r['input']]}, low: {r['low']}, high: {r['high']}, "
+        f"op: {rust_str(r['op'])}, node: {rust_str(r['node'])}, axis: {r['axis']} }},"
         for r in index_ranges(ir, [v.name for v in program.inputs])
         if isinstance(r["low"], int) and isinstance(r["high"], int)
     ]

@@ -98,6 +98,22 @@ def _schema(target: str) -> tuple[list[str], dict[str, Any]]:
     return names, defaults
 
 
+@cache
+def written_arguments(target: str) -> tuple[int, ...]:
+    """The positions of the arguments an ATen (or prims) overload writes in place, from torch's schema
+    (`Tensor(a!)`: batch norm's running statistics); () for other targets."""
+    if not target.startswith(("aten.", "prims.")) or target.count(".") < 2:
+        return ()
+    import torch
+
+    ns, packet, overload = target.split(".", 2)
+    try:
+        op = getattr(getattr(getattr(torch.ops, ns), packet), overload)
+    except (AttributeError, RuntimeError):
+        return ()
+    return tuple(i for i, a in enumerate(op._schema.arguments) if a.alias_info is not None and a.alias_info.is_write)
+
+
 def _plain_default(value: Any) -> Any:
     """Schema defaults as plain Python (dtype/layout defaults are None in practice)."""
     if isinstance(value, (bool, int, float, str, type(None))):

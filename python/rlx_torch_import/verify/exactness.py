@@ -6,8 +6,11 @@ graph), and every value a node computes from exact-judged tensors when
 
 - the node's op is value-exact (`lower.registry.value_exact`: kinds `movement` and `exact`, declared on
   its `@lowers`): data movement and selection, rounding to an integer, sign, negation, absolute value; or
-- its result is an integer or bool (integer arithmetic, comparisons, casts to an integer and index
+- its results are integers or bool (integer arithmetic, comparisons, casts to an integer and index
   results are exact functions of exact inputs).
+
+A tensor a node writes in place (batch norm's running statistics) is exact-judged after that node only
+if the node's results are.
 
 Everything else, and everything computed from it, keeps the float budgets: `round(matmul(x))` is not
 exact-judged, since the matmul may legitimately differ by an ULP and the rounding then by one at a tie.
@@ -41,25 +44,26 @@ def _tensors(arg: Any) -> list[str]:
 def exact_values(ir: TorchIR) -> set[str]:
     """The names of the exact-judged values of `ir` (module docstring): inputs, weights (by torch-ir
     name) and node outputs. Symbolic shapes need no binding: the judgement is structural."""
-    from ..lower.registry import value_exact
+    from ..lower.registry import _schema, value_exact, written_arguments
 
     quantized = set(ir.quantize["weights"]) if ir.quantize else set()
     known = {s.name for s in ir.inputs} | {w.name for w in ir.weights if w.key not in quantized}
     for node in ir.nodes:
         reads = [name for a in [*node.args, *node.kwargs.values()] for name in _tensors(a)]
-        if not all(name in known for name in reads):
-            continue
-        exact_op = value_exact(node.target)
-        for out in node.outputs:
-            if out.dtype != "none" and (exact_op or out.dtype not in _FLOAT):
-                known.add(out.name)
+        exact = all(name in known for name in reads) and (
+            value_exact(node.target) or all(o.dtype not in _FLOAT for o in node.outputs if o.dtype != "none")
+        )
+        if exact:
+            known |= {o.name for o in node.outputs if o.dtype != "none"}
+        elif written := written_arguments(node.target):  # later reads see what the node wrote
+            names = _schema(node.target)[0]
+            given = dict(zip(names, node.args, strict=False)) | dict(node.kwargs)
+            known -= {t for i in written if i < len(names) for t in _tensors(given.get(names[i]))}
     return known
 
 
 def exact_outputs(ir: TorchIR) -> set[str]:
     """The float outputs of `ir` (by output name) judged bit for bit: their value is exact-judged
     (`exact_values`). Integer and bool outputs are judged exactly anyway (`budgets.is_exact`)."""
-    if not ir.nodes:
-        return set()
     known = exact_values(ir)
     return {o.name for o in ir.outputs if o.dtype in _FLOAT and o.value in known}

@@ -48,6 +48,56 @@ pub struct Symbol {
     pub max: Option<usize>,
 }
 
+/// An input that feeds an index (an embedding's ids, a gather's indices) unchanged, and the range
+/// PyTorch allows there, `[low, high)` (negative `low`: negative indices count from the end).
+#[derive(Debug, Clone, Copy)]
+pub struct IndexRange {
+    /// Position of the input in `INPUTS`.
+    pub input: usize,
+    pub low: i64,
+    pub high: i64,
+    /// The ATen op indexed, its node, and the axis of its table.
+    pub op: &'static str,
+    pub node: &'static str,
+    pub axis: usize,
+}
+
+/// Refuse inputs (in `specs` order) holding an index outside its range, naming the input, the
+/// position and value, the range and the op: what PyTorch raises an IndexError for, and what RLX's
+/// gathers would read past their table for.
+pub fn check_index_ranges(
+    ranges: &[IndexRange],
+    specs: &[TensorSpec],
+    inputs: &[HostTensor],
+) -> Result<(), String> {
+    for r in ranges {
+        let (Some(spec), Some(t)) = (specs.get(r.input), inputs.get(r.input)) else {
+            continue;
+        };
+        let Values::Int(values) = t.values() else {
+            continue;
+        };
+        if let Some((p, v)) = values
+            .iter()
+            .enumerate()
+            .find(|(_, v)| **v < r.low || **v >= r.high)
+        {
+            return Err(format!(
+                "input {:?} holds {v} at position {:?}, outside the valid range [{}, {}) of the index it feeds: \
+                 axis {} of {} (node {}); PyTorch raises IndexError for it",
+                spec.name,
+                unravel(p, &t.dims),
+                r.low,
+                r.high,
+                r.axis,
+                r.op,
+                r.node
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Bytes per element of a PyTorch dtype, or `None` for one RLX cannot hold.
 pub fn element_size(dtype: &str) -> Option<usize> {
     Some(match dtype {

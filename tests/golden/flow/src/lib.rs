@@ -23,8 +23,8 @@ use rlx_flow::MapWeights;
 use rlx_ir::DType;
 use rlx_runtime::{CompileOptions, CompiledGraph, Device, FusionOptions, Session};
 
-pub use host::{HostTensor, ParamSpec, Parity, Symbol, TensorSpec, compare};
-use host::{from_carrier, to_carrier};
+pub use host::{HostTensor, IndexRange, ParamSpec, Parity, Symbol, TensorSpec, compare};
+use host::{check_index_ranges, from_carrier, to_carrier};
 
 /// The model's name at conversion time.
 pub const NAME: &str = "golden";
@@ -68,6 +68,9 @@ pub const PARAMS: &[ParamSpec] = &[
         dtype: DType::F32,
     },
 ];
+
+/// Inputs that feed an index, with the range PyTorch allows there: `run` refuses a value outside it.
+pub const INDEX_RANGES: &[IndexRange] = &[];
 
 /// No sweep points: every dim is static.
 pub const SWEEP: &[&str] = &[];
@@ -233,6 +236,7 @@ impl Model {
             }
             carried.push(to_carrier(t, spec.carrier));
         }
+        check_index_ranges(INDEX_RANGES, INPUTS, inputs)?;
         let feed: Vec<(&str, &[u8], DType)> = INPUTS
             .iter()
             .zip(&carried)
