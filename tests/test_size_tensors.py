@@ -106,3 +106,16 @@ def test_a_range_after_an_unbounded_cache(tmp_path: Path) -> None:
         np.testing.assert_array_equal(positions, want[0].numpy())
         # past.sum() is RLX's float32 sum (another order than torch's): within a few ULP of the total
         np.testing.assert_allclose(scaled, want[1].numpy(), rtol=1e-6, atol=1e-6 * max(1.0, float(cache)))
+
+
+class SizeSpaced(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, :1] + torch.linspace(0, x.shape[0], 5)
+
+
+def test_points_spaced_up_to_a_size_are_refused_naming_the_op(tmp_path: Path) -> None:
+    """linspace's points are computed at conversion: an end that is a size is refused (exit 3), not fixed."""
+    with pytest.raises(rti.UnsupportedOpsError) as caught:
+        rti.from_torch(SizeSpaced(), (torch.randn(3, 4),), tmp_path / "o", dynamic_shapes=({0: Dim("b", min=2)},))
+    assert "aten.linspace.default: a start/end that is a dynamic size" in caught.value.message
+    assert caught.value.exit_code == 3 and not (tmp_path / "o").exists()

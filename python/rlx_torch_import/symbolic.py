@@ -18,9 +18,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from .errors import InputError
+
+if TYPE_CHECKING:
+    from .torchir import TorchIR
 
 Dim = int | str  # a torch-ir dim: a size, or an expression of symbols
 
@@ -317,3 +320,28 @@ def sweep_points(symbols: Sequence[Symbol], unbounded_max: int = 4) -> list[Swee
         add("all=max", {s.name: top[s.name] for s in symbols})
         add("min/max alternating", {s.name: s.min if i % 2 == 0 else top[s.name] for i, s in enumerate(symbols)})
     return points
+
+
+def size_valued(ir: TorchIR, size_dependent: set[str]) -> set[str]:
+    """The nodes of a program bound from a dynamic one whose values depend on a symbol: those given a
+    size as a number (a SymInt argument, a `SizeInt` once bound) or reading a value of a
+    size-dependent or size-valued node, transitively (`Program.size_valued`: not folded)."""
+    if not ir.symbolic_shapes:
+        return set()
+
+    def sized(arg: dict[str, Any]) -> bool:
+        tag, payload = next(iter(arg.items()))
+        return (tag == "int" and isinstance(payload, SizeInt)) or (tag == "list" and any(sized(a) for a in payload))
+
+    def reads(arg: dict[str, Any], values: set[str]) -> bool:
+        tag, payload = next(iter(arg.items()))
+        return (tag == "tensor" and payload in values) or (tag == "list" and any(reads(a, values) for a in payload))
+
+    found: set[str] = set()
+    values: set[str] = set()
+    for n in ir.nodes:
+        args = [*n.args, *n.kwargs.values()]
+        if n.name in size_dependent or any(sized(a) or reads(a, values) for a in args):
+            found.add(n.name)
+            values.update(o.name for o in n.outputs)
+    return found - size_dependent

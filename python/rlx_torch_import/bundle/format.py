@@ -22,7 +22,7 @@ from ..outdir import write_text
 from ..symbolic import free_symbols
 from ..torchir import check_output_tree
 from ..version import __version__
-from .ranges import check_meta_ranges, index_ranges
+from .ranges import bundle_ranges, check_meta_ranges
 
 if TYPE_CHECKING:
     from ..program import Program
@@ -63,7 +63,7 @@ def meta_for(
         "output_tree": ir.output_tree,
         "outputs": _outputs_meta(program, ir),
         # Inputs that feed an index operand and the range torch allows there, checked before each run.
-        "index_ranges": index_ranges(ir, [v.name for v in program.inputs]),
+        "index_ranges": bundle_ranges(program, ir),
         # Dynamic dims: each symbol once, with its range (max null: unbounded). Shapes above are
         # then lists of sizes and expressions of the symbols' torch names.
         "symbols": [asdict(sym) for sym in ir.symbols] if rlxmodel is not None else [],

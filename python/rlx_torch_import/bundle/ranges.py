@@ -10,8 +10,10 @@ an index) is checked on the host: a cheap min/max over the array, then the first
 The range is torch's rule for the op (checked against eager PyTorch 2.x): `embedding`,
 `embedding_bag`, `index_select`, `gather`, `scatter*`: [0, n); advanced indexing (`x[idx]`,
 `index_put`): [-n, n), negatives wrap (the lowering wraps them). `n` is the size of the axis indexed
-(a symbol expression in a dynamic bundle, evaluated at the run's sizes). Indices computed inside the
-graph (argmax, arithmetic on ids) are not checked (docs/usage.md, "What is checked").
+(a symbol expression in a dynamic bundle, evaluated at the run's sizes). A program from RLX's ONNX
+importer (no torch-ir nodes) gets its ranges from the RLX Gathers its inputs reach (`program_ranges`).
+Indices computed inside the graph (argmax, arithmetic on ids) are not checked (docs/usage.md, "What is
+checked"; docs/design.md, aq).
 """
 
 from __future__ import annotations
@@ -153,6 +155,69 @@ def index_ranges(ir: Any, names: list[str]) -> list[dict[str, Any]]:
     return found
 
 
+# RLX index ops of an importer's program (the ONNX door) -> whether the kernel counts a negative index
+# from the end (ONNX's and ONNX Runtime's rule). RLX's Gather does not: -1 reads row 0.
+_RLX_INDEX_OPS = {"Gather": False, "GatherElements": True}
+_RLX_MOVEMENT = frozenset({"Reshape", "Cast"})
+_NO_WRAP = (
+    "; ONNX Runtime counts a negative index from the end, RLX's Gather does not, so the bundle refuses it "
+    "rather than read another row"
+)
+
+
+def program_ranges(program: Any) -> list[dict[str, Any]]:
+    """`index_ranges` of a program with no torch-ir nodes (the ONNX door: RLX's importer's program): each
+    graph input that reaches the index operand of a Gather (through Reshape and Cast nodes), with the
+    range the kernel reads as ONNX Runtime would: [0, n) for Gather (which does not wrap negatives, so
+    one is refused; the entry's `note` says so), [-n, n) for GatherElements. Keys as `index_ranges`."""
+    inputs = {v.name for v in program.inputs}
+    dims: dict[str, tuple[int, ...]] = {v.name: v.dims for v in [*program.inputs, *program.params]}
+    kinds: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for node in program.nodes:
+        dims[node.id] = node.dims
+        kind = node.op if isinstance(node.op, str) else next(iter(node.op))
+        kinds[node.id] = (kind, node.inputs)
+
+    def origin(name: str) -> str | None:
+        while name in kinds and kinds[name][0] in _RLX_MOVEMENT and kinds[name][1]:
+            name = kinds[name][1][0]
+        return name if name in inputs else None
+
+    found: list[dict[str, Any]] = []
+    for node in program.nodes:
+        kind = node.op if isinstance(node.op, str) else next(iter(node.op))
+        if kind not in _RLX_INDEX_OPS or len(node.inputs) < 2:
+            continue
+        source, table = origin(node.inputs[1]), dims.get(node.inputs[0])
+        axis = node.op[kind].get("axis", 0) if isinstance(node.op, dict) else 0
+        if source is None or table is None or not isinstance(axis, int) or not -len(table) <= axis < len(table):
+            continue
+        axis %= len(table)
+        n, wraps = table[axis], _RLX_INDEX_OPS[kind]
+        entry = {
+            "input": source,
+            "low": -n if wraps else 0,
+            "high": n,
+            "op": node.provenance.aten,
+            "node": node.provenance.node,
+            "module_path": node.provenance.module_path,
+            "axis": axis,
+        }
+        if not wraps:
+            entry["note"] = _NO_WRAP
+        if entry not in found:
+            found.append(entry)
+    return found
+
+
+def bundle_ranges(program: Any, ir: Any) -> list[dict[str, Any]]:
+    """meta.json's `index_ranges` for a bundle: torch's rules from the torch-ir (`index_ranges`), or for
+    a program RLX's ONNX importer made (torch-ir without nodes) the kernels' (`program_ranges`)."""
+    if ir.decomposition == "onnx":
+        return program_ranges(program)
+    return index_ranges(ir, [v.name for v in program.inputs])
+
+
 def _bound(value: Any, at: Mapping[str, int]) -> int:
     if isinstance(value, str) and value.startswith("-(") and value.endswith(")"):
         return -evaluate(value[2:-1], at)
@@ -175,10 +240,12 @@ def check_ranges(ranges: list[dict[str, Any]], arrays: Mapping[str, np.ndarray],
         bad = np.flatnonzero((arr < low) | (arr >= high))[0]
         position = [int(i) for i in np.unravel_index(int(bad), arr.shape)]
         where = f"node {r['node']}" + (f" in {r['module_path']}" if r.get("module_path") else "")
-        wraps = "; negative indices count from the end, as in torch" if low < 0 else ""
+        value = int(arr.reshape(-1)[bad])
+        note = "; negative indices count from the end, as in torch" if low < 0 else ""
+        note = r.get("note", "") if value < 0 <= low else note  # the ONNX door: why a negative id is refused
         raise IndexRangeError(
-            f"input {r['input']!r} holds {int(arr.reshape(-1)[bad])} at position {position}, outside the valid "
-            f"range [{low}, {high}) of the index it feeds: axis {r['axis']} of {r['op']} ({where}){wraps}",
+            f"input {r['input']!r} holds {value} at position {position}, outside the valid "
+            f"range [{low}, {high}) of the index it feeds: axis {r['axis']} of {r['op']} ({where}){note}",
             hint="eager PyTorch refuses this input too (IndexError or RuntimeError); check the ids (vocabulary "
             "size, padding id)",
         )

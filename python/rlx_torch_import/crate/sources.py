@@ -16,7 +16,7 @@ import os
 from importlib import resources
 
 from .. import _core
-from ..bundle.ranges import index_ranges
+from ..bundle.ranges import bundle_ranges
 from ..dtypes import to_rlx
 from ..layout import sweep_prefix
 from ..program import Program
@@ -138,13 +138,13 @@ def _specs(program: Program, ir: TorchIR) -> str:
 
 
 def _index_ranges(program: Program, ir: TorchIR) -> list[str]:
-    """INDEX_RANGES rows (`bundle.ranges.index_ranges`, the check `BundleModel.run` makes). A range whose
+    """INDEX_RANGES rows (`bundle.ranges.bundle_ranges`, the check `BundleModel.run` makes). A range whose
     bound is a size expression (a dynamic axis indexed) is left to RLX: the crate checks fixed bounds."""
     position = {v.name: i for i, v in enumerate(program.inputs)}
     return [
         f"    IndexRange {{ input: {position[r['input']]}, low: {r['low']}, high: {r['high']}, "
         f"op: {rust_str(r['op'])}, node: {rust_str(r['node'])}, axis: {r['axis']} }},"
-        for r in index_ranges(ir, [v.name for v in program.inputs])
+        for r in bundle_ranges(program, ir)
         if isinstance(r["low"], int) and isinstance(r["high"], int)
     ]
 

@@ -16,7 +16,7 @@ from typing import Any
 from ..dtypes import NARROW_DTYPES, boundary_dtype, compute_rlx, is_supported, to_rlx
 from ..errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
 from ..program import Program, Provenance, ValueDecl
-from ..symbolic import SizeInt, evaluate_shape, free_symbols, is_static, sizes, values_of
+from ..symbolic import evaluate_shape, free_symbols, is_static, size_valued, sizes, values_of
 from ..torchir import TensorSpec, TorchIR, WeightSpec, specialize
 from .builder import Builder
 from .call import Call, Value
@@ -263,31 +263,6 @@ def _size_dependent(ir: TorchIR) -> set[str]:
     }
 
 
-def _size_valued(ir: TorchIR, size_dependent: set[str]) -> set[str]:
-    """The nodes of a program bound from a dynamic one whose values depend on a symbol: those given a
-    size as a number (a SymInt argument, `symbolic.SizeInt` once bound) or reading a value of a
-    size-dependent or size-valued node, transitively."""
-    if not ir.symbolic_shapes:
-        return set()
-
-    def sized(arg: dict[str, Any]) -> bool:
-        tag, payload = next(iter(arg.items()))
-        return (tag == "int" and isinstance(payload, SizeInt)) or (tag == "list" and any(sized(a) for a in payload))
-
-    def reads(arg: dict[str, Any], values: set[str]) -> bool:
-        tag, payload = next(iter(arg.items()))
-        return (tag == "tensor" and payload in values) or (tag == "list" and any(reads(a, values) for a in payload))
-
-    found: set[str] = set()
-    values: set[str] = set()
-    for n in ir.nodes:
-        args = [*n.args, *n.kwargs.values()]
-        if n.name in size_dependent or any(sized(a) or reads(a, values) for a in args):
-            found.add(n.name)
-            values.update(o.name for o in n.outputs)
-    return found - size_dependent
-
-
 def _dynamic_axes(ir: TorchIR) -> dict[str, tuple[int, ...]]:
     """Each symbolic value's axes whose size is a symbol expression (not a fixed int)."""
     return {
@@ -330,7 +305,7 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, sha
     program = Program(
         name=ir.name,
         size_dependent=dependent,
-        size_valued=_size_valued(ir, dependent),
+        size_valued=size_valued(ir, dependent),
         size_bounds=_size_bounds(ir),
         dynamic_axes=_dynamic_axes(ir),
     )

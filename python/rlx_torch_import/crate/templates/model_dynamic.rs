@@ -136,7 +136,8 @@ impl Model {
     }
 
     /// Run once: `inputs` follow [`INPUTS`] (any sizes in the dynamic dims'
-    /// ranges), the outputs follow [`OUTPUTS`].
+    /// ranges), the outputs follow [`OUTPUTS`]. An input holding an index outside its
+    /// [`INDEX_RANGES`] row is refused (PyTorch raises IndexError for it).
     pub fn run(&mut self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, String> {
         if inputs.len() != INPUTS.len() {
             return Err(format!("{NAME} takes {} input(s), got {}", INPUTS.len(), inputs.len()));

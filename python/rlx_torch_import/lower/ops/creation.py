@@ -107,6 +107,9 @@ def _as_numpy(values: Any) -> np.ndarray:
 def _check_space(call: Call) -> str | None:
     if any(isinstance(call.get(k), Value) for k in ("start", "end")):
         return "start/end read from tensors are not supported (a graph-time range)"
+    sized = [f"{k}={call.get(k).expr}" for k in ("start", "end") if isinstance(call.get(k), SizeInt)]
+    if sized:  # the points are computed at conversion, one size at a time
+        return f"a start/end that is a dynamic size ({', '.join(sized)}) is not supported; make that dim static"
     if call.node.outputs and any(not isinstance(d, int) for d in call.node.outputs[0].shape):
         return "a step count that depends on a dynamic dim is not supported"
     return None

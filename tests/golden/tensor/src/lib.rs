@@ -200,7 +200,8 @@ impl Model {
         Ok(Self { graph })
     }
 
-    /// Run once: `inputs` follow [`INPUTS`], the outputs follow [`OUTPUTS`].
+    /// Run once: `inputs` follow [`INPUTS`], the outputs follow [`OUTPUTS`]. An input holding an
+    /// index outside its [`INDEX_RANGES`] row is refused (PyTorch raises IndexError for it).
     pub fn run(&mut self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, String> {
         if inputs.len() != INPUTS.len() {
             return Err(format!(
