@@ -214,3 +214,28 @@ def test_onnx_planted_floor_off_by_one_fails_only_bit_exact(tmp_path: Path, monk
     assert rows["z"].ok and rows["z"].criterion == "budget"  # the same planted error, after an inexact MatMul
     first = report.first_divergence
     assert first is not None and first.node == "floor" and first.local is not None and first.local.bit_exact
+
+
+@pytest.mark.parametrize("route", ["importer", "torch"])
+def test_onnx_exactness_is_read_from_the_file_onnx_runtime_runs(tmp_path: Path, route: str) -> None:
+    """Both routes judge by the ONNX file's ops (ONNX Runtime computes the reference from them): the exact
+    chain is bit-exact on either route, and an output the pre-pass or torch.export folds to a constant
+    (Floor(Cos(constant)): RLX holds the folder's cos, ONNX Runtime computes its own) keeps the float
+    budget though no op of the folded graph is left to compute it."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from onnx_models import make_model, tensor
+
+    model = onnx.load(str(_onnx_chains(tmp_path)))
+    k = numpy_helper.from_array(np.array([0.3, 1.7, -2.5, 100.1, 7.77, 3.0], np.float32).reshape(2, 3), "k")
+    nodes = [*model.graph.node, helper.make_node("Cos", ["k"], ["c"]), helper.make_node("Mul", ["c", "c"], ["cc"])]
+    outputs = [tensor("y", [2, 3]), tensor("z", [2, 3]), tensor("cc", [2, 3])]
+    folded = make_model(nodes, [tensor("x", [2, 3])], outputs)
+    folded.graph.initializer.extend([*model.graph.initializer, k])
+    path = tmp_path / "folded.onnx"
+    onnx.save(folded, str(path))
+    x = np.array([[8388607.5, 1e7, -0.5], [4194303.5, 0.25, -2.0]], dtype=np.float32)
+    report = rti.from_onnx(path, tmp_path / route, inputs={"x": x}, route=route)
+    assert report.ok, report.summary()
+    assert {o.name: o.criterion for o in report.outputs} == {"y": "bit-exact", "z": "budget", "cc": "budget"}

@@ -154,7 +154,7 @@ def _torch_route(req: Request, stage: Path) -> ParityReport:
     """The ONNX graph as a torch module (`torch_route.to_module`) through `from_torch`'s front end; the
     reference's outputs are ONNX Runtime's. Raises UntranslatableError for what it cannot translate."""
     from .frontend.onnx import bind, prepass, reference
-    from .frontend.onnx.driver import read_and_bind
+    from .frontend.onnx.driver import read_and_bind, route_producer
     from .frontend.onnx.operands import bake_inputs
     from .frontend.onnx.torch_route import Untranslatable, to_module
 
@@ -177,7 +177,8 @@ def _torch_route(req: Request, stage: Path) -> ParityReport:
     if sizes:
         notes.append("symbolic dims specialized: " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
     constants = [{"path": n, "value": feed[n].tolist()} for n in baked]
-    _torch_front(module, args, names, [o.name for o in src.outputs], stage, req, out, notes, constants)
+    producer = {**src.producer(), **route_producer("torch", src)}
+    _torch_front(module, args, names, [o.name for o in src.outputs], stage, req, out, notes, constants, producer)
     return _back_half(req, stage, None)
 
 
@@ -212,6 +213,7 @@ def _torch_front(
     out: dict[str, Any],
     notes: list[str],
     constants: list[dict[str, Any]],
+    producer: dict[str, str],
 ) -> None:
     """`from_torch`'s front end on the translated module into `stage`; then the torch-ir's inputs and
     outputs take the ONNX names, its producer the notes, and reference.safetensors ONNX Runtime's
@@ -228,7 +230,7 @@ def _torch_front(
     renamed = dict(zip((s.name for s in ir.inputs), names, strict=True))
     old_outputs = [o.name for o in ir.outputs]
     ir = _onnx_names(ir, renamed, onnx_outputs)
-    ir.producer.update({"frontend": "onnx", "route": "torch", "source": str(req.path)})
+    ir.producer.update(producer)
     ir.producer.update({f"note.{k}": n for k, n in enumerate(notes)})
     ir.constant_inputs = constants  # inputs baked in (they fix shapes): the bundle may be given them, unchanged
     ir.save(stage)

@@ -5,6 +5,7 @@ report. `api.py` calls these after the bundle is written (`from_torch`, `build`)
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections import Counter
@@ -18,7 +19,7 @@ from .. import _core, torchir
 from ..bundle.model import BundleModel, tree_children
 from ..conversion import Conversion
 from ..devices import check_device
-from ..errors import BundleError, InputError, RtiError
+from ..errors import BundleError, InputError, RtiError, TorchIRError
 from ..layout import TORCH_IR, output_key, report_stem, set_prefix, sweep_prefix
 from ..lower.ops.quantized import pt2e_note
 from ..outdir import write_texts
@@ -218,16 +219,22 @@ def _compare_outputs(
 
 
 def exact_outputs(conv: Conversion) -> set[str]:
-    """The float outputs of `conv` judged bit for bit (`verify/exactness.py`): from torch-ir's nodes, or
-    for a conversion whose program is not lowered from them (RLX's ONNX importer: torch-ir holds the
-    boundary only) from the graph its front end imported."""
+    """The float outputs of `conv` judged bit for bit: those its front end recorded in torch-ir's
+    `producer["exact_outputs"]` (a JSON list of output names; a front end whose reference runtime is not
+    the one that computes torch-ir's nodes, ONNX Runtime, records them from its own graph), else those
+    `verify/exactness.py` finds among torch-ir's nodes (eager PyTorch computes the reference from them)."""
     from .exactness import exact_outputs as from_nodes
 
-    if conv.ir.nodes or conv.ir.decomposition != "onnx":
+    recorded = conv.ir.producer.get("exact_outputs")
+    if recorded is None:
         return from_nodes(conv.ir)
-    from ..frontend.onnx.nodes import exact_outputs as from_onnx
-
-    return from_onnx(conv)
+    try:
+        names = json.loads(recorded)
+    except ValueError:
+        names = None
+    if not isinstance(names, list):
+        raise TorchIRError(f"{conv.path(TORCH_IR)}: producer['exact_outputs'] is not a JSON list of names")
+    return {o.name for o in conv.ir.outputs if o.name in names}
 
 
 def _code_fed(

@@ -169,8 +169,21 @@ def _boundary_ir(src: source.OnnxSource, name: str, program: Program, out: dict[
         weights=weights,
         nodes=[],
         outputs=outputs,
-        producer={**src.producer(), "frontend": "onnx", "route": "importer", "source": str(src.path)},
+        producer={**src.producer(), **route_producer("importer", src)},
     )
+
+
+def route_producer(route: str, src: source.OnnxSource) -> dict[str, str]:
+    """torch-ir producer entries of an ONNX conversion: the front end, its route, the file and the
+    outputs judged bit for bit (`nodes.exact_outputs_record`, from the file as ONNX Runtime runs it)."""
+    from .nodes import exact_outputs_record
+
+    return {
+        "frontend": "onnx",
+        "route": route,
+        "source": str(src.path),
+        "exact_outputs": exact_outputs_record(src.model),
+    }
 
 
 def _fit(name: str, arr: np.ndarray, dims: list[int], notes: list[str], what: str) -> np.ndarray:

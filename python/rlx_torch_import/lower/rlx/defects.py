@@ -391,6 +391,16 @@ DEFECTS: tuple[Defect, ...] = (
         accepted=True,
     ),
     Defect(
+        "relu-signed-zero",
+        "Activation Relu maps -0.0 to +0.0 (torch.relu keeps -0.0: it clamps only values below 0)",
+        "0.2.19",
+        "accepted, as relu-nan: a sign-keeping ReLU would break RLX's conv/matmul + activation fusion; where the "
+        "ReLU's input is exactly known (a graph input, weight or value-exact chain) the bit-exact verdict fails it",
+        hits.never,
+        probes.relu_signed_zero,
+        accepted=True,
+    ),
+    Defect(
         "constant-narrow",
         "Constant nodes of Bool/I8/U8/I16 are misread by the f32-aliased arena",
         _SEEN,

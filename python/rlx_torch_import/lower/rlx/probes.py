@@ -372,6 +372,17 @@ def relu_nan() -> str | None:
     return same({"Activation": "Relu"}, [(x, "F32")], np.array([1.0, np.nan, 0.0], np.float32), "F32")
 
 
+def relu_signed_zero() -> str | None:
+    x = np.array([-0.0, 0.0, -2.0, 3.0], np.float32)
+    try:
+        got = run_raw({"Activation": "Relu"}, [(x, "F32")], x.shape, "F32")
+    except (RuntimeError, _core.CheckError) as e:  # CheckError: a kernel the core refuses (src/safety.rs)
+        return f"RLX failed: {str(e).splitlines()[0][:160]}"
+    want = np.array([-0.0, 0.0, 0.0, 3.0], np.float32)  # torch.relu(-0.0) is -0.0 (clamp_min keeps x unless x < 0)
+    got_bits, want_bits = ([hex(v) for v in a.view(np.uint32).tolist()] for a in (got, want))
+    return None if got_bits == want_bits else f"got bits {got_bits}, expected {want_bits}"
+
+
 def constant_narrow() -> str | None:
     x = np.array([3, -7, 100], np.int8)
     return same({"Binary": "Add"}, [(x, "I8"), (x, "I8")], x + x, "I8", consts=True)
