@@ -25,6 +25,7 @@ use rlx_ir::{DType, Dim, Graph, Node, NodeId, Op};
 
 use crate::dtype_name;
 use crate::error::CoreError;
+use crate::safety::dims_text;
 
 /// The static dims of node `id` (None if one is dynamic: `check_shape` refuses those first).
 fn dims_of(graph: &Graph, id: NodeId) -> Option<Vec<usize>> {
@@ -43,15 +44,7 @@ fn dims_of(graph: &Graph, id: NodeId) -> Option<Vec<usize>> {
 /// `F32 [10, 4]`, an operand for messages.
 fn operand_text(graph: &Graph, id: NodeId) -> String {
     let shape = &graph.node(id).shape;
-    let dims: Vec<String> = shape
-        .dims()
-        .iter()
-        .map(|d| match d {
-            Dim::Static(n) => n.to_string(),
-            Dim::Dynamic(s) => format!("?{s}"),
-        })
-        .collect();
-    format!("{} [{}]", dtype_name(shape.dtype()), dims.join(", "))
+    format!("{} {}", dtype_name(shape.dtype()), dims_text(shape))
 }
 
 /// The values of little-endian `data` of `dtype` as f64 (exact for every index a tensor can

@@ -164,7 +164,7 @@ pub fn tensor_size(dims: &[usize], dtype: DType) -> Option<(usize, usize)> {
     Some((elements, bytes))
 }
 
-fn dims_text(shape: &Shape) -> String {
+pub(crate) fn dims_text(shape: &Shape) -> String {
     let dims: Vec<String> = shape
         .dims()
         .iter()

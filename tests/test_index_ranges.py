@@ -298,6 +298,52 @@ def test_a_baked_gather_index_past_the_table_in_a_hand_edited_bundle_is_refused(
     assert "baked index 1000" in capsys.readouterr().err
 
 
+class StoredIndices(nn.Module):
+    """Index tensors stored in weights.safetensors: a buffer feeding index_select ([0, 8)) and an embedding
+    ([0, 10)), and the list of `x[:, [0, 3, 7]]`, a constant torch.export lifts ([-8, 8), negatives wrap)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.register_buffer("idx", torch.tensor([0, 2, 4]))
+        self.emb = nn.Embedding(10, 4)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return torch.index_select(x, 0, self.idx), x[:, [0, 3, 7]], self.emb(self.idx)
+
+
+@pytest.mark.parametrize(
+    ("weight", "value", "message"),
+    [
+        ("idx", 1000, r"weight 'idx' holds 1000 at position \[2\], outside the valid range \[0, 8\) .* index_select"),
+        ("idx", -1, r"weight 'idx' holds -1 at position \[2\], outside the valid range \[0, 8\)"),
+        ("lifted_tensor_0", 8, r"weight 'lifted_tensor_0' holds 8 .* range \[-8, 8\) .* aten.index.Tensor"),
+    ],
+)
+def test_a_stored_index_past_its_axis_in_a_hand_edited_weights_file_is_refused(
+    tmp_path: Path, weight: str, value: int, message: str
+) -> None:
+    from safetensors.numpy import load_file, save_file
+
+    report = rti.from_torch(StoredIndices(), (torch.randn(8, 8),), tmp_path / "o", per_node=False)
+    assert report.ok, report.summary()
+    bundle = tmp_path / "o" / "bundle"
+    recorded = {
+        (r["weight"], r["low"], r["high"])
+        for r in json.loads((bundle / "meta.json").read_text())["weight_index_ranges"]
+    }
+    assert recorded == {("idx", 0, 8), ("idx", 0, 10), ("lifted_tensor_0", -8, 8)}
+    stored = load_file(str(bundle / "weights.safetensors"))
+    BundleModel(bundle)  # as written: accepted
+    edited = dict(stored)
+    edited[weight] = stored[weight].copy()
+    edited[weight][-1] = value
+    save_file(edited, str(bundle / "weights.safetensors"))
+    with pytest.raises(BundleError, match=message) as e:
+        BundleModel(bundle)
+    assert e.value.exit_code == ExitCode.BAD_INPUT
+
+
 # ── generate: the prompt's ids, before the first step ───────────────────────────────────────────
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from rlx_torch_import import outdir, outswap
-from rlx_torch_import.errors import InputError
+from rlx_torch_import.bundle.model import BundleModel
+from rlx_torch_import.errors import BundleError, InputError
 
 # Run in a child process: writes an output "new" to argv[1] through `staged` and is SIGKILLed between
 # the swap's two steps (argv[2]: "exchange": right after the exchange; "fallback": no exchange, killed
@@ -103,6 +104,11 @@ def test_killed_between_the_two_renames_the_next_run_restores_the_earlier_output
     assert not out.exists()  # what the killed run left: the earlier output hidden in .out.old-*/previous
     (old,) = [p for p in tmp_path.iterdir() if p.name.startswith(".out.old-")]
     assert (old / "previous" / "meta.json").read_text() == "old" and (old / "target").read_text() == "out"
+    # reading the missing output (or the bundle inside it) says where the earlier output is
+    for missing in (out, out / "bundle"):
+        with pytest.raises(BundleError, match="no such directory") as e:
+            BundleModel(missing)
+        assert e.value.hint is not None and str(old / "previous") in e.value.hint
     assert outswap.recover(out, "out")[0].startswith(f"restored {out}")
     assert _whole(out) == "old"  # the killed run did not finish: the output is as it was before it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # its stage is gone too

@@ -18,7 +18,7 @@ from .crate.style import STYLES
 from .devices import DEVICES, check_device, device_name
 from .errors import InputError, UnsupportedOpsError
 from .layout import BUNDLE, REFERENCE, REPORT, REPORT_SUFFIXES, TORCH_IR, WEIGHTS
-from .outdir import staged
+from .outdir import staged, stranded_hint
 from .progress import Progress
 from .verify.report import ParityReport
 from .verify.run import (
@@ -370,6 +370,6 @@ def _conversion_dir(directory: str | os.PathLike[str], command: str, holds: Sequ
     if not path.is_dir():
         raise InputError(
             f"{path}: {'not a directory' if path.exists() else 'no such directory'}",
-            hint=f"{command} takes a conversion directory ({', '.join(holds)})",
+            hint=stranded_hint(path) or f"{command} takes a conversion directory ({', '.join(holds)})",
         )
     return path

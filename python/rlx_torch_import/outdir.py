@@ -264,3 +264,14 @@ def _refused_write(e: BaseException, stage: Path, out_dir: Path) -> WriteError |
 
 def _inside(path: Path, folder: Path) -> bool:
     return path.absolute().is_relative_to(folder)
+
+
+def stranded_hint(path: Path) -> str | None:
+    """A hint for a missing output `path` that a killed run left in a `.old-*` folder (`outswap.stranded`)."""
+    found = outswap.stranded(Path(path))
+    if found is None:
+        return None
+    return (
+        f"a run killed while replacing it left the earlier output in {found}; the next conversion or build "
+        "into the same folder puts it back (or move it back yourself)"
+    )

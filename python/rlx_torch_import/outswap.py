@@ -23,6 +23,7 @@ import ctypes
 import errno
 import fcntl
 import functools
+import glob
 import os
 import re
 import shutil
@@ -165,6 +166,23 @@ def recover(out_dir: Path, short: str) -> list[str]:
         finally:
             os.close(fd)
     return done
+
+
+def stranded(path: Path) -> Path | None:
+    """Where a run killed between the two renames left the earlier copy of the missing output `path`
+    (or of the missing folder holding it, a conversion's `bundle/`): its `.old-*` folder's `previous`,
+    which the next staged write of that output puts back (`recover`); None when there is none."""
+    for out in (path, path.parent):
+        if out.exists() or not out.parent.is_dir():
+            continue
+        for entry in sorted(out.parent.glob(f".{glob.escape(out.name[:8])}*.old-*")):
+            record = entry / TARGET
+            target = (
+                record.read_text("utf-8", "surrogateescape") if record.is_file() else entry.name[1:].split(".old-")[0]
+            )
+            if target == out.name and (entry / PREVIOUS).is_dir():
+                return entry / PREVIOUS
+    return None
 
 
 def swap(stage: Path, out_dir: Path, short: str) -> None:

@@ -22,7 +22,7 @@ from ..outdir import write_text
 from ..symbolic import free_symbols
 from ..torchir import check_output_tree
 from ..version import __version__
-from .ranges import bundle_ranges, check_meta_ranges
+from .ranges import bundle_ranges, check_meta_ranges, weight_ranges
 
 if TYPE_CHECKING:
     from ..program import Program
@@ -64,6 +64,8 @@ def meta_for(
         "outputs": _outputs_meta(program, ir),
         # Inputs that feed an index operand and the range torch allows there, checked before each run.
         "index_ranges": bundle_ranges(program, ir),
+        # Stored weights that feed an index operand (buffers, lifted index lists): checked when loaded.
+        "weight_index_ranges": weight_ranges(program, ir),
         # Dynamic dims: each symbol once, with its range (max null: unbounded). Shapes above are
         # then lists of sizes and expressions of the symbols' torch names.
         "symbols": [asdict(sym) for sym in ir.symbols] if rlxmodel is not None else [],
@@ -246,6 +248,9 @@ def check_meta(meta: Any, path: Path) -> None:
             raise BundleError(f"{path}: constant_inputs[{k}]: {short(const)} is not an object with path and value")
     if "index_ranges" in meta:
         check_meta_ranges(meta["index_ranges"], {i["name"] for i in meta["inputs"]}, where)
+    if "weight_index_ranges" in meta:
+        params = {p["name"] for p in meta["params"] if isinstance(p, dict)}
+        check_meta_ranges(meta["weight_index_ranges"], params, where, "weight_index_ranges")
     tree = _need(meta, "output_tree", dict, where, required=False)
     if tree:
         check_output_tree(tree, f"{path}: output_tree", {o["name"] for o in meta["outputs"]}, BundleError)

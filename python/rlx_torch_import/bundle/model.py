@@ -17,10 +17,11 @@ from ..dtypes import to_rlx
 from ..errors import BundleError, DeviceError, InputError, RlxError, RtiError
 from ..layout import BUNDLE
 from ..limits import regular_file, short
+from ..outdir import stranded_hint
 from ..symbolic import Symbol, evaluate, evaluate_shape, infer_binding
 from .format import HIR, META, SYMBOLIC, WEIGHTS, check_meta, check_params, meta_text, read_meta
 from .host import _bind, _thunk_profile, as_input, check_baked, decode_outputs, encode_feed
-from .ranges import check_ranges
+from .ranges import check_ranges, check_weight_ranges
 
 # Compiled bindings a dynamic bundle keeps (least recently used dropped first); each holds its
 # own copy of the weights (RLX's CPU backend cannot share one between compiled graphs).
@@ -83,7 +84,10 @@ class BundleModel:
         self.path = Path(path)
         self.threads = rlx_config.set_threads(threads)
         if not self.path.is_dir():
-            raise BundleError(f"{self.path}: {'not a directory' if self.path.exists() else 'no such directory'}")
+            raise BundleError(
+                f"{self.path}: {'not a directory' if self.path.exists() else 'no such directory'}",
+                hint=stranded_hint(self.path),
+            )
         for f in (HIR, WEIGHTS) if meta is not None else (HIR, WEIGHTS, META):
             if not (self.path / f).exists():
                 inner = self.path / BUNDLE
@@ -92,7 +96,9 @@ class BundleModel:
             regular_file(self.path / f, BundleError)
         self.meta = read_meta(self.path / META) if meta is None else _unwritten_meta(meta, self.path / META)
         # Every weight checked against meta.json's params before anything is bound.
-        check_params(self.meta["params"], safetensors_io.read(self.path / WEIGHTS), self.path / WEIGHTS)
+        weights = safetensors_io.read(self.path / WEIGHTS)
+        check_params(self.meta["params"], weights, self.path / WEIGHTS)
+        check_weight_ranges(self.meta.get("weight_index_ranges", []), weights, self.path / WEIGHTS)
         if not isinstance(binding_cache, int) or isinstance(binding_cache, bool) or binding_cache < 1:
             raise InputError(f"binding_cache must be >= 1, got {binding_cache}")
         self.binding_cache = binding_cache

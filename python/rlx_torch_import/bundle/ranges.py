@@ -89,10 +89,11 @@ def _widening(src: str, dst: str) -> bool:
     return _INT_WIDTH[dst] >= _INT_WIDTH[src] and not (dst.startswith("u") and not src.startswith("u"))
 
 
-def _sources(ir: Any) -> Iterator[tuple[str, str]]:
-    """(value name, the graph input it is, element for element) through movement and widening casts."""
-    dtypes = {s.name: s.dtype for s in ir.inputs}
-    origin = {s.name: s.name for s in ir.inputs}
+def _sources(ir: Any, starts: Mapping[str, str]) -> Iterator[tuple[str, str]]:
+    """(value name, the starting value it is, element for element) through movement and widening casts;
+    `starts`: torch-ir value name -> dtype (the graph inputs, or the stored weights)."""
+    dtypes = dict(starts)
+    origin = {name: name for name in starts}
     for node in ir.nodes:
         first = node.args[0] if node.args else None
         src = first.get("tensor") if isinstance(first, dict) else None
@@ -110,8 +111,14 @@ def index_ranges(ir: Any, names: list[str]) -> list[dict[str, Any]]:
     input names, in the same order) that feeds an index operand element for element, the range torch
     allows: {"input", "low", "high" (an int, or a size expression of the bundle's symbols; the valid
     range is [low, high), low = -high where negatives wrap), "op", "node", "module_path", "axis"}."""
-    origin = dict(_sources(ir))
     bundle_name = {s.name: n for s, n in zip(ir.inputs, names, strict=True)}
+    return _torch_ranges(ir, {s.name: s.dtype for s in ir.inputs}, bundle_name)
+
+
+def _torch_ranges(ir: Any, starts: Mapping[str, str], bundle_name: Mapping[str, str]) -> list[dict[str, Any]]:
+    """`index_ranges` entries of the values `starts` (torch-ir name -> dtype) that feed an index operand
+    element for element, each under its bundle name (`bundle_name`) in the entry's "input"."""
+    origin = dict(_sources(ir, starts))
     shapes: dict[str, list[Any]] = {s.name: list(s.shape) for s in ir.inputs}
     shapes |= {w.name: list(w.shape) for w in ir.weights}
     for node in ir.nodes:
@@ -165,12 +172,12 @@ _NO_WRAP = (
 )
 
 
-def program_ranges(program: Any) -> list[dict[str, Any]]:
+def program_ranges(program: Any, sources: set[str] | None = None) -> list[dict[str, Any]]:
     """`index_ranges` of a program with no torch-ir nodes (the ONNX door: RLX's importer's program): each
     graph input that reaches the index operand of a Gather (through Reshape and Cast nodes), with the
     range the kernel reads as ONNX Runtime would: [0, n) for Gather (which does not wrap negatives, so
     one is refused; the entry's `note` says so), [-n, n) for GatherElements. Keys as `index_ranges`."""
-    inputs = {v.name for v in program.inputs}
+    inputs = {v.name for v in program.inputs} if sources is None else sources
     dims: dict[str, tuple[int, ...]] = {v.name: v.dims for v in [*program.inputs, *program.params]}
     kinds: dict[str, tuple[str, tuple[str, ...]]] = {}
     for node in program.nodes:
@@ -218,6 +225,50 @@ def bundle_ranges(program: Any, ir: Any) -> list[dict[str, Any]]:
     return index_ranges(ir, [v.name for v in program.inputs])
 
 
+def weight_ranges(program: Any, ir: Any) -> list[dict[str, Any]]:
+    """meta.json's `weight_index_ranges`: each stored weight (a buffer, or a constant torch.export lifted,
+    such as the list of `x[:, [0, 3, 7]]`) that feeds an index operand element for element, with the
+    range the op allows there (keys as `index_ranges`, "weight" for "input"; ranges sized by a symbol are
+    left out). `BundleModel` checks the stored values once, when it loads the bundle
+    (`check_weight_ranges`), so a hand-edited weights.safetensors cannot make RLX read out of bounds."""
+    params = {v.name for v in program.params}
+    if ir.decomposition == "onnx":
+        entries = program_ranges(program, params)
+    else:
+        stored = [w for w in ir.weights if w.key in params]  # bound by state_dict key
+        entries = _torch_ranges(ir, {w.name: w.dtype for w in stored}, {w.name: w.key for w in stored})
+    found = []
+    for e in entries:
+        if isinstance(e["low"], int) and isinstance(e["high"], int):
+            e = dict(e)
+            found.append({"weight": e.pop("input"), **e})
+    return found
+
+
+def check_weight_ranges(ranges: Any, weights: Mapping[str, Any], path: Any) -> None:
+    """Refuse a bundle whose stored index weights (`ranges`: meta.json's `weight_index_ranges`; `weights`:
+    weights.safetensors read, name -> RawTensor) hold a value outside their range. Raises BundleError
+    (exit 2) naming the file, weight, position, value, range and the op (node) it indexes."""
+    for r in ranges:
+        tensor = weights.get(r["weight"])
+        if tensor is None:
+            continue  # check_params has refused a missing weight already
+        arr = tensor.to_numpy()
+        if arr.size == 0 or arr.dtype.kind not in "iuf":
+            continue
+        low, high = int(r["low"]), int(r["high"])
+        if low <= arr.min() and arr.max() < high:
+            continue
+        bad = int(np.flatnonzero((arr < low) | (arr >= high))[0])
+        position = [int(i) for i in np.unravel_index(bad, arr.shape)]
+        where = f"node {r['node']}" + (f" in {r['module_path']}" if r.get("module_path") else "")
+        raise BundleError(
+            f"{path}: weight {r['weight']!r} holds {arr.reshape(-1)[bad]} at position {position}, outside the "
+            f"valid range [{low}, {high}) of the index it feeds: axis {r['axis']} of {r['op']} ({where})",
+            hint="the weights file was changed after conversion; convert again, or restore the weight",
+        )
+
+
 def _bound(value: Any, at: Mapping[str, int]) -> int:
     if isinstance(value, str) and value.startswith("-(") and value.endswith(")"):
         return -evaluate(value[2:-1], at)
@@ -246,8 +297,12 @@ def check_ranges(ranges: list[dict[str, Any]], arrays: Mapping[str, np.ndarray],
         raise IndexRangeError(
             f"input {r['input']!r} holds {value} at position {position}, outside the valid "
             f"range [{low}, {high}) of the index it feeds: axis {r['axis']} of {r['op']} ({where}){note}",
-            hint="eager PyTorch refuses this input too (IndexError or RuntimeError); check the ids (vocabulary "
-            "size, padding id)",
+            hint=(
+                "eager PyTorch refuses this input too (IndexError or RuntimeError); "
+                if str(r["op"]).startswith("aten.")
+                else ""
+            )
+            + "check the ids (vocabulary size, padding id)",
         )
 
 
@@ -258,14 +313,16 @@ def check_prompt_ranges(ranges: list[dict[str, Any]], name: str, ids: np.ndarray
     check_ranges(fixed, {name: ids}, {})
 
 
-def check_meta_ranges(ranges: Any, inputs: set[str], where: str) -> None:
-    """meta.json's optional `index_ranges` well formed (BundleError naming the entry and field)."""
+def check_meta_ranges(ranges: Any, inputs: set[str], where: str, field: str = "index_ranges") -> None:
+    """meta.json's optional `index_ranges` (or `weight_index_ranges`, `inputs` then the params' names)
+    well formed (BundleError naming the entry and field)."""
     if not isinstance(ranges, list):
-        raise BundleError(f"{where}: index_ranges: expected a list, found {short(ranges)}")
+        raise BundleError(f"{where}: {field}: expected a list, found {short(ranges)}")
+    key = "weight" if field == "weight_index_ranges" else "input"
     for k, r in enumerate(ranges):
-        ok = isinstance(r, dict) and r.get("input") in inputs and isinstance(r.get("op"), str)
+        ok = isinstance(r, dict) and r.get(key) in inputs and isinstance(r.get("op"), str)
         ok = ok and all(isinstance(r.get(f), (int, str)) and not isinstance(r.get(f), bool) for f in ("low", "high"))
         if not ok:
             raise BundleError(
-                f"{where}: index_ranges[{k}]: {short(r)} is not an object with an input of the bundle, op, low and high"
+                f"{where}: {field}[{k}]: {short(r)} is not an object with an {key} of the bundle, op, low and high"
             )

@@ -176,7 +176,7 @@ def _boundary_ir(src: source.OnnxSource, name: str, program: Program, out: dict[
 def route_producer(route: str, src: source.OnnxSource) -> dict[str, str]:
     """torch-ir producer entries of an ONNX conversion: the front end, its route, the file and the
     outputs judged bit for bit (`nodes.exact_outputs_record`, from the file as ONNX Runtime runs it)."""
-    from .nodes import exact_outputs_record
+    from .kinds import exact_outputs_record
 
     return {
         "frontend": "onnx",

@@ -15,7 +15,6 @@ lowers wrongly. Both RLX runs are debug imports, never the shipped graph."""
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 from collections.abc import Sequence
@@ -38,72 +37,8 @@ from ...verify.nodes import NodeReport, _drift
 from ...verify.report import NodeParity
 from . import prepass, reference
 from .driver import SOURCE, import_static, squeezed
+from .kinds import CONTRACTIONS, exact_values, op_kind
 from .source import elem_dtype, read
-
-# ONNX op type -> the numerical character its local budget follows (`verify.nodes.op_kind`'s kinds).
-_CONTRACTIONS = {"MatMul", "Gemm", "Conv", "ConvTranspose", "MatMulInteger", "Einsum", "Attention"}
-_REDUCTIONS = {
-    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-    "ReduceLogSumExp", "ReduceSumSquare", "ReduceLogSum", "Softmax", "LogSoftmax", "LayerNormalization",
-    "BatchNormalization", "InstanceNormalization", "GroupNormalization", "AveragePool", "GlobalAveragePool",
-    "LpNormalization", "CumSum", "SkipLayerNormalization", "SimplifiedLayerNormalization", "RMSNormalization",
-}  # fmt: skip
-_MOVEMENT = {
-    "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice", "Gather", "Expand",
-    "Identity", "Tile", "Pad", "GatherElements", "GatherND", "DepthToSpace", "SpaceToDepth", "MaxPool",
-    "GlobalMaxPool", "ReduceMax", "ReduceMin", "Max", "Min", "Relu", "Where", "Constant",
-}  # fmt: skip
-# Value-exact ops (`lower.registry.KINDS`' "exact"): rounding to an integer, sign, negation, magnitude.
-_EXACT = {"Round", "Floor", "Ceil", "Sign", "Abs", "Neg"}
-
-
-def _kind(op_type: str) -> str:
-    """The numerical character of an ONNX op's float results (`lower.registry.KINDS`)."""
-    if op_type in _CONTRACTIONS:
-        return "contraction"
-    if op_type in _REDUCTIONS:
-        return "reduction"
-    if op_type in _MOVEMENT:
-        return "movement"
-    if op_type in _EXACT:
-        return "exact"
-    return "elementwise"
-
-
-def op_kind(op_type: str, dtype: str) -> str:
-    """The numerical character a node's local budget follows: exact for integer and bool results,
-    else the op's kind (`_kind`)."""
-    return "exact" if dtype != "float32" else _kind(op_type)
-
-
-def exact_values(model: Any) -> set[str]:
-    """The names of the exact-judged values of an ONNX graph (shapes inferred, `prepass.infer`), as
-    `verify.exactness.exact_values` judges a torch-ir graph: the graph inputs and initializers, and
-    every output of a node that reads only exact-judged values when its op is value-exact (kind
-    movement or exact) or the output is not a float. A node with a subgraph (If, Loop, Scan) reads
-    values its inputs do not list: its outputs are not exact-judged."""
-    g = model.graph
-    floats = {1, 10, 11, 16}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
-    types = {vi.name: vi.type.tensor_type.elem_type for vi in [*g.value_info, *g.input, *g.output]}
-    known = {i.name for i in g.input} | {t.name for t in g.initializer}
-    for node in g.node:
-        if any(a.g.node or a.graphs for a in node.attribute) or not all(i in known for i in node.input if i):
-            continue
-        exact_op = _kind(node.op_type) in VALUE_EXACT_KINDS
-        known |= {o for o in node.output if o and (exact_op or types.get(o, 0) not in floats | {0})}  # 0: unknown
-    return known
-
-
-def exact_outputs_record(model: Any) -> str:
-    """The float graph outputs of the ONNX file `model` (as read, before the pre-pass folds anything)
-    that are exact-judged (`exact_values`), as the JSON list torch-ir's `producer["exact_outputs"]`
-    holds (`verify.run.exact_outputs` reads it). Read from the file as ONNX Runtime runs it, not from a
-    folded or translated graph: a constant folded at conversion (a `HannWindow` of no input) is the
-    folder's arithmetic, not ONNX Runtime's."""
-    floats = {1, 10, 11, 16}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
-    known = exact_values(prepass.infer(model))
-    names = [o.name for o in model.graph.output if o.type.tensor_type.elem_type in floats and o.name in known]
-    return json.dumps(names)
 
 
 def _float_values(model: Any) -> list[tuple[int, Any, str]]:
@@ -306,7 +241,7 @@ def _reduction(node: Any, values: dict[str, np.ndarray], expected: np.ndarray) -
     ins: Sequence[np.ndarray] = [values[n] for n in node.input if n in values]
     if not ins:
         return 1
-    if node.op_type in _CONTRACTIONS and len(ins) >= 2:
+    if node.op_type in CONTRACTIONS and len(ins) >= 2:
         return max(1, round(float(np.sqrt(ins[0].size * ins[1].size / max(expected.size, 1)))))
     last = ins[0].shape[-1] if ins[0].ndim else 1
     return max(1, round(ins[0].size / max(expected.size, 1)), int(last))
