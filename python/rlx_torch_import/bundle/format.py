@@ -246,11 +246,7 @@ def check_meta(meta: Any, path: Path) -> None:
     for k, const in enumerate(_need(meta, "constant_inputs", list, where, required=False) or []):
         if not (isinstance(const, dict) and isinstance(const.get("path"), str) and "value" in const):
             raise BundleError(f"{path}: constant_inputs[{k}]: {short(const)} is not an object with path and value")
-    if "index_ranges" in meta:
-        check_meta_ranges(meta["index_ranges"], {i["name"] for i in meta["inputs"]}, where)
-    if "weight_index_ranges" in meta:
-        params = {p["name"] for p in meta["params"] if isinstance(p, dict)}
-        check_meta_ranges(meta["weight_index_ranges"], params, where, "weight_index_ranges")
+    check_meta_ranges(meta, where)
     tree = _need(meta, "output_tree", dict, where, required=False)
     if tree:
         check_output_tree(tree, f"{path}: output_tree", {o["name"] for o in meta["outputs"]}, BundleError)

@@ -313,9 +313,17 @@ def check_prompt_ranges(ranges: list[dict[str, Any]], name: str, ids: np.ndarray
     check_ranges(fixed, {name: ids}, {})
 
 
-def check_meta_ranges(ranges: Any, inputs: set[str], where: str, field: str = "index_ranges") -> None:
-    """meta.json's optional `index_ranges` (or `weight_index_ranges`, `inputs` then the params' names)
-    well formed (BundleError naming the entry and field)."""
+def check_meta_ranges(meta: Mapping[str, Any], where: str) -> None:
+    """meta.json's optional `index_ranges` and `weight_index_ranges` well formed (BundleError naming the
+    entry and field); `meta`'s inputs and params are checked already."""
+    if "index_ranges" in meta:
+        _check_ranges_field(meta["index_ranges"], {i["name"] for i in meta["inputs"]}, where, "index_ranges")
+    if "weight_index_ranges" in meta:
+        params = {p["name"] for p in meta["params"] if isinstance(p, dict)}
+        _check_ranges_field(meta["weight_index_ranges"], params, where, "weight_index_ranges")
+
+
+def _check_ranges_field(ranges: Any, inputs: set[str], where: str, field: str) -> None:
     if not isinstance(ranges, list):
         raise BundleError(f"{where}: {field}: expected a list, found {short(ranges)}")
     key = "weight" if field == "weight_index_ranges" else "input"
