@@ -199,6 +199,15 @@ def test_an_onnx_gather_of_an_input_is_checked(tmp_path: Path) -> None:
         model.run({"ids": np.array([1, 12, 2])})
     with pytest.raises(IndexRangeError, match=r"holds -1 at position \[1\], .*ONNX Runtime counts a negative"):
         model.run({"ids": np.array([1, -1, 2])})
+    # an example holding a negative id: the importer's bundle cannot serve it, the auto route takes the torch
+    # route (which wraps it as ONNX Runtime does); the importer route alone refuses it
+    negative = {"ids": np.array([1, -1, -10])}
+    report = rti.from_onnx(tmp_path / "g.onnx", tmp_path / "neg", inputs=negative)
+    assert report.ok and any("torch route" in n for n in report.notes), report.summary()
+    wrapped = BundleModel(tmp_path / "neg" / "bundle").run(negative)["y"]
+    np.testing.assert_array_equal(wrapped, session.run(None, negative)[0])
+    with pytest.raises(IndexRangeError):
+        rti.from_onnx(tmp_path / "g.onnx", tmp_path / "neg_importer", inputs=negative, route="importer")
 
 
 class Rows(nn.Module):
@@ -429,3 +438,34 @@ def test_the_generated_crate_checks_the_same_ranges(tmp_path: Path) -> None:
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert 'input "ids" holds 1000000 at position [0, 2], outside the valid range [0, 10)' in done.stderr, done.stderr
+
+
+def test_an_importer_graph_the_core_refuses_falls_back_to_the_torch_route(tmp_path: Path) -> None:
+    """RLX's importer lowers the empty piece of a Split ([8, 0] on an axis of 8) as a Narrow reading one
+    element past the axis: the core's graph check refuses that bundle (exit 2, route importer), and the
+    auto route converts the file through the torch route instead, matching ONNX Runtime."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    split = numpy_helper.from_array(np.array([8, 0], np.int64), "split")
+    nodes = [
+        helper.make_node("Split", ["x", "split"], ["a", "b"], axis=3),
+        helper.make_node("Neg", ["a"], ["y"]),
+        helper.make_node("Concat", ["y", "b"], ["z"], axis=3),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 8])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3, 4, 8])],
+        [split],
+    )
+    path = tmp_path / "split.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    x = np.random.default_rng(0).random((2, 3, 4, 8), dtype=np.float32)
+    with pytest.raises(BundleError, match=r"\(Narrow\): start 8, length 1 reads positions \[8, 9\) of axis 3") as e:
+        rti.from_onnx(path, tmp_path / "importer", inputs={"x": x}, route="importer")
+    assert e.value.exit_code == ExitCode.BAD_INPUT
+    report = rti.from_onnx(path, tmp_path / "auto", inputs={"x": x})
+    assert report.ok, report.summary()
+    assert any("torch route" in n for n in report.notes) and any("Narrow" in n for n in report.notes)

@@ -15,7 +15,7 @@ from typing import Any
 from . import safetensors_io, torchir
 from .backend import lower_write_verify
 from .dtypes import numpy_dtype
-from .errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
+from .errors import BundleError, IndexRangeError, LoweringError, RtiError, Unsupported, UnsupportedOpsError
 from .layout import BUNDLE, REFERENCE, input_key, output_key
 from .progress import Progress
 from .verify.report import ParityReport
@@ -55,7 +55,9 @@ def convert(req: Request, stage: Path) -> ParityReport:
     unexpected: Exception | None = None  # an error of the importer route that is no gap (a bug of ours)
     try:
         report = _importer_route(req, stage)
-    except (UnsupportedOpsError, LoweringError) as e:
+    # BundleError: the core refuses the importer's graph; IndexRangeError: the example holds an index the
+    # importer's kernel cannot serve (a negative Gather id, which ONNX Runtime wraps and the torch route too)
+    except (UnsupportedOpsError, LoweringError, BundleError, IndexRangeError) as e:
         if req.route == "importer":
             raise
         first: RtiError = e
