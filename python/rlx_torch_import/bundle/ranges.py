@@ -261,10 +261,10 @@ def check_weight_ranges(ranges: Any, weights: Mapping[str, Any], path: Any) -> N
             continue
         bad = int(np.flatnonzero((arr < low) | (arr >= high))[0])
         position = [int(i) for i in np.unravel_index(bad, arr.shape)]
-        where = f"node {r['node']}" + (f" in {r['module_path']}" if r.get("module_path") else "")
+        where = f"node {r.get('node', '?')}" + (f" in {r['module_path']}" if r.get("module_path") else "")
         raise BundleError(
             f"{path}: weight {r['weight']!r} holds {arr.reshape(-1)[bad]} at position {position}, outside the "
-            f"valid range [{low}, {high}) of the index it feeds: axis {r['axis']} of {r['op']} ({where})",
+            f"valid range [{low}, {high}) of the index it feeds: axis {r.get('axis', '?')} of {r['op']} ({where})",
             hint="the weights file was changed after conversion; convert again, or restore the weight",
         )
 
@@ -290,13 +290,13 @@ def check_ranges(ranges: list[dict[str, Any]], arrays: Mapping[str, np.ndarray],
             continue
         bad = np.flatnonzero((arr < low) | (arr >= high))[0]
         position = [int(i) for i in np.unravel_index(int(bad), arr.shape)]
-        where = f"node {r['node']}" + (f" in {r['module_path']}" if r.get("module_path") else "")
+        where = f"node {r.get('node', '?')}" + (f" in {r['module_path']}" if r.get("module_path") else "")
         value = int(arr.reshape(-1)[bad])
         note = "; negative indices count from the end, as in torch" if low < 0 else ""
         note = r.get("note", "") if value < 0 <= low else note  # the ONNX door: why a negative id is refused
         raise IndexRangeError(
             f"input {r['input']!r} holds {value} at position {position}, outside the valid "
-            f"range [{low}, {high}) of the index it feeds: axis {r['axis']} of {r['op']} ({where}){note}",
+            f"range [{low}, {high}) of the index it feeds: axis {r.get('axis', '?')} of {r['op']} ({where}){note}",
             hint=(
                 "eager PyTorch refuses this input too (IndexError or RuntimeError); "
                 if str(r["op"]).startswith("aten.")
@@ -316,11 +316,15 @@ def check_prompt_ranges(ranges: list[dict[str, Any]], name: str, ids: np.ndarray
 def check_meta_ranges(meta: Mapping[str, Any], where: str) -> None:
     """meta.json's optional `index_ranges` and `weight_index_ranges` well formed (BundleError naming the
     entry and field); `meta`'s inputs and params are checked already."""
+
+    def names(entries: Any) -> set[str]:  # only well-formed names: a damaged entry matches nothing
+        listed = entries if isinstance(entries, list) else []
+        return {e["name"] for e in listed if isinstance(e, dict) and isinstance(e.get("name"), str)}
+
     if "index_ranges" in meta:
-        _check_ranges_field(meta["index_ranges"], {i["name"] for i in meta["inputs"]}, where, "index_ranges")
+        _check_ranges_field(meta["index_ranges"], names(meta.get("inputs")), where, "index_ranges")
     if "weight_index_ranges" in meta:
-        params = {p["name"] for p in meta["params"] if isinstance(p, dict)}
-        _check_ranges_field(meta["weight_index_ranges"], params, where, "weight_index_ranges")
+        _check_ranges_field(meta["weight_index_ranges"], names(meta.get("params")), where, "weight_index_ranges")
 
 
 def _check_ranges_field(ranges: Any, inputs: set[str], where: str, field: str) -> None:
@@ -328,8 +332,10 @@ def _check_ranges_field(ranges: Any, inputs: set[str], where: str, field: str) -
         raise BundleError(f"{where}: {field}: expected a list, found {short(ranges)}")
     key = "weight" if field == "weight_index_ranges" else "input"
     for k, r in enumerate(ranges):
-        ok = isinstance(r, dict) and r.get(key) in inputs and isinstance(r.get("op"), str)
-        ok = ok and all(isinstance(r.get(f), (int, str)) and not isinstance(r.get(f), bool) for f in ("low", "high"))
+        bound = (int,) if key == "weight" else (int, str)  # a stored weight's range is fixed at conversion
+        ok = isinstance(r, dict) and isinstance(r.get(key), str) and r[key] in inputs and isinstance(r.get("op"), str)
+        ok = ok and all(isinstance(r.get(f), bound) and not isinstance(r.get(f), bool) for f in ("low", "high"))
+        ok = ok and isinstance(r.get("axis", 0), int) and isinstance(r.get("node", ""), str)
         if not ok:
             raise BundleError(
                 f"{where}: {field}[{k}]: {short(r)} is not an object with an {key} of the bundle, op, low and high"
