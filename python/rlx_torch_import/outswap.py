@@ -175,13 +175,18 @@ def stranded(path: Path) -> Path | None:
     for out in (path, path.parent):
         if out.exists() or not out.parent.is_dir():
             continue
-        for entry in sorted(out.parent.glob(f".{glob.escape(out.name[:8])}*.old-*")):
-            record = entry / TARGET
-            target = (
-                record.read_text("utf-8", "surrogateescape") if record.is_file() else entry.name[1:].split(".old-")[0]
-            )
-            if target == out.name and (entry / PREVIOUS).is_dir():
-                return entry / PREVIOUS
+        try:
+            for entry in sorted(out.parent.glob(f".{glob.escape(out.name[:8])}*.old-*")):
+                record = entry / TARGET
+                target = (
+                    record.read_text("utf-8", "surrogateescape")
+                    if record.is_file()
+                    else entry.name[1:].split(".old-")[0]
+                )
+                if target == out.name and (entry / PREVIOUS).is_dir():
+                    return entry / PREVIOUS
+        except OSError:  # only a hint for an error message: an unreadable folder gives none
+            return None
     return None
 
 
