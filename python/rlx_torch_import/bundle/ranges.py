@@ -257,16 +257,29 @@ def check_weight_ranges(ranges: Any, weights: Mapping[str, Any], path: Any) -> N
         if arr.size == 0 or arr.dtype.kind not in "iuf":
             continue
         low, high = int(r["low"]), int(r["high"])
-        if low <= arr.min() and arr.max() < high:
+        found = _first_outside(arr, low, high)
+        if found is None:
             continue
-        bad = int(np.flatnonzero((arr < low) | (arr >= high))[0])
-        position = [int(i) for i in np.unravel_index(bad, arr.shape)]
-        where = f"node {r.get('node', '?')}" + (f" in {r['module_path']}" if r.get("module_path") else "")
+        position, value = found
         raise BundleError(
-            f"{path}: weight {r['weight']!r} holds {arr.reshape(-1)[bad]} at position {position}, outside the "
-            f"valid range [{low}, {high}) of the index it feeds: axis {r.get('axis', '?')} of {r['op']} ({where})",
+            f"{path}: weight {r['weight']!r} holds {value} at position {position}, {_outside_text(r, low, high)}",
             hint="the weights file was changed after conversion; convert again, or restore the weight",
         )
+
+
+def _first_outside(arr: np.ndarray, low: int, high: int) -> tuple[list[int], Any] | None:
+    """The position and value of the first element of `arr` outside [low, high) (None when none is)."""
+    if low <= arr.min() and arr.max() < high:
+        return None
+    bad = int(np.flatnonzero((arr < low) | (arr >= high))[0])
+    return [int(i) for i in np.unravel_index(bad, arr.shape)], arr.reshape(-1)[bad]
+
+
+def _outside_text(r: Mapping[str, Any], low: int, high: int) -> str:
+    """The message's tail for range entry `r`: the range and the op, axis, node and module it indexes."""
+    where = f"node {r.get('node', '?')}" + (f" in {r['module_path']}" if r.get("module_path") else "")
+    indexed = f"axis {r.get('axis', '?')} of {r['op']} ({where})"
+    return f"outside the valid range [{low}, {high}) of the index it feeds: {indexed}"
 
 
 def _bound(value: Any, at: Mapping[str, int]) -> int:
@@ -286,17 +299,14 @@ def check_ranges(ranges: list[dict[str, Any]], arrays: Mapping[str, np.ndarray],
         if arr is None or arr.size == 0:
             continue
         low, high = _bound(r["low"], at), _bound(r["high"], at)
-        if low <= int(arr.min()) and int(arr.max()) < high:
+        found = _first_outside(arr, low, high)
+        if found is None:
             continue
-        bad = np.flatnonzero((arr < low) | (arr >= high))[0]
-        position = [int(i) for i in np.unravel_index(int(bad), arr.shape)]
-        where = f"node {r.get('node', '?')}" + (f" in {r['module_path']}" if r.get("module_path") else "")
-        value = int(arr.reshape(-1)[bad])
+        position, value = found[0], int(found[1])
         note = "; negative indices count from the end, as in torch" if low < 0 else ""
         note = r.get("note", "") if value < 0 <= low else note  # the ONNX door: why a negative id is refused
         raise IndexRangeError(
-            f"input {r['input']!r} holds {value} at position {position}, outside the valid "
-            f"range [{low}, {high}) of the index it feeds: axis {r.get('axis', '?')} of {r['op']} ({where}){note}",
+            f"input {r['input']!r} holds {value} at position {position}, {_outside_text(r, low, high)}{note}",
             hint=(
                 "eager PyTorch refuses this input too (IndexError or RuntimeError); "
                 if str(r["op"]).startswith("aten.")

@@ -24,6 +24,8 @@ _MOVEMENT = {
     "Identity", "Tile", "Pad", "GatherElements", "GatherND", "DepthToSpace", "SpaceToDepth", "MaxPool",
     "GlobalMaxPool", "ReduceMax", "ReduceMin", "Max", "Min", "Relu", "Where", "Constant",
 }  # fmt: skip
+# ONNX TensorProto element types of the float dtypes: FLOAT, FLOAT16, DOUBLE, BFLOAT16.
+_FLOATS = frozenset({1, 10, 11, 16})
 # Value-exact ops (`lower.registry.KINDS`' "exact"): rounding to an integer, sign, negation, magnitude.
 _EXACT = {"Round", "Floor", "Ceil", "Sign", "Abs", "Neg"}
 
@@ -54,14 +56,13 @@ def exact_values(model: Any) -> set[str]:
     movement or exact) or the output is not a float. A node with a subgraph (If, Loop, Scan) reads
     values its inputs do not list: its outputs are not exact-judged."""
     g = model.graph
-    floats = {1, 10, 11, 16}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
     types = {vi.name: vi.type.tensor_type.elem_type for vi in [*g.value_info, *g.input, *g.output]}
     known = {i.name for i in g.input} | {t.name for t in g.initializer}
     for node in g.node:
         if any(a.g.node or a.graphs for a in node.attribute) or not all(i in known for i in node.input if i):
             continue
         exact_op = _kind(node.op_type) in VALUE_EXACT_KINDS
-        known |= {o for o in node.output if o and (exact_op or types.get(o, 0) not in floats | {0})}  # 0: unknown
+        known |= {o for o in node.output if o and (exact_op or types.get(o, 0) not in _FLOATS | {0})}  # 0: unknown
     return known
 
 
@@ -71,7 +72,6 @@ def exact_outputs_record(model: Any) -> str:
     holds (`verify.run.exact_outputs` reads it). Read from the file as ONNX Runtime runs it, not from a
     folded or translated graph: a constant folded at conversion (a `HannWindow` of no input) is the
     folder's arithmetic, not ONNX Runtime's."""
-    floats = {1, 10, 11, 16}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
     known = exact_values(prepass.infer(model))
-    names = [o.name for o in model.graph.output if o.type.tensor_type.elem_type in floats and o.name in known]
+    names = [o.name for o in model.graph.output if o.type.tensor_type.elem_type in _FLOATS and o.name in known]
     return json.dumps(names)
