@@ -221,14 +221,25 @@ def test_binding_cache_keeps_the_most_recent(masked_bundle: Path) -> None:
         BundleModel(masked_bundle, binding_cache=0)
 
 
-def test_unbacked_sizes_are_refused_naming_the_op(tmp_path: Path) -> None:
-    class NonZero(torch.nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return torch.nonzero(x > 0).float().sum(0)
+def test_unbacked_sizes_with_dynamic_dims(tmp_path: Path) -> None:
+    """A size that depends on tensor values (a size stage, tests/test_stages.py) under a dynamic input dim:
+    the stage is a symbolic graph too, and the sweep over the dim computes the count at each point."""
 
-    with pytest.raises(InputError, match=r"aten\.nonzero\.default .* depends on tensor values .* unbacked symbol u0"):
-        rti.from_torch(NonZero(), (torch.randn(4, 3),), tmp_path / "o")
-    assert not (tmp_path / "o").exists()
+    class Masked(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[x > 0] * 2
+
+    dims = ({0: torch.export.Dim("rows", min=2, max=16)},)
+    x = torch.randn(4, 5, generator=torch.Generator().manual_seed(3))
+    sets = [(torch.randn(9, 5),), (-torch.ones(3, 5),)]
+    report = rti.from_torch(Masked(), (x,), tmp_path / "o", dynamic_shapes=dims, verify_inputs=sets)
+    assert report.ok and report.sweep and all(r.ok for r in report.input_sets), report.summary()
+    model = BundleModel(tmp_path / "o" / "bundle")
+    assert model.meta["stages"][0]["symbolic"] == "stage1.rlxmodel"
+    for rows in (2, 7, 16):
+        y = np.random.default_rng(rows).standard_normal((rows, 5)).astype(np.float32)
+        (out,) = model.run([y]).values()
+        np.testing.assert_array_equal(out, y[y > 0] * 2)
 
 
 def test_specialized_dims_are_reported_with_a_warning(tmp_path: Path) -> None:

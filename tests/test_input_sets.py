@@ -261,15 +261,15 @@ class TopK(nn.Module):
 
 def test_auto_ties_find_topk_tie_order(tmp_path: Path) -> None:
     """A finding of the tie sets (RLX 0.2.19, torch 2.15): on tied values RLX's TopK returns the
-    lowest indices first, PyTorch's CPU topk another order (e.g. 8, 6, 7 in a row of ten zeros).
-    The values agree, and so does argmax; the indices fail parity, as they must (exact int64)."""
+    lowest indices first, PyTorch's CPU topk another order (libstdc++'s nth_element: 8, 6, 7 in a row of
+    ten zeros). The values agree, and so does argmax; the indices pass as a tie choice (`verify/ties.py`),
+    and the row says so."""
     torch.manual_seed(0)
     report = rti.from_torch(TopK().eval(), (torch.randn(4, 10),), tmp_path / "o", verify_inputs="auto")
-    assert all(o.ok for o in report.outputs) and not report.ok  # the example alone would pass
+    assert report.ok, report.summary()
     rows = _rows(report)
     for label in ("auto:ties", "auto:zeros"):
-        bad = {o.name for o in rows[label].outputs if not o.ok}
-        assert bad == {"output_2"}, rows[label].failures()  # topk's indices only
+        chosen = {o.name for o in rows[label].outputs if o.judged_by == "tie choice"}
+        assert chosen == {"output_2"}, rows[label].outputs  # topk's indices only
     k, _ = _sets(tmp_path / "o")["auto:zeros"]
     assert not _stored(tmp_path / "o", f"set.{k}.input.x").any()
-    assert "BAD input set auto:ties: output_2" in report.summary()

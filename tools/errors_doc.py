@@ -47,6 +47,9 @@ EXIT_MEANINGS = {
     "does not hold); the message says which",
     errors.ExitCode.WRITE_FAILED: "a file of the output could not be written (no space left, quota, read-only "
     "file system, I/O error); the message names the file and the cause, and nothing half-written is left",
+    errors.ExitCode.RANDOM: "converted; every output that does not depend on random draws passed, but some outputs "
+    "do (they changed with torch's seed): the report names them and says how to verify them (docs/usage.md "
+    '"Random ops")',
 }
 
 MLP = (Path(__file__).resolve().parents[1] / "examples" / "mlp.py").read_text(encoding="utf-8")

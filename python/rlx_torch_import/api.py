@@ -20,6 +20,7 @@ from .errors import InputError, UnsupportedOpsError
 from .layout import BUNDLE, REFERENCE, REPORT, REPORT_SUFFIXES, TORCH_IR, WEIGHTS
 from .outdir import staged, stranded_hint
 from .progress import Progress
+from .verify.randomness import judge_random
 from .verify.report import ParityReport
 from .verify.run import (
     add_node_parity,
@@ -95,8 +96,9 @@ def from_torch(
     A forward that writes the module's own state (a call counter, a running total) is
     converted as one call from the state the module was passed in with: every eager run
     starts from it, weights.safetensors holds it, and the module gets it back in place
-    (`frontend.state.ModelState`: every buffer, and the parameters the program writes);
-    buffer writes are not outputs.
+    (`frontend.state.ModelState`: every buffer, the parameters the program writes, and every
+    module's own attributes: caches, counters, lazily registered buffers and submodules, which
+    torch.export and each eager run leave behind); buffer writes are not outputs.
     With `auto_decompose`, ops the registry cannot lower are decomposed through
     torch's decomposition table (up to `max_decompose_rounds` rounds) first.
     `threads` sizes RLX's thread pool for verification (default: every available
@@ -179,6 +181,7 @@ def from_torch(
             )
             if verify:
                 add_node_parity(report, conv, prog, device=device, per_node=per_node)
+                judge_random(report, conv, stage / BUNDLE, device)
             front.add_accuracy_cost(report, ir, stage, prog, state)
         except UnsupportedOpsError as e:
             raise with_fallback_reasons(e, skipped) from None
@@ -290,6 +293,7 @@ def build(
         )
         if verify:
             add_node_parity(report, conv, prog, device=device, per_node=per_node)
+            judge_random(report, conv, stage, device)
     _write_reports(report, directory, prog)
     for stale in directory.glob(f"{REPORT}-*.*"):  # `reverify`'s reports describe the bundle just replaced
         if stale.suffix in REPORT_SUFFIXES and stale.stem.removeprefix(f"{REPORT}-") in DEVICES:
@@ -339,6 +343,7 @@ def reverify(
     report = new_report(conv.ir, directory, device, dict(histogram) if isinstance(histogram, dict) else {})
     verify_bundle(report, conv, directory / BUNDLE, prog, device)
     add_node_parity(report, conv, prog, device=device, per_node=per_node)
+    judge_random(report, conv, directory / BUNDLE, device)
     report.timings_s = dict(prog.timings)
     _write_reports(report, directory, prog, device)
     return report

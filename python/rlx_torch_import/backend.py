@@ -78,7 +78,7 @@ def lower_write_verify(
         if crate is not None:
             from .crate.style import check_style  # the crate writer loads only when a crate is asked for
 
-            check_style(program, crate, conv.ir.is_dynamic)
+            check_style(program, crate, conv.ir.is_dynamic, staged=any(s.stage for s in conv.ir.symbols))
             if not conv.has_reference:
                 raise InputError(f"{src / REFERENCE}: not found; a crate checks itself against it")
     with prog.phase("bundle"):
@@ -86,6 +86,10 @@ def lower_write_verify(
         if missing:
             raise TorchIRError(f"{src / WEIGHTS}: missing weights {', '.join(missing)}")
         meta = write_bundle(program, conv.ir, weights, bundle_dir, rlxmodel, lowered_at, with_meta=False)
+        if any(s.stage for s in conv.ir.symbols):  # sizes that depend on tensor values (decision aq)
+            from .lower.stages import write_stages
+
+            meta["stages"] = write_stages(conv.ir, program, bundle_dir)
     if crate is not None:
         from .crate.rust_names import crate_names
         from .crate.write import write_crate

@@ -365,12 +365,19 @@ def _run(argv: Sequence[str]) -> int:
         )
         print(report.summary())
         print(f"report: {Path(args.directory) / f'report-{args.device}.md'}")
-        return ExitCode.OK if report.ok else ExitCode.PARITY_FAILED
+        return verdict_code(report)
     else:
         args = _convert_parser().parse_args(argv)
         report = _convert(args)
     print(report.summary())
-    return ExitCode.OK if report.ok else ExitCode.PARITY_FAILED
+    return verdict_code(report)
+
+
+def verdict_code(report: ParityReport) -> int:
+    """The exit code of a report's verdict: 0 PASS (or not verified), 9 RANDOM, else 1."""
+    if report.ok:
+        return ExitCode.OK
+    return ExitCode.RANDOM if report.verdict == "RANDOM" else ExitCode.PARITY_FAILED
 
 
 def _convert(args: argparse.Namespace) -> ParityReport:

@@ -12,14 +12,20 @@ from typing import Any
 EXIT_CODES = (
     "exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 4 torch.export failed, "
     "5 internal error, 6 timed out (--timeout), 7 device missing or unable to run the model (--device), "
-    "8 an output file could not be written (disk full, quota, read-only, I/O error)"
+    "8 an output file could not be written (disk full, quota, read-only, I/O error), 9 random: only outputs "
+    "that depend on random draws differ"
 )
 _DEVICE_EXIT = "7 device missing or unable to run the bundle (--device)"
 _WRITES_EXIT = _DEVICE_EXIT + ", 8 an output file could not be written"
+_RANDOM_EXIT = ", 9 random: only outputs that depend on random draws differ"
 BUILD_EXIT_CODES = (
-    "exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 5 internal error, " + _WRITES_EXIT
+    "exit codes: 0 ok, 1 parity failed, 2 bad input, 3 unsupported ops, 5 internal error, "
+    + _WRITES_EXIT
+    + _RANDOM_EXIT
 )
-VERIFY_EXIT_CODES = "exit codes: 0 every output passed, 1 parity failed, 2 bad input, 5 internal error, " + _WRITES_EXIT
+VERIFY_EXIT_CODES = (
+    "exit codes: 0 every output passed, 1 parity failed, 2 bad input, 5 internal error, " + _WRITES_EXIT + _RANDOM_EXIT
+)
 RUN_EXIT_CODES = "exit codes: 0 ran, 2 bad input (bundle, inputs file, sizes), 5 internal error, " + _WRITES_EXIT
 DEFECTS_EXIT_CODES = "exit codes: 0 every defect is still there, 1 one is gone (its workaround can go), " + _DEVICE_EXIT
 

@@ -133,6 +133,27 @@ def cpu_accumulate(dtype: str) -> str:
     return _CPU_ACCUMULATE.get(dtype, "int64")
 
 
+# Complex dtypes have no RLX counterpart: a complex tensor of shape S is carried as a float tensor of
+# shape S + [2] (real and imaginary parts interleaved, as `torch.view_as_real` lays them out), in the
+# float dtype of its parts. docs/design.md (ar).
+COMPLEX_PARTS = {"complex64": "float32", "complex128": "float64"}
+
+
+def is_complex(dtype: str) -> bool:
+    """Whether a torch-ir dtype name is a complex dtype the converter carries as float pairs (`COMPLEX_PARTS`)."""
+    return dtype in COMPLEX_PARTS
+
+
+def complex_part(dtype: str) -> str:
+    """The float dtype of a complex dtype's real and imaginary parts (`"complex64"` -> `"float32"`)."""
+    return COMPLEX_PARTS[dtype]
+
+
+def to_complex(part: str) -> str:
+    """The complex dtype whose parts are float `part` (`"float64"` -> `"complex128"`); float16/bfloat16 -> complex64."""
+    return "complex128" if part == "float64" else "complex64"
+
+
 def is_supported(dtype: str) -> bool:
     """Whether a torch-ir dtype name has an RLX counterpart."""
     return dtype in RECORDS

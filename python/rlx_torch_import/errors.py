@@ -17,6 +17,7 @@ class ExitCode:
     TIMED_OUT = 6
     DEVICE = 7
     WRITE_FAILED = 8
+    RANDOM = 9
 
 
 class RtiError(Exception):

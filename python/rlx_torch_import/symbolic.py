@@ -36,6 +36,11 @@ class Symbol:
     (`Dim("batch")`), or `<input>.<axis>` for `Dim.AUTO` / `Dim.DYNAMIC`. `min`/`max`
     are torch's range constraints (inclusive; `max` None: unbounded); `example` is its
     size in the example inputs. `id` is the RLX symbol number (`Dim::Dynamic(id)`).
+
+    `stage` > 0 marks a size that depends on tensor values (torch's unbacked `u0`: nonzero,
+    masked_select, `.item()`): its value is computed by size stage `stage` at run time, not read
+    from an input shape (docs/design.md, decision aq); `defined_by` names the torch-ir node
+    (and op) it is the size of.
     """
 
     id: int
@@ -44,6 +49,8 @@ class Symbol:
     min: int
     max: int | None
     example: int
+    stage: int = 0
+    defined_by: str = ""
 
     def holds(self, size: int) -> bool:
         """Whether `size` is in this symbol's range."""
@@ -297,7 +304,9 @@ def sweep_points(symbols: Sequence[Symbol], unbounded_max: int = 4) -> list[Swee
     the other symbols at their examples; with several symbols also the corners (every
     symbol at its minimum, every one at its maximum, and minimum and maximum alternating),
     so sizes are checked in combination too. Duplicates dropped. An unbounded symbol is
-    swept up to `unbounded_max` times its example."""
+    swept up to `unbounded_max` times its example. Sizes computed by a size stage (`Symbol.stage`)
+    are not swept: their values come from the inputs' values (verification's input sets vary them)."""
+    symbols = [s for s in symbols if not s.stage]
     base = {s.name: s.example for s in symbols}
     top = {s.name: s.max if s.max is not None else max(s.example * unbounded_max, s.min + 1) for s in symbols}
     points: list[SweepPoint] = []

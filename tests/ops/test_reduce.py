@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from _samples import FLOATS, INF, INTS, LEVELS, NAN, A, Fn, Sample, check_op_sample, of_inputs, r, ri, sample_ids
+from _ties import REDUCE_TIES, TIE_BIT_EXACT
 
 EDGE = torch.tensor(
     [
@@ -317,6 +318,7 @@ SAMPLES: list[Sample] = [
         for dt in (*FLOATS, *INTS, torch.bool)
     ],
     ("min_dim_all_nan_row", of_inputs(lambda x: torch.min(x, dim=0)), (torch.tensor([[NAN, NAN], [1.0, 2.0]]),)),
+    *REDUCE_TIES,  # argmax/max.dim, kthvalue, median on tied values in every dtype (tests/ops/_ties.py)
 ]
 
 # Samples whose every output must equal eager PyTorch bit for bit (every other sample: within the budget of its dtype).
@@ -326,6 +328,7 @@ BIT_EXACT = {
     "amax_amin_sum_inf_rows",
     "min_dim_all_nan_row",
     *(name for name, _, _ in SAMPLES if name.startswith("cummax_cummin_")),
+    *(name for name, _, _ in REDUCE_TIES if name in TIE_BIT_EXACT),
 }
 
 

@@ -68,7 +68,7 @@ def meta_for(
         "weight_index_ranges": weight_ranges(program, ir),
         # Dynamic dims: each symbol once, with its range (max null: unbounded). Shapes above are
         # then lists of sizes and expressions of the symbols' torch names.
-        "symbols": [asdict(sym) for sym in ir.symbols] if rlxmodel is not None else [],
+        "symbols": [symbol_record(sym) for sym in ir.symbols] if rlxmodel is not None else [],
         "specialized": list(ir.specialized),
         # The sizes (symbol label -> size) the symbolic graph was generalized from ("probes"; the sweep
         # points checked it too), and sweep points whose own lowering differs from it ("unreproduced").
@@ -162,6 +162,15 @@ def _need(doc: dict[str, Any], key: str, kind: jsondoc.Kind, where: str, require
 _CARRIED = frozenset(r.name for r in RECORDS.values() if r.carrier != r.rlx)
 # The dtypes a bundle's values and params may have (`dtypes.is_supported`).
 _RLX_DTYPES = tuple(d for d in TORCH_ITEMSIZE if is_supported(d))
+
+
+def symbol_record(sym: Any) -> dict[str, Any]:
+    """A symbol as meta.json records it; `stage`/`defined_by` only for a size a stage computes."""
+    record = asdict(sym)
+    if not record.get("stage"):
+        record.pop("stage", None)
+        record.pop("defined_by", None)
+    return record
 
 
 def check_meta(meta: Any, path: Path) -> None:

@@ -22,6 +22,7 @@ from ..symbolic import Symbol, evaluate, evaluate_shape, infer_binding
 from .format import HIR, META, SYMBOLIC, WEIGHTS, check_meta, check_params, meta_text, read_meta
 from .host import _bind, _thunk_profile, as_input, check_baked, decode_outputs, encode_feed
 from .ranges import check_ranges, check_weight_ranges
+from .stages import StageRunner, compile_failure
 
 # Compiled bindings a dynamic bundle keeps (least recently used dropped first); each holds its
 # own copy of the weights (RLX's CPU backend cannot share one between compiled graphs).
@@ -112,6 +113,7 @@ class BundleModel:
         # bind the resident caches, run, copy the new rows in); plain `run` does not take it.
         self.sequence_lock = threading.RLock()
         self.compiles = 0  # bindings compiled so far (a dynamic bundle compiles each new one)
+        self._stages = StageRunner.of(self.path, self.meta.get("stages"), self.symbols, self.device, self._load)
         if self.symbols and not (self.path / SYMBOLIC).is_file():
             raise BundleError(f"{self.path}: not a complete bundle ({SYMBOLIC} is missing)")
         source = self.path / (SYMBOLIC if self.symbols else HIR)
@@ -131,13 +133,14 @@ class BundleModel:
     def is_dynamic(self) -> bool:
         return bool(self.symbols)
 
-    def _load(self, model: Any) -> Any:
-        """Give a freshly compiled graph the bundle's weights and settings."""
+    def _load(self, model: Any, only: set[str] | None = None) -> Any:
+        """Give a freshly compiled graph the bundle's weights (only those in `only`: a stage's) and settings."""
         rlx_config.mark_started()
         self.compiles += 1
         model.set_flush_denormals(self.flush_denormals)
         for name, t in safetensors_io.read(self.path / WEIGHTS).items():
-            _bind(model, name, t)
+            if only is None or name in only:
+                _bind(model, name, t)
         return model
 
     def binding(self, inputs: Mapping[str, Any]) -> dict[str, int]:
@@ -148,7 +151,9 @@ class BundleModel:
         if not self.symbols:
             return {}
         shapes = {spec["name"]: _shape_of(inputs, spec["name"]) for spec in self.meta["inputs"]}
-        found = infer_binding(self.symbols, [(i["name"], i["shape"]) for i in self.meta["inputs"]], shapes)
+        dims = [s for s in self.symbols if not s.stage]
+        found = infer_binding(dims, [(i["name"], i["shape"]) for i in self.meta["inputs"]], shapes) if dims else {}
+        found |= self._stages.sizes(self._arrays(inputs), found) if self._stages else {}  # sizes stages compute
         return {s.label: found[s.name] for s in self.symbols}
 
     def compile_binding(self, binding: Mapping[str, int]) -> Any:
@@ -162,7 +167,7 @@ class BundleModel:
                 try:
                     model = self._load(self._symbolic.compile([(by[k].id, int(v)) for k, v in key], self.device))
                 except (RuntimeError, _core.CheckError) as e:
-                    raise _core_failure(e, f"{self.path}: RLX could not compile the bundle at {dict(key)}") from None
+                    raise _core_failure(e, compile_failure(self.path, by, key)) from None
                 self._compiled[key] = model
                 while len(self._compiled) > self.binding_cache:
                     self._compiled.popitem(last=False)

@@ -118,8 +118,20 @@ def graph_statements(program: Program, names: RustNames) -> Statements:
 
 
 # Types rlx-ir exports at its root rather than from `rlx_ir::op` (number formats live in `number_format`,
-# quantization schemes in `quant`).
-ROOT_TYPES = frozenset({"DType", "Shape", "FloatFormat", "FormatScaling", "QuantScheme"})
+# quantization schemes in `quant`, `Op::Fft`'s norm and algorithm in `fft`).
+ROOT_TYPES = frozenset(
+    {
+        "DType",
+        "Shape",
+        "FloatFormat",
+        "FormatScaling",
+        "QuantScheme",
+        "FftAlgo",
+        "FftContraction",
+        "FftNorm",
+        "FftTwiddles",
+    }
+)
 
 
 def use_lines(types: set[str]) -> list[str]:

@@ -15,10 +15,18 @@ class CrateStyleError(RtiError):
     exit_code = ExitCode.UNSUPPORTED
 
 
-def check_style(program: Program, style: str, dynamic: bool = False) -> None:
-    """Fail before anything is written when `style` cannot express the program."""
+def check_style(program: Program, style: str, dynamic: bool = False, *, staged: bool = False) -> None:
+    """Fail before anything is written when `style` cannot express the program (or it has size stages:
+    sizes that depend on tensor values, which no crate style runs yet)."""
     if style not in STYLES:
         raise CrateStyleError(f"crate style {style!r} is not one of {', '.join(STYLES)}")
+    if staged:
+        raise CrateStyleError(
+            "the model has sizes that depend on tensor values (nonzero, masked_select, unique, bincount, "
+            "repeat_interleave, .item() as a size): its bundle runs them in size stages, which generated crates "
+            "do not run yet",
+            hint="emit the bundle only (emit=('bundle',)) and run it with BundleModel or `rlx-torch-import run`",
+        )
     if dynamic and style != "graph":
         raise CrateStyleError(
             f"a model with dynamic dims is written as a graph-style crate only (asked for {style!r}): it "

@@ -39,7 +39,7 @@ def write_crate(
 ) -> Path:
     """Write the crate into `root` (conventionally `OUT/rlx-<name>/`) and return it. A dynamic
     program (`ir.symbols`) needs its symbolic graph, `rlxmodel`, and the graph style."""
-    check_style(program, style, ir.is_dynamic)
+    check_style(program, style, ir.is_dynamic, staged=any(s.stage for s in ir.symbols))
     if ir.is_dynamic and rlxmodel is None:
         raise RtiError("a dynamic program's crate needs its symbolic graph (rlxmodel)")
     names = crate_names(program.name)

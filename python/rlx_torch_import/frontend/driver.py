@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -171,6 +171,8 @@ class FrontEnd:
 
         model, pristine, timeout = self.model, self.pristine, self.timeout
         shape_log: list[str] = []  # torch's symbolic-shape log: why a dynamic dim was specialized
+        state.check_ready()  # a lazy module's first call would change it beyond what can be given back
+        state.check_real("the model holds them as passed in (an earlier torch.export or torch.compile of it left them)")
         with prog.phase("export"), user_code("torch.export", timeout):
             try:
                 ep = export_program(  # traces with fake tensors: the inputs' values are neither read nor written
@@ -183,8 +185,11 @@ class FrontEnd:
                     shape_log=shape_log,
                 )
             except ExportError:
-                eager_outputs(model, pristine, state=state)  # a model that fails in eager PyTorch too is bad input
+                state.restore()  # what the trace left (fake tensors in attributes) goes
+                with suppress(ExportError):  # torch.export's failure is the one to report
+                    eager_outputs(model, pristine, state=state)  # a model that fails in eager PyTorch too is bad input
                 raise
+        state.after_export()  # the module's attributes, buffers and submodules as given, no fake tensor left
         state.keep_written(ep)  # the parameters the program writes are cloned too
         with prog.phase("reference"), user_code("the eager PyTorch run (reference outputs)", timeout):
             eager = eager_outputs(model, pristine, state=state)  # runs on its own copies
@@ -227,12 +232,24 @@ class FrontEnd:
                 break
         if program is None:  # reported before any file is written (safetensors has no complex dtype to write)
             raise with_fallback_reasons(UnsupportedOpsError(items=missing, decomposition=self.decomposition), skipped)
+        self._random_outputs(cap.ir, ep, prog, state)
         self._references(cap.ir, cap.reference, prog, state)
         with prog.phase("write torch-ir"):
             cap.ir.save(stage)
             safetensors_io.write(stage / WEIGHTS, dict(safetensors_io.iter_torch(cap.weights)))
             safetensors_io.write(stage / REFERENCE, dict(safetensors_io.iter_torch(cap.reference)))
         return cap.ir, program, skipped
+
+    def _random_outputs(self, ir: TorchIR, ep: Any, prog: Progress, state: ModelState) -> None:
+        """A graph with random ops: the outputs whose eager values depend on the draws, into `ir.random_outputs`
+        (`frontend.randomness`)."""
+        from ..timeout import user_code
+        from .randomness import random_targets, seed_dependent_outputs
+
+        if random_targets(ep.graph_module):
+            with prog.phase("random draws"), user_code("the eager PyTorch runs under three seeds", self.timeout):
+                changed = set(seed_dependent_outputs(self.model, self.pristine, state))
+            ir.random_outputs = [o.name for o in ir.outputs if o.name in changed]
 
     def _references(self, ir: TorchIR, reference: dict[str, Any], prog: Progress, state: ModelState) -> None:
         """Eager PyTorch's values at a dynamic program's sweep points and on the extra input sets, into

@@ -14,9 +14,9 @@ from .provenance import op_name
 
 
 def sym_text(value: Any, name: str, op: str) -> int | str:
-    """A size as torch-ir records it: an int, or the expression of a backed SymInt.
-
-    Raises InputError for an unbacked size (torch's `u0`: nonzero, masked_select, `.item()`)."""
+    """A size as torch-ir records it: an int, or the expression of a SymInt. An unbacked symbol (torch's
+    `u0`: nonzero, masked_select, `.item()`) is a size a size stage computes (`unbacked.stage_symbols`,
+    which refuses the ones it cannot). Raises InputError for a SymFloat/SymBool."""
     if isinstance(value, int):
         return value
     if isinstance(value, (torch.SymFloat, torch.SymBool)) or not isinstance(value, torch.SymInt):
@@ -27,15 +27,6 @@ def sym_text(value: Any, name: str, op: str) -> int | str:
     expr = value.node.expr
     if expr.is_number:
         return int(expr)
-    unbacked = sorted(str(s) for s in expr.free_symbols if str(s).startswith("u"))
-    if unbacked:
-        raise InputError(
-            f"{op} (node {name}) has a size that depends on tensor values (torch's unbacked symbol "
-            f"{', '.join(unbacked)}): RLX compiles a graph for sizes known from the input shapes before the "
-            "run, so data-dependent sizes (nonzero, masked_select, unique, a tensor value used as a size) "
-            "are not supported",
-            hint="keep such sizes out of the graph (pad to a fixed size, or compute the mask with torch.where)",
-        )
     return str(expr)
 
 
@@ -80,12 +71,22 @@ def layouts(node: torch.fx.Node, aliases: dict[str, str]) -> dict[str, dict[str,
 class ArgEncoder:
     """Encode fx arguments as tagged torch-ir values; getitem results map to their producer's outputs."""
 
-    def __init__(self, aliases: dict[str, str]) -> None:
+    def __init__(self, aliases: dict[str, str], staged: frozenset[str] = frozenset()) -> None:
         self.aliases = aliases
+        self.staged = staged  # the unbacked symbols a size stage computes (`unbacked.stage_symbols`)
+
+    def is_staged(self, val: Any) -> bool:
+        """Whether `val` is a SymInt of sizes a size stage computes (a size expression, not a 0-d tensor)."""
+        if not isinstance(val, torch.SymInt) or not self.staged:
+            return False
+        used = {str(s) for s in val.node.expr.free_symbols}
+        return bool(used) and used <= self.staged
 
     def __call__(self, arg: Any) -> dict[str, Any]:
         if isinstance(arg, torch.fx.Node):
             val = arg.meta.get("val")
+            if isinstance(val, torch.SymInt) and self.is_staged(val):  # a size a stage computes, bound like a dim
+                return {"sym": str(val.node.expr)}
             if data_dependent(val):  # a 0-d tensor (see `capture`)
                 return {"tensor": arg.name}
             if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):

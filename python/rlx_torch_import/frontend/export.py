@@ -181,6 +181,7 @@ def export_program(
     for sub in model.modules():  # eval() without calling it: an exported GraphModule (PT2E) forbids eval()
         sub.training = False
     _library_pytrees()
+    root_buffers = {n for n, b in model._buffers.items() if b is not None}
     chatter = io.StringIO()  # torch prints graph dumps while failing; our error says it once
     try:
         with (
@@ -194,6 +195,7 @@ def export_program(
                 model, tuple(example_inputs), kwargs=kwargs or None, dynamic_shapes=dynamic_shapes, strict=strict
             )
         sys.stderr.write(chatter.getvalue())
+        _drop_misplaced_buffer_copies(ep, model, root_buffers)
     except SystemExit as e:  # the model's forward called sys.exit(): bad input, not an export failure
         raise exit_error(e, "torch.export") from None
     except Exception as e:  # torch raises many types here; all become one ExportError
@@ -209,7 +211,9 @@ def export_program(
                 hint += (
                     " The model ties a dim you marked dynamic to a static size: usually another input shares"
                     " it (attention_mask, token_type_ids next to input_ids); mark that axis of every such input"
-                    " with the same Dim, or make the dim static."
+                    " with the same Dim, or make the dim static. Or forward compares it with a size an earlier"
+                    " call cached on the module (`if self.shape != x.shape`, as YOLO heads do): convert a model"
+                    " whose cache is empty (not yet called)."
                 )
             else:
                 hint += (
@@ -232,7 +236,13 @@ def export_program(
         except Exception as e:
             hint = "try another --decomposition level"
             odd = _unprintable_names(model) if isinstance(e, SyntaxError) else []
-            if odd:  # torch prints these names into Python source it then compiles
+            if "is mutated in the forward method" in str(e):  # torch: a plain tensor attribute written in place
+                hint = (
+                    "the forward writes a tensor attribute of the module in place (`self.total += x`) that is not a "
+                    "buffer, which torch.export cannot trace as state; register it with register_buffer "
+                    "(persistent=False keeps it out of state_dict)"
+                )
+            elif odd:  # torch prints these names into Python source it then compiles
                 hint = (
                     f"torch cannot decompose a model whose module, parameter or buffer names hold quotes, "
                     f"line breaks or NUL: {', '.join(odd[:5])}{', ...' if len(odd) > 5 else ''}; "
@@ -248,6 +258,36 @@ def export_program(
                 f"run_decompositions({decomposition!r}) failed: {type(e).__name__}: {e}", hint=hint
             ) from e
     return ep
+
+
+def _drop_misplaced_buffer_copies(ep: torch.export.ExportedProgram, model: torch.nn.Module, before: set[str]) -> None:
+    """Undo torch.export's misplaced writes of a buffer the forward registers on the root module while traced.
+
+    Non-strict export writes each root buffer the forward assigns back with a `copy_(input, value)` it appends
+    to the graph (the node shares its value's `meta`), finding the input by the buffer's index among the root's
+    buffers as they are after the trace. A buffer registered during the trace (`register_buffer` on the first
+    call) had no input, and its index lands on another: a submodule's buffer or a user input, which the graph
+    would then overwrite (a torch 2.15 defect). Those copies are dropped; copies into root buffers that existed
+    before export are right, and stay."""
+    from torch.export.graph_signature import InputKind
+
+    if not {n for n, b in model._buffers.items() if b is not None} - before:
+        return
+    specs = {s.arg.name: s for s in ep.graph_signature.input_specs if hasattr(s.arg, "name")}
+    graph = ep.graph_module.graph
+    dropped = False
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is not torch.ops.aten.copy_.default or node.users:
+            continue
+        dst, src = (*node.args, None, None)[:2]
+        if not isinstance(dst, torch.fx.Node) or not isinstance(src, torch.fx.Node) or node.meta is not src.meta:
+            continue  # a copy_ the forward made
+        spec = specs.get(dst.name)
+        if spec is None or spec.kind != InputKind.BUFFER or str(spec.target) not in before:
+            graph.erase_node(node)
+            dropped = True
+    if dropped:
+        ep.graph_module.recompile()
 
 
 def _state_names(model: torch.nn.Module) -> list[str]:

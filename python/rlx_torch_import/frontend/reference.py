@@ -43,27 +43,31 @@ def eager_outputs(
 ) -> EagerRun:
     """The eager result that parity is judged against (computed once per conversion, on copies):
     `model(*args, **kwargs)` of `inputs`, with `tensors` in place of its tensor leaves if given.
-    The run starts from `state` (the module's buffers and written parameters as the conversion
-    found them; without it, as they are now) and gives the module that state back afterwards."""
+    The run starts from `state` (the module's buffers, written parameters and attributes as the
+    conversion found them; without it, as they are now) and gives the module that state back
+    afterwards. Raises InputError when the model raises, ExportError (naming the attribute) when a
+    module attribute holds a fake tensor a trace left there (`ModelState.check_real`)."""
     state = ModelState(model) if state is None else state
     given = inputs.tensors if tensors is None else tensors
     copies = clone_inputs(given)
     versions = [t._version for t in copies]
     state.restore()
     try:
-        with torch.no_grad():
-            outputs = inputs.call(model, copies)
+        state.check_real("they were there before this eager run")  # nothing a trace left reaches the model
+        try:
+            with torch.no_grad():
+                outputs = inputs.call(model, copies)
+        except Exception as e:  # the model's own error; torch.export traced it, eager did not run
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise InputError(
+                f"the model raised {type(e).__name__} when run eagerly on the example inputs: {first}",
+                hint="forward() must run in eager PyTorch on the example inputs (the run gives the reference outputs)",
+            ) from e
         # outputs that are (views of) state the run wrote keep their values once it is given back
         if any(isinstance(v, torch.Tensor) and state.aliases(v) for v in pytree.tree_leaves(outputs)):
             outputs = pytree.tree_map(
                 lambda v: v.detach().clone() if isinstance(v, torch.Tensor) and state.aliases(v) else v, outputs
             )
-    except Exception as e:  # the model's own error; torch.export traced it, eager did not run
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise InputError(
-            f"the model raised {type(e).__name__} when run eagerly on the example inputs: {first}",
-            hint="forward() must run in eager PyTorch on the example inputs (the run gives the reference outputs)",
-        ) from e
     finally:
         state.restore()
     state.check()
@@ -131,6 +135,7 @@ def sweep_references(
         entry: dict[str, Any] = {"label": point.label, "binding": point.binding}
         try:
             outputs, returned = eager_point(model, ir, example, inputs, state)
+            _check_shapes(ir, outputs, values)
         except InputError as e:
             entry["error"] = e.message
             ir.sweep.append(entry)
@@ -141,6 +146,27 @@ def sweep_references(
             reference[input_key(spec.name, sweep_prefix(i))] = t.detach()
         reference.update({output_key(name, sweep_prefix(i)): t for name, t in outputs.items()})
         ir.sweep.append(entry)
+
+
+def _check_shapes(ir: TorchIR, outputs: dict[str, torch.Tensor], values: dict[str, int]) -> None:
+    """InputError when eager PyTorch's output at a sweep point is not of the shape the exported program
+    gives there (the program's symbolic shape at `values`): torch.export's graph does not follow the model
+    at that size. Outputs sized by a value read from tensors (a size stage's symbol) are not checked."""
+    from ..symbolic import free_symbols
+
+    staged = {s.name for s in ir.symbols if s.stage}
+    for out in ir.outputs:
+        tensor = outputs.get(out.name)
+        if tensor is None or any(free_symbols(d) & staged for d in out.shape):
+            continue
+        expected = evaluate_shape(out.shape, values)
+        if list(tensor.shape) != expected:
+            raise InputError(
+                f"eager PyTorch gives output {out.name!r} of shape {list(tensor.shape)} here, where the exported "
+                f"program gives {expected}: torch.export's graph does not follow the model at this size (a "
+                "forward that reads a value cached on the module by an earlier call, keyed on the input's shape, "
+                "is traced with that value; convert a model whose cache is empty, or keep the dim static)"
+            )
 
 
 def eager_point(

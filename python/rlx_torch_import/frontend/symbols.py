@@ -11,6 +11,7 @@ import torch
 from ..errors import InputError
 from ..symbolic import Symbol, free_symbols, line_of
 from ..torchir import TensorSpec
+from .unbacked import stage_symbols
 
 
 def program_symbols(
@@ -20,7 +21,8 @@ def program_symbols(
     requested: dict[tuple[str, int], str],
 ) -> list[Symbol]:
     """The backed symbols the inputs' shapes use, with torch's ranges, the user's labels and the
-    example sizes (solved from the input dims that are a*s + b of one symbol)."""
+    example sizes (solved from the input dims that are a*s + b of one symbol); then the sizes that
+    depend on tensor values, computed by a size stage (`unbacked.stage_symbols`)."""
     ranges = {str(k): v for k, v in ep.range_constraints.items()}
     labels: dict[str, str] = {}
     examples: dict[str, int] = {}
@@ -44,7 +46,7 @@ def program_symbols(
         lo = _finite(vr.lower) if vr is not None else None
         hi = _finite(vr.upper) if vr is not None else None
         found.append(Symbol(i, name, labels.get(name) or name, lo or 0, hi, examples[name]))
-    return found
+    return found + stage_symbols(ep, example_inputs, len(found))
 
 
 def _finite(bound: Any) -> int | None:

@@ -63,7 +63,7 @@ def capture(
     symbols = program_symbols(ep, inputs, example_inputs, requested or {})
     examples = values_of(symbols)
     aliases, getitem_names = _getitem_names(graph)
-    encode = ArgEncoder(aliases)
+    encode = ArgEncoder(aliases, frozenset(s.name for s in symbols if s.stage))
     nodes, dropped = _graph_nodes(graph, encode, aliases, getitem_names)
 
     out_node = next(n for n in graph.nodes if n.op == "output")
@@ -176,7 +176,9 @@ def _graph_nodes(
                 continue
             if node in checks:  # computed only for a runtime check
                 continue
-            if data_dependent(val) and not (isinstance(val, torch.SymBool) and only_checked(node)):
+            # a size a size stage computes (not the `.item()` defining it): a size record below
+            staged = encode.is_staged(val) and not node.meta.get("unbacked_bindings")
+            if data_dependent(val) and not staged and not (isinstance(val, torch.SymBool) and only_checked(node)):
                 # A value read from a tensor (`.item()`) or computed from one: a 0-d tensor in RLX.
                 # Used as a size it is refused where the size appears (an output shape with `u0`).
                 nodes.append(_record(node, target, args, [TensorSpec(node.name, [], scalar_dtype(node, val))], encode))

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from ..dtypes import NARROW_DTYPES, boundary_dtype, compute_rlx, is_supported, to_rlx
+from ..dtypes import NARROW_DTYPES, boundary_dtype, compute_rlx, is_complex, is_supported, to_rlx
 from ..errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
 from ..program import Program, Provenance, ValueDecl
 from ..symbolic import evaluate_shape, free_symbols, is_static, size_valued, sizes, values_of
 from ..torchir import TensorSpec, TorchIR, WeightSpec, specialize
+from . import complexes
 from .builder import Builder
 from .call import Call, Value
 from .rlx.audit import audit
@@ -164,16 +165,16 @@ def _check_calls(ir: TorchIR) -> list[Unsupported]:
     values: dict[str, Value] = {}
     declared: list[TensorSpec | WeightSpec] = [*ir.inputs, *ir.weights]
     for spec in declared:
-        values[spec.name] = Value(spec.name, sizes(spec.shape), spec.dtype)
+        values[spec.name] = complexes.carried(spec.name, sizes(spec.shape), spec.dtype)
     for node in ir.nodes:
         for out in node.outputs:
-            values[out.name] = Value(out.name, sizes(out.shape), out.dtype)
+            values[out.name] = complexes.carried(out.name, sizes(out.shape), out.dtype)
 
     def report(target: str, reason: str) -> None:
         items.append(Unsupported(target, node.name, node.module_path, reason, node.source, node.decomposed_from))
 
     for spec in declared:
-        if not is_supported(spec.dtype):
+        if not is_supported(spec.dtype) and not is_complex(spec.dtype):  # complex: `complexes.boundary_refusals`
             items.append(Unsupported("<input>", spec.name, "", f"dtype {spec.dtype} has no RLX counterpart"))
     items.extend(unbindable_weights(ir.weights))
     for node in ir.nodes:
@@ -181,7 +182,7 @@ def _check_calls(ir: TorchIR) -> list[Unsupported]:
         if lowering is None:
             report(node.target, unlowered_quantization(node.target) or "no lowering for this op overload")
             continue
-        bad = [o for o in node.outputs if o.dtype != "none" and not is_supported(o.dtype)]
+        bad = [o for o in node.outputs if o.dtype != "none" and not is_supported(o.dtype) and not is_complex(o.dtype)]
         if bad:
             report(node.target, f"output dtype {bad[0].dtype} has no RLX counterpart")
             continue
@@ -189,9 +190,13 @@ def _check_calls(ir: TorchIR) -> list[Unsupported]:
         if data:
             report(node.target, data)
             continue
+        reason, call = complexes.checked_call(node, values, lowering, make_call)
+        if reason:
+            report(node.target, reason)
+            continue
         if lowering.check is not None:
             try:
-                reason = lowering.check(make_call(node, values))
+                reason = lowering.check(call)
             except Exception as e:  # a check that cannot read the call is a gap, not a crash
                 reason = f"arguments could not be checked ({type(e).__name__}: {e})"
             if reason:
@@ -283,7 +288,14 @@ def _size_bounds(ir: TorchIR) -> dict[str, list[int] | None]:
     }
 
 
-def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, share_scalars: bool = True) -> Program:
+def lower(
+    ir: TorchIR,
+    *,
+    optimize: bool = True,
+    probe_values: bool = False,
+    share_scalars: bool = True,
+    complex_boundary: bool = False,
+) -> Program:
     """TorchIR -> lowered program. Raises UnsupportedOpsError listing every gap first.
 
     With `probe_values` (a debug build for per-node parity, `verify/nodes.py`), every tensor a
@@ -293,10 +305,13 @@ def lower(ir: TorchIR, *, optimize: bool = True, probe_values: bool = False, sha
     With `optimize`, the conversion-time passes of `lower/passes/` run last (weights
     stored in the layout RLX reads, constants folded, dead nodes dropped). A program with
     dynamic dims is lowered at its example sizes (`lower.symbolic` makes its symbolic graph, from
-    lowerings without `share_scalars`: each one-element constant its own node, `Builder`)."""
+    lowerings without `share_scalars`: each one-element constant its own node, `Builder`).
+
+    `complex_boundary` (per-node parity, `verify/nodes.py`): complex graph inputs, weights and outputs are
+    their float pairs (`lower/complexes.py`); otherwise they are refused (`complexes.boundary_refusals`)."""
     if ir.is_dynamic:
         ir = specialize(ir, values_of(ir.symbols))
-    checked = _check_calls(ir)
+    checked = complexes.boundary_refusals(ir, complex_boundary) + _check_calls(ir)
     if any(i.target == "<input>" for i in checked):
         raise UnsupportedOpsError(items=checked, decomposition=ir.decomposition)
     refused_nodes = {i.node for i in checked}
@@ -351,6 +366,9 @@ def _declare_inputs(ir: TorchIR, program: Program, builder: Builder) -> dict[str
     and parameters; returns the value of each by torch-ir name."""
     values: dict[str, Value] = {}
     for spec in ir.inputs:
+        if is_complex(spec.dtype):  # its float pairs (`complex_boundary`)
+            values[spec.name] = complexes.declare(program.inputs, spec.name, sizes(spec.shape), spec.dtype)
+            continue
         carrier = boundary_dtype(spec.dtype)
         program.inputs.append(ValueDecl(spec.name, sizes(spec.shape), carrier))
         if carrier != to_rlx(spec.dtype):  # carried as float32, cast to its dtype as the graph's first step
@@ -361,6 +379,9 @@ def _declare_inputs(ir: TorchIR, program: Program, builder: Builder) -> dict[str
         else:
             values[spec.name] = Value(spec.name, sizes(spec.shape), spec.dtype)
     for w in ir.weights:
+        if is_complex(w.dtype):  # its float pairs (`complex_boundary`)
+            values[w.name] = complexes.declare(program.params, w.key, tuple(w.shape), w.dtype)
+            continue
         program.params.append(ValueDecl(w.key, tuple(w.shape), compute_rlx(w.dtype)))
         values[w.name] = Value(w.key, tuple(w.shape), w.dtype)
     return values
@@ -378,7 +399,10 @@ def _lower_node(builder: Builder, node: Any, call: Call, values: dict[str, Value
         input_shapes=tuple(v.dims for v in call.positional if isinstance(v, Value)),
     )
     try:
-        result = empty_outputs(builder, node) or REGISTRY[node.target].fn(builder, call)
+        if complexes.touches_complex(node, values):
+            result = complexes.lower_node(builder, node, call, values, REGISTRY[node.target], make_call)
+        else:
+            result = empty_outputs(builder, node) or REGISTRY[node.target].fn(builder, call)
     except RlxLimit as e:
         items.append(Unsupported(node.target, node.name, node.module_path, str(e), node.source, node.decomposed_from))
         _refuse(node, values)
@@ -396,11 +420,12 @@ def _lower_node(builder: Builder, node: Any, call: Call, values: dict[str, Value
     for spec, value in zip(node.outputs, results, strict=False):
         if value is None:
             continue
-        if (tuple(spec.shape), spec.dtype) != (value.dims, value.dtype):
+        if complexes.carried_spec(spec) != (value.dims, value.dtype):
             raise LoweringError(
                 f"internal error: lowering {REGISTRY[node.target].fn.__name__} of {node.target} at node "
                 f"{node.name} produced {value.dtype}{list(value.dims)}, torch says {spec.dtype}{spec.shape}"
             )
+        value = complexes.as_carried(value, spec.dtype)
         values[spec.name] = value
         program.torch_values[spec.name] = (value.id, value.dims, value.dtype)
     _rebind_mutated(node, call, values)

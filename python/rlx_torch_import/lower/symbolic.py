@@ -203,7 +203,9 @@ def lower_symbolic(ir: TorchIR, *, optimize: bool = True, example: Program | Non
     # The sweep points (sizes >= 2) too: four probes can fit a wrong formula (a pooled height read
     # as a function of the width, where floor divisions make both agree at every probe); every
     # point constrains the fit, and the result must reproduce each of them.
-    for point in sweep_points(ir.symbols):
+    # Not with sizes a stage computes: a sweep point gives them no value, and one that fits every op (a
+    # count no larger than the elements counted) is not known here.
+    for point in [] if any(s.stage for s in ir.symbols) else sweep_points(ir.symbols):
         if min(point.binding.values()) >= 2 and point.binding not in lowered:
             lowered.append(point.binding)
     programs = []

@@ -68,6 +68,7 @@ def specialize(ir: TorchIR, values: dict[str, int]) -> TorchIR:
         control_flow=ir.control_flow,
         input_sets=ir.input_sets,
         quantize=ir.quantize,
+        random_outputs=ir.random_outputs,
         origin=ir.origin,
         symbolic_shapes=ir.value_shapes(),
         bound_symbols=list(ir.symbols),

@@ -94,6 +94,8 @@ def _symbols(doc: Any, source: str) -> list[Symbol]:
             _need(d, "min", int, where),
             hi,
             _need(d, "example", int, where),
+            _typed(d.get("stage", 0), int, f"{where}.stage"),
+            _typed(d.get("defined_by", ""), str, f"{where}.defined_by"),
         )
         if (
             not sym.name.isidentifier()
@@ -243,7 +245,7 @@ def _size_bindings(symbols: list[Symbol], sweep: list[dict[str, Any]]) -> list[t
 
 
 def _check_sweep(points: list[dict[str, Any]], symbols: list[Symbol], source: str) -> None:
-    names = {s.name for s in symbols}
+    names = {s.name for s in symbols if not s.stage}  # a size a stage computes comes from the values
     for i, p in enumerate(points):
         where = f"{source}: sweep[{i}]"
         binding = p["binding"]
@@ -324,6 +326,9 @@ def parse(doc: Any, source: str = TORCH_IR) -> TorchIR:
         control_flow=_records(doc, "control_flow", source, {"node": str, "kind": str, "how": str}),
         input_sets=extras["input_sets"],
         quantize=parse_record(doc.get("quantize"), source),
+        random_outputs=[
+            _typed(n, str, f"{source}: random_outputs") for n in _optional(doc, "random_outputs", list, source, [])
+        ],
         origin=source,
     )
     _check_declared_sizes(ir, symbols, extras["sweep"], source)

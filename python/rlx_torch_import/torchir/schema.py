@@ -147,6 +147,9 @@ class TorchIR:
     # Weight-only quantization (`--quantize`; `quantize.parse_record`): {} none, else {"scheme", "rlx",
     # "block", "weights" (keys stored quantized in the bundle), "kept_float" ({"weight", "reason"})}.
     quantize: dict[str, Any] = field(default_factory=dict)
+    # Outputs whose eager values changed when torch's seed did (`frontend.randomness`): they depend on random
+    # draws, which RLX makes with its own generator, so they get the "random" verdict. Written only when set.
+    random_outputs: list[str] = field(default_factory=list)
     # Set by `bind` on the program it returns (never written to the file): the symbolic
     # program's value shapes, its symbols, and the binding.
     symbolic_shapes: dict[str, list[Dim]] = field(default_factory=dict)
@@ -166,9 +169,14 @@ class TorchIR:
             del doc[transient]
         if not doc["quantize"]:  # a float conversion's file is as it was before the field existed
             del doc["quantize"]
+        if not doc["random_outputs"]:
+            del doc["random_outputs"]
         for spec in [*doc["inputs"], *(o for node in doc["nodes"] for o in node["outputs"])]:
             if not spec["path"]:
                 del spec["path"]
+        for sym in doc["symbols"]:  # an input-size symbol's record is as it was before size stages
+            if not sym["stage"]:
+                del sym["stage"], sym["defined_by"]
         for node in doc["nodes"]:
             if not node["layouts"]:
                 del node["layouts"]

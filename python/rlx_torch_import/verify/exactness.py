@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..dtypes import RECORDS
-from ..torchir import TorchIR
+from ..dtypes import COMPLEX_PARTS, RECORDS
+from ..torchir import TensorSpec, TorchIR, WeightSpec
 
-_FLOAT = {r.name for r in RECORDS.values() if r.eps is not None}
+# float and complex dtypes (a complex value is float pairs: judged as its parts are)
+_FLOAT = {r.name for r in RECORDS.values() if r.eps is not None} | set(COMPLEX_PARTS)
 
 
 def _tensors(arg: Any) -> list[str]:
@@ -41,17 +42,28 @@ def _tensors(arg: Any) -> list[str]:
     return []
 
 
+def complex_names(ir: TorchIR) -> set[str]:
+    """The names of `ir`'s complex values (inputs, weights and node outputs)."""
+    declared: list[TensorSpec | WeightSpec] = [*ir.inputs, *ir.weights, *(o for n in ir.nodes for o in n.outputs)]
+    return {s.name for s in declared if s.dtype in COMPLEX_PARTS}
+
+
 def exact_values(ir: TorchIR) -> set[str]:
     """The names of the exact-judged values of `ir` (module docstring): inputs, weights (by torch-ir
     name) and node outputs. Symbolic shapes need no binding: the judgement is structural."""
-    from ..lower.registry import _schema, value_exact, written_arguments
+    from ..lower.complexes import complex_kind
+    from ..lower.registry import VALUE_EXACT_KINDS, _schema, value_exact, written_arguments
 
     quantized = set(ir.quantize["weights"]) if ir.quantize else set()
     known = {s.name for s in ir.inputs} | {w.name for w in ir.weights if w.key not in quantized}
+    complex_values = complex_names(ir)
     for node in ir.nodes:
         reads = [name for a in [*node.args, *node.kwargs.values()] for name in _tensors(a)]
+        # an op's complex form (`lower.complexes.complex_kind`: complex abs, multiply, ...) has its own kind
+        complex_form = complex_kind(node, complex_values)
         exact = all(name in known for name in reads) and (
-            value_exact(node.target) or all(o.dtype not in _FLOAT for o in node.outputs if o.dtype != "none")
+            (value_exact(node.target) if complex_form is None else complex_form in VALUE_EXACT_KINDS)
+            or all(o.dtype not in _FLOAT for o in node.outputs if o.dtype != "none")
         )
         if exact:
             known |= {o.name for o in node.outputs if o.dtype != "none"}

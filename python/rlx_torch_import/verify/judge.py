@@ -106,3 +106,16 @@ class Judge:
             except Exception as e:  # extra evidence only: without it the budgets decide
                 self._points[key] = ({}, f"the code-fed run failed ({type(e).__name__}: {str(e)[:120]})")
         return self._points[key]
+
+    def ties(self, prefix: str, binding: dict[str, int] | None = None) -> tuple[dict[str, np.ndarray], str]:
+        """PyTorch's outputs with RLX's choices among tied topk/sort values substituted (`verify/tie_fed.py`) at the
+        point `prefix`, and a note naming the nodes (or why there are none)."""
+        key = f"ties:{prefix}"
+        if key not in self._points:
+            from .tie_fed import tie_fed_outputs
+
+            try:
+                self._points[key] = tie_fed_outputs(self.conversion, prefix, binding)
+            except Exception as e:  # extra evidence only: without it the output fails as it is
+                self._points[key] = ({}, f"the tie-fed run failed ({type(e).__name__}: {str(e)[:120]})")
+        return self._points[key]

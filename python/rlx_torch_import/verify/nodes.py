@@ -32,15 +32,17 @@ import numpy as np
 
 from .. import _core, torchir
 from ..conversion import Conversion
-from ..dtypes import NARROW_DTYPES, RECORDS
+from ..dtypes import COMPLEX_PARTS, NARROW_DTYPES, RECORDS
 from ..layout import input_key
 from ..program import Program
 from ..progress import Progress
 from ..symbolic import sizes, values_of
 from ..torchir import Node, OutputSpec, TensorSpec, TorchIR
-from .exactness import exact_values
+from .exactness import complex_names, exact_values
 from .metrics import Expected, cumulative_error, local_error, measure
+from .randomness import NODE_NOTE, random_node
 from .report import NodeParity
+from .ties import tie_choice, tie_indices, tie_ordered
 from .torch_values import to_torch, torch_values
 
 _EPS = {r.name: r.eps for r in RECORDS.values() if r.eps is not None}
@@ -133,8 +135,8 @@ def _run_debug(
     from ..errors import DeviceError
     from ..lower import registry
 
-    program: Program = registry.lower(ir, optimize=False, probe_values=True)
-    dtypes = {s.name: s.dtype for s in ir.inputs}
+    program: Program = registry.lower(ir, optimize=False, probe_values=True, complex_boundary=True)
+    dtypes = {s.name: COMPLEX_PARTS.get(s.dtype, s.dtype) for s in ir.inputs}  # complex: its float pairs
     args = [(d.name, to_carrier(feed[d.name], dtypes[d.name], from_rlx(d.dtype)), d.dtype) for d in program.inputs]
     try:
         model = _core.CompiledModel(_core.program_to_hir_json(program.to_core_json()), device)
@@ -146,7 +148,7 @@ def _run_debug(
     out_dtypes = {o.name: o.dtype for n in ir.nodes for o in n.outputs} | {o.name: o.dtype for o in ir.outputs}
     found: dict[str, np.ndarray] = {}
     for name, (data, _rlx, dims) in zip([o.name for o in ir.outputs] + program.probes, raw, strict=True):
-        dtype = out_dtypes[name]
+        dtype = COMPLEX_PARTS.get(out_dtypes[name], out_dtypes[name])  # complex: its float pairs
         carried = dtype in NARROW_DTYPES or dtype in ("float16", "bfloat16")  # as `lower` casts them out
         found[name] = from_carrier(data, dims, dtype, "float32" if carried else dtype)
     return found
@@ -173,6 +175,8 @@ def _numpy(value: Any, dtype: str) -> np.ndarray:
 
     if dtype == "bfloat16":
         value = value.float()
+    if isinstance(value, torch.Tensor) and value.is_complex():  # compared as its float pairs (view_as_real)
+        value = torch.view_as_real(value.resolve_conj().resolve_neg())
     if isinstance(value, torch.Tensor):
         found = value.detach().numpy()
         return found if found.flags.c_contiguous else found.copy(order="C")  # 0-d stays 0-d
@@ -239,12 +243,34 @@ class _Values:
             bit_exact = name in self.exact
             m = measure(self.cumulative[name], expected, bits=bit_exact)
             row.cumulative = cumulative_error(m, dtype, bit_exact=bit_exact)
+        if row.local is not None and not row.local.ok and tie_ordered(node):
+            self._tie_choice(row, node)
         if node.name in self.alone:
             row.note = self.alone[node.name]
         elif row.local is None and row.cumulative is None:
             row.note = "no RLX value: the node's lowering does not compute this output (e.g. an unused index)"
         elif row.local is None:
             row.note = "no local RLX value (an input of the node has no PyTorch value)"
+
+    def _tie_choice(self, row: NodeParity, node: Node) -> None:
+        """A topk/sort/kthvalue/median output whose local value differs from PyTorch's only by RLX's choice among
+        tied values (`verify/ties.py`; a values output: bit for bit the values at RLX's indices, -0.0 for 0.0)
+        is marked so, not a divergence."""
+        indices = self.local.get(tie_indices(node))
+        if indices is None:
+            return
+        count, why, picked = tie_choice(node, self.env, indices)
+        if why or not count:
+            return
+        if row.value != tie_indices(node):
+            ours = np.asarray(self.local[row.value]).reshape(picked.shape)
+            if not np.array_equal(ours, _numpy(picked, row.dtype).astype(ours.dtype), equal_nan=True):
+                return
+            if np.signbit(ours).tolist() != np.signbit(_numpy(picked, row.dtype)).tolist():
+                return
+        assert row.local is not None
+        row.local = replace(row.local, ok=True)
+        row.note = f"{count} index(es) differ from PyTorch's only among tied values: RLX's tie choice"
 
 
 @dataclass
@@ -306,6 +332,9 @@ def node_parity(
     local, alone = _run_local(ir, env, host, raw_weights, device)
 
     report = NodeReport(ir=ir, expected=env, local=local)
+    from ..lower.complexes import complex_kind
+
+    complexes = complex_names(ir)  # a node on them may run an op's complex form, with its own kind
     values = _Values(env, local, cumulative, alone, magnitude, exact_values(ir))
     with torch.no_grad():
         for node in (progress or Progress(False)).items(ir.nodes, "nodes"):
@@ -320,11 +349,14 @@ def node_parity(
                     module_path=node.module_path,
                     source=node.source,
                     shape=list(sizes(spec.shape)),
-                    dtype=spec.dtype,
-                    kind=op_kind(node.target, spec.dtype),
+                    dtype=COMPLEX_PARTS.get(spec.dtype, spec.dtype),  # complex: compared as its float pairs
+                    kind=complex_kind(node, complexes)
+                    or op_kind(node.target, COMPLEX_PARTS.get(spec.dtype, spec.dtype)),
                 )
                 report.nodes.append(row)
-                if spec.name in env:
+                if random_node(node):
+                    row.note = NODE_NOTE
+                elif spec.name in env:
                     expected = hosted.pop(spec.name, None)  # not needed again: the copy goes
                     values.compare(row, node, expected if expected is not None else _numpy(env[spec.name], spec.dtype))
                 else:

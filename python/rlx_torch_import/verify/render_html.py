@@ -313,7 +313,7 @@ def _ops_section(report: ParityReport) -> str:
 
 def report_html(report: ParityReport) -> str:
     """The whole report as one HTML page with no external references."""
-    verdict = "NOT VERIFIED" if not report.verified else "PASS" if report.ok else "FAIL"
+    verdict = report.verdict
     cls = "pass" if report.ok and report.verified else "fail"
     timings = ", ".join(f"{k} {v:.2f} s" for k, v in report.timings_s.items())
     head = (

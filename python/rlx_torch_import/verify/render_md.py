@@ -51,7 +51,7 @@ def markdown(report: ParityReport) -> str:
     rows = "\n".join(row(o) for o in report.outputs)
     return (
         f"# Parity report: {_md(report.name)}\n\n"
-        f"Verdict: **{'not verified' if not report.verified else 'PASS' if report.ok else 'FAIL'}** "
+        f"Verdict: **{'not verified' if not report.verified else report.verdict}** "
         f"(against {report.reference}; decomposition `{report.decomposition}`, torch {report.torch_version}, "
         f"RLX {report.rlx_version}"
         f"{_device_text(report)})\n\n"

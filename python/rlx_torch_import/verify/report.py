@@ -147,23 +147,43 @@ class ParityReport:
     input_sets: list[InputSetRow] = field(default_factory=list)
     # Weight-only quantization (`--quantize`; `quantize_report.summary`): {} for a float conversion.
     quantization: dict[str, Any] = field(default_factory=dict)
+    # Outputs that depend on random draws (torch-ir `random_outputs`; `verify/randomness.py`).
+    random_outputs: list[str] = field(default_factory=list)
+
+    def output_rows(self) -> list[OutputParity]:
+        """Every output row: at the example, at each sweep point and on each input set."""
+        rows: list[SweepRow | InputSetRow] = [*self.sweep, *self.input_sets]
+        return [*self.outputs, *(o for r in rows for o in r.outputs)]
+
+    def failed_beyond_random(self) -> bool:
+        """Whether an output that does not depend on random draws failed (at the example, a sweep point or
+        an input set)."""
+        return any(not o.ok and o.name not in self.random_outputs for o in self.output_rows())
+
+    @property
+    def verdict(self) -> str:
+        """The verdict: "PASS", "FAIL", "RANDOM" (only outputs that depend on random draws differ: CLI exit 9)
+        or "NOT VERIFIED"."""
+        if not self.verified:
+            return "NOT VERIFIED"
+        if self.ok:
+            return "PASS"
+        return "RANDOM" if self.random_outputs and not self.failed_beyond_random() else "FAIL"
 
     def to_json(self) -> str:
-        """report.json: every field, non-finite floats as strings ("inf", "nan")."""
-        return json.dumps(_plain(self), indent=1, allow_nan=False) + "\n"
+        """report.json: every field and the `verdict`, non-finite floats as strings ("inf", "nan")."""
+        return json.dumps({**_plain(self), "verdict": self.verdict}, indent=1, allow_nan=False) + "\n"
 
     def summary(self) -> str:
         """A few lines for a terminal."""
-        head = "PASS" if self.ok else "FAIL"
-        if not self.verified:
-            head = "NOT VERIFIED"
+        head = self.verdict
         on = f" on {one_line(self.device)}" if self.device else ""
         lines = [f"{head} {one_line(self.name)} ({self.decomposition}){on} -> {self.out_dir}"]
         if self.auto_decomposed_ops:
             lines.append(f"  auto-decomposed: {', '.join(self.auto_decomposed_ops)}")
         lines += [f"  note: {n}" for n in self.notes]
         for o in self.outputs:
-            mark = "ok " if o.ok else "BAD"
+            mark = "ok " if o.ok else "RND" if o.name in self.random_outputs else "BAD"
             if o.python_value is not None:
                 text = f"= {o.python_value} (Python {o.expected_dtype}, {'as' if o.ok else 'not as'} eager PyTorch)"
             else:

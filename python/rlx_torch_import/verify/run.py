@@ -25,11 +25,13 @@ from ..lower.ops.quantized import pt2e_note
 from ..outdir import write_texts
 from ..progress import Progress
 from ..symbolic import evaluate_shape, values_of
+from . import tie_fed, ties
 from .budgets import is_exact
 from .codes import quantizes
 from .compare import OutputParity, compare_output
 from .judge import Judge
 from .report import InputSetRow, ParityReport, SweepRow
+from .stages import staged_notes
 
 
 def new_report(
@@ -89,6 +91,7 @@ def verify_bundle(
         if ir.input_sets:
             with prog.phase(f"input sets ({len(ir.input_sets)})"):
                 _verify_input_sets(model, conv, report, judge, exact, prog)
+        report.notes += staged_notes(model, conv)  # sizes that depend on tensor values (decision aq)
         report.verified = True
         report.ok = all(o.ok for o in report.outputs) and all(r.ok for r in report.sweep)
         report.ok = report.ok and all(r.ok for r in report.input_sets)
@@ -214,6 +217,8 @@ def _compare_outputs(
             )
         if not row.ok and quantizes(ir) and not is_exact(expected.dtype) and not bit_exact:  # codes: equal
             row = _code_fed(row, spec.name, actual, dtype, expected.dtype, judge.codes(prefix, binding))
+        if not row.ok and ties.reorders(ir):  # topk/sort indices: a choice among tied values
+            row = tie_fed.rejudge(row, actual, dtype, expected.dtype, bit_exact, judge.ties(prefix, binding))
         found.append(row)
     return found
 

@@ -48,6 +48,8 @@ def _decode(arg: dict[str, Any], env: dict[str, Any], float64: bool = False) -> 
     if tag == "float":
         return torchir.decode_float(payload)
     if tag == "dtype":
+        if float64 and payload == "complex64":  # complex values widen with their parts
+            return torch.complex128
         return torch.float64 if float64 and payload in _WIDENED else _torch_dtype(payload)
     if tag == "device":
         return torch.device("cpu")
@@ -135,9 +137,7 @@ def torch_values(
     env: dict[str, Any] = dict(inputs)
     env.update({w.name: weights[w.key] for w in ir.weights})
     if float64:
-        env = {
-            k: v.double() if isinstance(v, torch.Tensor) and v.dtype in _torch_widened() else v for k, v in env.items()
-        }
+        env = {k: _widen(v) for k, v in env.items()}
     missing: dict[str, str] = {}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch's warnings here repeat what the export and eager runs said
@@ -153,6 +153,17 @@ def torch_values(
                 if value is not None:
                     env[spec.name] = value
     return env, missing
+
+
+def _widen(v: Any) -> Any:
+    """A float32/float16/bfloat16 tensor as float64, a complex64 one as complex128, anything else as it is."""
+    import torch
+
+    if isinstance(v, torch.Tensor) and v.dtype in _torch_widened():
+        return v.double()
+    if isinstance(v, torch.Tensor) and v.dtype == torch.complex64:
+        return v.to(torch.complex128)
+    return v
 
 
 def _torch_widened() -> tuple[Any, ...]:

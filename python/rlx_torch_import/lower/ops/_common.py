@@ -145,3 +145,37 @@ def conv_transpose2d_node(
         }
     }
     return b.emit(op, [x, w], out_dims, x.dtype)
+
+
+# ── results whose size depends on tensor values (size stages, docs/design.md decision aq) ──
+
+
+def iota(b: Builder, length: int) -> Value:
+    """0, 1, ..., length - 1 as int64, from a running sum of ones (no constant depends on `length`, so
+    the graph generalizes when `length` is a size a stage computes). The sum runs over length + 1 ones,
+    cut to `length`: RLX's CPU Cumsum divides by its axis length (a panic at 0)."""
+    ones = b.expand(b.const(np.array([1], dtype=np.int64), "int64"), (length + 1,))
+    running = b.emit({"Cumsum": {"axis": -1, "exclusive": False}}, [ones], (length + 1,), "int64")
+    return b.binary("Sub", b.narrow(running, 0, 0, length), b.const(1, "int64"))
+
+
+def true_positions(b: Builder, truth: Value, count: int) -> Value:
+    """The flat positions (int64, ascending) of the `count` True elements of bool `truth` [n]: the
+    positions of False elements are pushed past n, a float32 Sort puts the True ones first in order
+    (exact: 2n < 2**24, checked by the callers' checks), a Narrow keeps `count` of them (its length a
+    size a stage computes)."""
+    (n,) = truth.dims
+    pos = b.cast(iota(b, n), "float32")  # no constant of n elements: n may be a dynamic dim's
+    far = b.binary("Add", pos, b.const(float(n), "float32"))
+    key = b.emit("Where", [truth, pos, far], (n,), "float32")
+    b.nan_free_ids.add(key.id)  # integers: one plain RLX Sort (no NaN pass, no constant of n elements)
+    ordered = b.emit({"Sort": {"axis": 0, "descending": False}}, [key], (n,), "float32")
+    first = b.emit({"Narrow": {"axis": 0, "start": 0, "len": count}}, [ordered], (count,), "float32")  # even at n
+    return b.cast(first, "int64")
+
+
+def positions_fit(numel: int) -> str | None:
+    """Why `true_positions` cannot serve a tensor of `numel` elements (float32 keys), or None."""
+    if 2 * numel > 1 << 24:
+        return f"{numel} elements: the positions are sorted as float32 keys, exact below 2**23 elements"
+    return None

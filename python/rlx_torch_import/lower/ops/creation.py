@@ -16,6 +16,7 @@ from ...symbolic import SizeInt
 from ..builder import Builder
 from ..call import Call, Value
 from ..registry import lowers
+from ._common import iota
 
 
 @lowers(
@@ -74,6 +75,11 @@ def _arange(b: Builder, call: Call, start: float, step: float, end: Any) -> Valu
     n = call.out_dims[0]
     if b.provenance.node in b.program.size_dependent:
         bounds = b.program.size_bounds.get(call.node.outputs[0].name)
+        if bounds is None and float(start).is_integer() and float(step).is_integer():
+            # no maximum (a size a stage computes, a Dim without max): start + step * i from a running
+            # sum in int64, exact (float dtypes: integers, exact below 2^24)
+            scaled = b.binary("Mul", iota(b, n), b.const(int(step), "int64"))
+            return b.cast(b.binary("Add", scaled, b.const(int(start), "int64")), call.out_dtype)
         if bounds is None:
             raise InputError(
                 f"arange at node {call.node.name} has a length that depends on a dynamic dim with no maximum",

@@ -11,6 +11,7 @@ from ..builder import Builder
 from ..call import Call, Value, norm_axis
 from ..registry import lowers
 from ..rlx import exact
+from ._common import floor_divide
 
 
 def _axes(call: Call, x: Value) -> list[int]:
@@ -232,3 +233,90 @@ def var_std_mean(b: Builder, call: Call) -> list[Value | None]:
     """(var or sqrt(var), mean) over `dim`."""
     var, mean = _var_mean(b, call)
     return [b.unary("Sqrt", var) if "std_mean" in call.target else var, mean]
+
+
+# ── order statistics: kthvalue, median, nanmedian ────────────────────────────────────────────
+
+
+def _check_order_statistic(call: Call) -> str | None:
+    if getattr(call["self"], "dtype", "float32") == "bool":
+        return f"{call.target} on bool is not supported (torch's CPU kernel refuses bool too)"
+    return None
+
+
+def _ascending(b: Builder, x: Value) -> tuple[Value, Value]:
+    """(x with its last axis sorted ascending, the int64 positions it came from): a stable sort, NaN last."""
+    axis = x.rank - 1
+    order = b.cast(b.emit({"ArgSort": {"axis": axis, "descending": False}}, [x], x.dims, "float32"), "int64")
+    return exact.gather_along(b, x, order, axis), order
+
+
+def _order_statistic(b: Builder, call: Call, pick: str) -> tuple[Value, Value]:
+    """(values, int64 indices) of the order statistic `pick` ("kth", "median", "nanmedian") along `dim`, shaped
+    as torch gives them. Values are torch's; an index among tied values is the lowest (torch's CPU selection,
+    quick-select or std::nth_element, leaves another: `verify/ties.py` judges RLX's choice)."""
+    x = call.tensor("self")
+    if x.rank == 0:
+        return x, b.const(np.zeros((), dtype=np.int64), "int64")
+    whole = call.target.endswith("median.default")
+    if whole:
+        x, axis, keep = b.reshape(x, (x.numel,)), 0, False
+    else:
+        axis, keep = norm_axis(call.get("dim", -1), x.rank), bool(call.get("keepdim", False))
+    xt, back = b.to_last_axis(x, axis)
+    n, last = xt.dims[-1], xt.rank - 1
+    floating = xt.dtype in FLOAT_DTYPES
+    _, order = _ascending(b, xt)
+    row = (*xt.dims[:-1], 1)
+    if pick == "kth":
+        at = b.narrow(order, last, int(call["k"]) - 1, 1)
+    elif pick == "median" or not floating:
+        at = b.narrow(order, last, (n - 1) // 2, 1)
+    else:  # nanmedian: the lower median of the non-NaN values ((m - 1) // 2, 0 for an all-NaN row, as torch)
+        nans = b.reduce("Sum", b.cast(exact.is_nan(b, xt), "int64"), [last], keep_dim=True)
+        count = b.binary("Max", b.binary("Sub", b.const(n - 1, "int64"), nans), b.const(0, "int64"))
+        at = exact.gather_along(b, order, floor_divide(b, count, b.const(2, "int64")), last)
+    if pick == "median" and floating and not b.nan_free(xt):  # torch returns the first NaN of a row holding one
+        positions = b.expand(b.const(np.arange(n, dtype=np.float32), "float32"), xt.dims)
+        where_nan = b.emit(
+            "Where",
+            [exact.is_nan(b, xt), positions, b.expand(b.const(float(n), "float32"), xt.dims)],
+            xt.dims,
+            "float32",
+        )
+        first = b.reduce("Min", where_nan, [last], keep_dim=True)  # n where the row has no NaN
+        has_nan = b.compare("Lt", first, b.const(float(n), "float32"))
+        at = b.emit("Where", [has_nan, b.cast(first, "int64"), at], row, "int64")
+    values = exact.gather_along(b, xt, at, last)
+    out = row if keep else row[:-1]
+    values, at = b.reshape(values, out), b.reshape(at, out)
+    if keep:
+        values, at = b.transpose(values, back), b.transpose(at, back)
+    return values, at
+
+
+@lowers("aten.kthvalue.default", check=_check_order_statistic, kind="movement")
+def kthvalue(b: Builder, call: Call) -> list[Value | None]:
+    """(values, indices) of the k-th smallest element along `dim` (NaN above +inf), from a stable sort."""
+    return list(_order_statistic(b, call, "kth"))
+
+
+@lowers("aten.median.dim", check=_check_order_statistic, kind="movement")
+def median_dim(b: Builder, call: Call) -> list[Value | None]:
+    """(values, indices) of the lower median along `dim`; a row holding NaN gives NaN at its first NaN (torch)."""
+    return list(_order_statistic(b, call, "median"))
+
+
+@lowers("aten.nanmedian.dim", check=_check_order_statistic, kind="movement")
+def nanmedian_dim(b: Builder, call: Call) -> list[Value | None]:
+    """(values, indices) of the lower median of the non-NaN elements along `dim` (NaN for an all-NaN row)."""
+    return list(_order_statistic(b, call, "nanmedian"))
+
+
+# Not "movement": where -0.0 and 0.0 tie at the median, which one torch's std::nth_element returns is its
+# selection's choice (no index output to re-read it at), so the value is judged by value, not by its bits.
+@lowers("aten.median.default", "aten.nanmedian.default", check=_check_order_statistic)
+def median_all(b: Builder, call: Call) -> Value:
+    """The lower median of all elements (median: NaN if any is NaN; nanmedian: of the non-NaN ones); a zero
+    median is the first zero in index order (torch's sign of zero there is its selection's choice)."""
+    return _order_statistic(b, call, "median" if call.target == "aten.median.default" else "nanmedian")[0]

@@ -30,16 +30,6 @@ def reshape(b: Builder, call: Call) -> Value:
     return b.reshape(call.tensor("self"), call.out_dims)
 
 
-def _check_dropout(call: Call) -> str | None:
-    """Training-mode dropout with 0 < p < 1 draws a random mask from torch's RNG; RLX cannot reproduce it."""
-    p, train = float(call["p"]), call["train"] is not False  # native_dropout's train=None means training
-    if train and 0.0 < p < 1.0:
-        return f"training-mode dropout (p={p}) is random (a Bernoulli mask from torch's RNG); export in eval mode"
-    if train and p >= 1.0 and call.target == "aten.dropout.default":
-        return "training-mode dropout with p=1 is not supported"
-    return None
-
-
 @lowers(
     "aten.clone.default",
     "aten.contiguous.default",
@@ -52,21 +42,6 @@ def _check_dropout(call: Call) -> str | None:
 def identity(b: Builder, call: Call) -> Value:
     """Same values (memory format does not change numbers)."""
     return call.tensor("self")
-
-
-@lowers("aten.dropout.default", check=_check_dropout)
-def dropout(b: Builder, call: Call) -> Value:
-    """The input unchanged (eval mode, or p = 0 in training)."""
-    return call.tensor("input")
-
-
-@lowers("aten.native_dropout.default", check=_check_dropout)
-def native_dropout(b: Builder, call: Call) -> list[Value | None]:
-    """(x, all-true mask) when not training or p = 0; (zeros, all-false mask) for training with p = 1."""
-    x = call.tensor("input")
-    drop_all = call["train"] is not False and float(call["p"]) >= 1.0
-    out = b.expand(b.const(0, x.dtype), x.dims) if drop_all else x
-    return [out, b.expand(b.const(not drop_all, "bool"), x.dims)]
 
 
 @lowers("aten.permute.default", kind="movement")
@@ -108,6 +83,9 @@ def slice_(b: Builder, call: Call) -> Value:
     axis = norm_axis(call.get("dim", 0), x.rank)
     size = x.dims[axis]
     start, end, step = call.get("start", 0), call.get("end", size), call.get("step", 1)
+    if isinstance(end, Value) and not isinstance(start, Value):  # a length a size stage computed (decision aq)
+        start = max(0, min(size, start + size if start < 0 else start))
+        return b.strided(x, axis, start, call.out_dims[axis], step)
     if isinstance(start, Value) or isinstance(end, Value):
         return _gathered_run(b, x, axis, start, call.out_dims, step)
     start = max(0, min(size, start + size if start < 0 else start))

@@ -101,12 +101,34 @@ def _check_sortable(x: Value, axis: int) -> None:
         )
 
 
+def _nan_order(b: Builder, x: Value, axis: int, descending: bool) -> Value:
+    """sort-nan: the float32 indices of torch's stable sort of a float32 x that may hold NaN (NaN above +inf,
+    ties in index order): a stable ArgSort of x with NaN read as +inf, then a stable ArgSort of the NaN flags
+    taken in that order (RLX's CPU sort is a stable merge sort, so the second pass keeps the first's order
+    within each flag), composed. Neither key holds NaN. Two O(n log n) sorts and three gathers."""
+    nan = exact.is_nan(b, x)
+    key = b.emit("Where", [nan, b.expand(b.const(math.inf, x.dtype), x.dims), x], x.dims, x.dtype)
+    spec = {"ArgSort": {"axis": axis, "descending": descending}}
+    first = b.raw(spec, [key], x.dims, "float32", compensated="sort-nan")
+    flags = exact.gather_along(b, b.cast(nan, "float32"), b.cast(first, "int64"), axis)
+    second = b.raw(spec, [flags], x.dims, "float32", compensated="sort-nan")
+    return exact.gather_along(b, first, b.cast(second, "int64"), axis)
+
+
 def _sort(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
     (x,) = inputs
     kind = kind_of(op)
+    spec = op[kind]
     if rlx_of(x) == "F32":
-        return b.raw(op, inputs, dims, dtype)
-    spec = op[kind]  # sort-f64 (integers too)
+        if b.nan_free(x):
+            return b.raw(op, inputs, dims, dtype)
+        axis = spec["axis"] % max(x.rank, 1)
+        desc = spec["descending"]
+        order = b.memo(("nan-sort", x.id, axis, desc), lambda: _nan_order(b, x, axis, desc))
+        if kind == "ArgSort":
+            return b.cast(order, dtype)
+        return exact.gather_along(b, x, b.cast(order, "int64"), axis)
+    # sort-f64 (integers too)
     axis = spec["axis"] % max(x.rank, 1)
     _check_sortable(x, axis)
     values, order = b.memo(("sort", x.id, axis, spec["descending"]), lambda: exact.sort(b, x, axis, spec["descending"]))
@@ -116,7 +138,11 @@ def _sort(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype
 def _topk(b: Builder, op: Any, inputs: list[Value], dims: tuple[int, ...], dtype: str) -> Value:
     (x,) = inputs
     if rlx_of(x) == "F32":
-        return b.raw(op, inputs, dims, dtype)
+        if b.nan_free(x):
+            return b.raw(op, inputs, dims, dtype)
+        last = x.rank - 1  # sort-nan: the NaN-aware descending order, first k
+        order = b.memo(("nan-sort", x.id, last, True), lambda: _nan_order(b, x, last, True))
+        return b.cast(b.narrow(order, last, 0, op["TopK"]["k"]), dtype)
     _check_sortable(x, x.rank - 1)  # topk-f64: the exact sort, first k
     _, order = b.memo(("sort", x.id, x.rank - 1, True), lambda: exact.sort(b, x, x.rank - 1, True))
     return b.cast(b.narrow(order, x.rank - 1, 0, op["TopK"]["k"]), dtype)

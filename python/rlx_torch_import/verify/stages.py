@@ -1,0 +1,43 @@
+"""What verification says about sizes that depend on tensor values (size stages, docs/design.md decision aq
+of issue 39): the values each such size took, and whether the bundle can run where one is 0."""
+
+from __future__ import annotations
+
+from ..bundle.model import BundleModel
+from ..conversion import Conversion
+from ..errors import BundleError, InputError, RtiError
+from ..layout import set_prefix, sweep_prefix
+
+
+def staged_notes(model: BundleModel, conv: Conversion) -> list[str]:
+    """Report notes for a bundle with size stages (none for another): the values each staged size took
+    on the example, every input set and every sweep point of the input dims that ran, and each size whose range holds 0 but at which the
+    main graph does not compile (RLX's CPU matmul over an empty dim), found by compiling it there."""
+    staged = [s for s in conv.ir.symbols if s.stage]
+    if not staged:
+        return []
+    seen: dict[str, set[int]] = {s.label: set() for s in staged}
+    feeds = [conv.feed()] + [conv.feed(set_prefix(k)) for k, e in enumerate(conv.ir.input_sets) if "error" not in e]
+    feeds += [conv.feed(sweep_prefix(i)) for i, p in enumerate(conv.ir.sweep) if "error" not in p]
+    example: dict[str, int] = {}
+    for i, feed in enumerate(feeds):
+        try:
+            binding = model.binding(feed)
+        except (InputError, BundleError):
+            continue
+        example = binding if i == 0 else example
+        for s in staged:
+            seen[s.label].add(binding[s.label])
+    parts = [f"{s.label} ({s.name}, size of node {s.defined_by}): {sorted(seen[s.label])}" for s in staged]
+    lone = [s.label for s in staged if len(seen[s.label]) < 2]
+    tail = f"; only one value for {', '.join(lone)}: pass verify_inputs to cover more" if lone else ""
+    notes = [f"sizes computed from tensor values (size stages), values verified: {'; '.join(parts)}{tail}"]
+    for s in staged:
+        if s.min > 0 or 0 in seen[s.label] or not example:
+            continue
+        try:
+            model.compile_binding({**example, s.label: 0})
+        except RtiError as e:
+            why = "RLX's CPU matmul divides by its row count" if "divide by zero" in e.message else e.message[-200:]
+            notes.append(f"{s.label} ({s.name}) = 0 cannot run: the main graph does not compile there ({why})")
+    return notes
