@@ -25,6 +25,13 @@ def test_list_names_every_model_without_importing_their_packages(capsys) -> None
     assert {"yolov8n", "reformer", "vits", "idefics3", "fnet", "informer", "speecht5-tts", "rt-detr"} <= set(BY_NAME)
 
 
+def test_help_describes_the_tool(capsys) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    assert "--compare" in capsys.readouterr().out
+
+
 def test_an_unknown_name_is_refused_naming_the_known_ones() -> None:
     with pytest.raises(SystemExit, match=r"unknown model.*no-such-model.*known: yolov8n"):
         main(["--only", "no-such-model"])

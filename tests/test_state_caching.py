@@ -104,12 +104,34 @@ class Counter(nn.Module):
         self.calls = 0
         self.history: list[int] = []
         self.stats: dict[str, torch.Tensor] = {"first": torch.zeros(())}
+        self.sums: list[torch.Tensor] = []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.calls += 1
         self.history.append(x.shape[0])
         self.stats["last"] = x.sum()
-        return x * 2 + self.calls
+        self.sums.append(x.sum(0))
+        return x * 2 + self.calls + len(self.sums)
+
+
+class _Cache:
+    """A plain object holding a cache (not a module, not a container)."""
+
+    def __init__(self) -> None:
+        self.table: torch.Tensor | None = None
+
+
+class ObjectCache(nn.Module):
+    """Keeps its cache in a plain object: torch.export's own attribute restore does not reach inside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cache = _Cache()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.cache.table is None or self.cache.table.shape[0] != x.shape[-1]:
+            self.cache.table = torch.cos(torch.arange(x.shape[-1], dtype=x.dtype))
+        return x * self.cache.table
 
 
 class LazyBuffer(nn.Module):
@@ -268,6 +290,22 @@ def test_warm_model_converts_with_its_cache(tmp_path) -> None:
     assert m.head.anchors is anchors and type(anchors) is torch.Tensor
 
 
+def test_warm_shape_cache_with_dynamic_dims_is_named_not_blamed_on_us(tmp_path) -> None:
+    """A cache filled by an earlier call is traced with its values (torch adds no guard), so the program is
+    wrong at other widths: the first sweep point whose eager shape differs says so, as an ExportError."""
+    torch.manual_seed(0)
+    m = TinyYolo().eval()
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        m(x)
+    before = _state(m)
+    with pytest.raises(ExportError) as err:
+        rti.from_torch(m, (x,), tmp_path / "o", dynamic_shapes={"x": {3: Dim.AUTO}})
+    assert "sweep point" in err.value.message and "does not follow the model" in err.value.message
+    assert "cached" in (err.value.hint or "")
+    _assert_kept(m, before)
+
+
 def test_first_call_cache(tmp_path) -> None:
     torch.manual_seed(0)
     m = FirstCall().eval()
@@ -296,10 +334,17 @@ def test_counter_list_and_dict(strict: bool, tmp_path) -> None:
     out = tmp_path / "o"
     x = torch.randn(3, 2)
     _convert(m, (x,), out, strict=strict, verify_inputs=[(torch.ones(3, 2),)])
-    assert m.calls == 0 and m.history == [] and list(m.stats) == ["first"]
-    ref = _reference(out)  # every run is the first call: calls == 1
-    np.testing.assert_allclose(ref["output.output"], x.numpy() * 2 + 1, rtol=1e-6)
-    np.testing.assert_allclose(ref["set.0.output.output"], np.full((3, 2), 3.0, dtype=np.float32))
+    assert m.calls == 0 and m.history == [] and list(m.stats) == ["first"] and m.sums == []
+    ref = _reference(out)  # every run is the first call: calls == 1, one sum kept
+    np.testing.assert_allclose(ref["output.output"], x.numpy() * 2 + 2, rtol=1e-6)
+    np.testing.assert_allclose(ref["set.0.output.output"], np.full((3, 2), 4.0, dtype=np.float32))
+
+
+def test_cache_in_a_plain_object(tmp_path) -> None:
+    m = ObjectCache()
+    cache = m.cache
+    _convert(m, (torch.randn(2, 6),), tmp_path / "o", dynamic_shapes={"x": {1: Dim("n", min=2, max=9)}})
+    assert m.cache is cache and cache.table is None
 
 
 @pytest.mark.parametrize("strict", [False, True])

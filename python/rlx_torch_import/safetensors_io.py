@@ -221,13 +221,17 @@ def iter_torch(tensors: dict[str, object]) -> Iterator[tuple[str, tuple[str, tup
 
     Every tensor is made dense and row-major first: views (slices, transposes), expanded
     tensors (stride 0), zero-size tensors and tensors with a pending negation all come out
-    as their logical elements in order.
+    as their logical elements in order. A complex tensor (complex64 / complex128, shape S) is
+    written as its `torch.view_as_real` float pairs (float32 / float64, shape S + [2]) under the
+    same key: safetensors has no complex128 (torch-ir records the complex dtype; docs/design.md, ar).
     """
     import torch
 
     for name, t in tensors.items():
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name!r} is a {type(t).__name__}, not a tensor")
+        if t.is_complex():
+            t = torch.view_as_real(t.detach().cpu().resolve_conj().resolve_neg())
         flat = t.detach().cpu().resolve_conj().resolve_neg().contiguous().reshape(-1)
         if flat.stride(0) != 1:  # a one-element expanded tensor counts as contiguous yet keeps stride 0
             flat = flat.clone(memory_format=torch.contiguous_format)

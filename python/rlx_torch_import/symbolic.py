@@ -178,6 +178,12 @@ def values_of(symbols: Sequence[Symbol], binding: Mapping[str, int] | None = Non
     return values
 
 
+def evaluate_known(shape: Sequence[Dim], values: Mapping[str, int]) -> list[Dim]:
+    """`shape` at `values`, each dim that uses a symbol `values` lacks left as its expression (a size a
+    size stage computes is in no sweep binding: it comes from the inputs' values)."""
+    return [d if free_symbols(d) - set(values) else evaluate(d, values) for d in shape]
+
+
 def line_of(expr: str) -> tuple[str, int, int]:
     """(s, a, b) for an expression of one symbol s: the line a*s + b through its values at
     s = 0 and s = 1 (the expression itself when it is linear; callers check where it is not)."""

@@ -1,7 +1,7 @@
 """Parity samples of complex numbers (lower/ops/complex.py and the complex forms in lower/complexes.py) in
 complex64 and complex128: view_as_real / view_as_complex, complex, polar, real, imag, angle, abs, conj,
 elementwise add / sub / mul / div / exp / neg, scaling by a real, sum / mean, data movement part by part;
-and the refusals (a complex graph boundary, an op without a complex form).
+and the refusals (an op without a complex form, a nonzero complex fill).
 """
 
 from __future__ import annotations
@@ -87,17 +87,9 @@ def test_op_sample(name: str, module: nn.Module, inputs: tuple[torch.Tensor, ...
     check_op_sample(name, module, inputs, level, tmp_path)
 
 
-def test_refused_complex_boundary_and_op(tmp_path) -> None:
-    """A complex graph input and output, and an op with no complex form (sqrt), are refused with the way out."""
-    with pytest.raises(rti.UnsupportedOpsError) as err:
-        rti.from_torch(of_inputs(lambda z: z * 2), (torch.randn(4, dtype=torch.complex64),), tmp_path / "a")
-    assert "torch.view_as_real" in str(err.value) and "complex64" in str(err.value)
-    freqs = torch.polar(torch.ones(4), torch.randn(4))  # a complex buffer (a weight at the boundary)
-    holder = of_inputs(lambda x: torch.view_as_real(torch.view_as_complex(x) * holder.f))
-    holder.register_buffer("f", freqs)
-    with pytest.raises(rti.UnsupportedOpsError) as err:
-        rti.from_torch(holder, (r(4, 2),), tmp_path / "w")
-    assert err.value.targets == ["<input>"] and "complex buffers" in str(err.value)
+def test_refused_complex_op_and_fill(tmp_path) -> None:
+    """An op with no complex form (sqrt) and a nonzero fill of a complex tensor are refused, naming the op.
+    (A complex graph input, output or buffer converts: tests/test_complex_boundary.py.)"""
     module = of_inputs(lambda a, b: torch.view_as_real(torch.sqrt(torch.complex(a, b))))
     with pytest.raises(rti.UnsupportedOpsError) as err:
         rti.from_torch(module, (r(3), r(3)), tmp_path / "b", decomposition="core", auto_decompose=False)

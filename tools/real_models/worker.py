@@ -49,6 +49,8 @@ class Row:
     # taken before it (None: not checked), and why not.
     model_unchanged: bool | None = None
     model_note: str = ""
+    # For an exception that is not an RtiError: the innermost frame that raised it ("file:line in f").
+    where: str = ""
 
 
 def first_line(exc: BaseException) -> str:
@@ -114,6 +116,8 @@ def convert(row: Row, out_dir: Path) -> None:
         row.detail = first_line(e)
     except Exception as e:  # not one of ours: a bare traceback for a CLI user
         row.outcome, row.error_class, row.detail = ERROR, type(e).__name__, first_line(e)
+        last = traceback.extract_tb(e.__traceback__)[-1]
+        row.where = f"{last.filename}:{last.lineno} in {last.name}"
         traceback.print_exc()
     else:
         from_report(row, report)

@@ -14,8 +14,18 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import _core, jsondoc, safetensors_io
-from ..dtypes import HALF_DTYPES, RECORDS, TORCH_ITEMSIZE, compute_rlx, from_rlx, is_supported, to_rlx
+from .. import _core, complex_edge, jsondoc, safetensors_io
+from ..dtypes import (
+    HALF_DTYPES,
+    RECORDS,
+    TORCH_ITEMSIZE,
+    complex_part,
+    compute_rlx,
+    from_rlx,
+    is_complex,
+    is_supported,
+    to_rlx,
+)
 from ..errors import BundleError, InputError
 from ..limits import check_tensor_size, is_dim, short
 from ..outdir import write_text
@@ -113,6 +123,7 @@ def _inputs_meta(program: Program, ir: TorchIR, dynamic: bool) -> list[dict[str,
             # where the tensor sits in the model's call: forward argument, then keys/positions
             "path": spec.path or v.name,
         }
+        | (complex_edge.carrier(spec.dtype, list(spec.shape)) if is_complex(spec.dtype) else {})  # its float pairs
         for v, spec in zip(program.inputs, ir.inputs, strict=True)
     ]
 
@@ -127,6 +138,11 @@ def _outputs_meta(program: Program, ir: TorchIR) -> list[dict[str, Any]]:
             "dtype": o.dtype,
             "rlx_dtype": "float32" if o.name in program.carried_outputs else o.dtype,
         }
+        | (
+            complex_edge.carrier(o.dtype, list(o.shape)) | {"rlx_dtype": complex_part(o.dtype)}
+            if is_complex(o.dtype)
+            else {}
+        )
         for o, value in zip(ir.outputs, program.outputs, strict=True)
     ]
 
@@ -231,6 +247,7 @@ def check_meta(meta: Any, path: Path) -> None:
                 # only bool, narrow integers and half floats cross as float32 (exact); nothing else changes dtype
                 raise BundleError(f"{at}: dtype {short(dtype)} cannot be carried as rlx_dtype {short(carrier)}")
             _need(spec, "path", str, at, required=False)
+            complex_edge.check_spec(spec, at)
             stored = _need(spec, "stored", str, at, required=False)
             if stored is not None and (stored not in _RLX_DTYPES or compute_rlx(stored) != to_rlx(dtype)):
                 raise BundleError(f"{at}.stored: {short(stored)} cannot hold a {dtype} parameter")

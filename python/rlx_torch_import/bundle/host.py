@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _core, safetensors_io
+from .. import _core, complex_edge, safetensors_io
 from ..dtypes import numpy_dtype, to_host, to_rlx
 from ..errors import InputError
 from ..limits import short
@@ -92,7 +92,9 @@ def encode_feed(specs: list[dict[str, Any]], arrays: dict[str, np.ndarray], at: 
 def decode_outputs(specs: list[dict[str, Any]], raw: list[Any]) -> dict[str, np.ndarray]:
     """The core's results `[(data, rlx dtype, dims)]` as numpy arrays by meta.json output name."""
     return {
-        spec["name"]: from_carrier(data, dims, spec["dtype"], spec.get("rlx_dtype", spec["dtype"]))
+        spec["name"]: complex_edge.from_pairs(  # a complex output: complex values
+            from_carrier(data, dims, spec["dtype"], spec.get("rlx_dtype", spec["dtype"])), spec
+        )
         for spec, (data, _rlx_dtype, dims) in zip(specs, raw, strict=True)
     }
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _core, rlx_config, safetensors_io
+from .. import _core, complex_edge, rlx_config, safetensors_io
 from ..devices import check_device
 from ..dtypes import to_rlx
 from ..errors import BundleError, DeviceError, InputError, RlxError, RtiError
@@ -228,7 +228,7 @@ class BundleModel:
         for name, value in inputs.items():
             if name not in specs:
                 raise InputError(f"unknown input {name!r}; the bundle takes {self._accepted()}")
-            arrays[name] = as_input(name, value, specs[name]["dtype"])
+            arrays[name] = as_input(name, complex_edge.to_pairs(name, value, specs[name]), specs[name]["dtype"])
             if list(arrays[name].shape) != evaluate_shape(specs[name]["shape"], at):
                 raise InputError(
                     f"input {name!r} has shape {list(arrays[name].shape)}, the binding {labels} takes "
@@ -311,7 +311,7 @@ class BundleModel:
             )
         arrays = {}
         for spec in specs:
-            arr = as_input(spec["name"], named[spec["name"]], spec["dtype"])
+            arr = as_input(spec["name"], complex_edge.to_pairs(spec["name"], named[spec["name"]], spec), spec["dtype"])
             if not self.symbols and tuple(arr.shape) != tuple(spec["shape"]):
                 raise InputError(
                     f"input {spec['name']!r} has shape {list(arr.shape)}, the bundle expects {spec['shape']}"

@@ -49,7 +49,7 @@ def write_stage(
             f"size stage {k} reads weights the main graph does not store ({', '.join(missing)}); not supported yet"
         )
     write_text(directory / stage_file(k), _core.program_to_hir_json(program.to_core_json()))
-    entry = {
+    entry: dict[str, Any] = {
         "file": stage_file(k),
         "symbols": [s.name for s in symbols],
         "params": sorted(p.name for p in program.params),
@@ -58,7 +58,7 @@ def write_stage(
     }
     if rlxmodel is not None:
         entry["symbolic"] = f"stage{k}.rlxmodel"
-        write_text(directory / entry["symbolic"], rlxmodel)
+        write_text(directory / f"stage{k}.rlxmodel", rlxmodel)
     return entry
 
 
@@ -106,7 +106,9 @@ class StageRunner:
             try:
                 graph = self.models[k].compile([(ids[n], v) for n, v in key[1] if n in ids], self.device)
             except (RuntimeError, _core.CheckError) as e:
-                raise RlxError(f"{self.path}: RLX could not compile size stage {k + 1} at {dict(key[1])}: {e}") from None
+                raise RlxError(
+                    f"{self.path}: RLX could not compile size stage {k + 1} at {dict(key[1])}: {e}"
+                ) from None
             self.compiled[key] = self.load(graph, set(stage.get("params", [])))
             while len(self.compiled) > 4:  # as BundleModel's binding cache
                 self.compiled.pop(next(iter(self.compiled)))
@@ -144,9 +146,10 @@ class StageRunner:
 
 def compile_failure(path: Path, by: dict[str, Symbol], key: tuple[tuple[str, int], ...]) -> str:
     """What failed when the bundle at `path` did not compile at binding `key`; where a size a stage
-    computed is 0, why it may not (RLX's CPU matmul divides by its row count: docs/usage.md)."""
+    computed is 0, why it may not (RLX's CPU matmul, softmax, ... divide by an empty dim's length)."""
     what = f"{path}: RLX could not compile the bundle at {dict(key)}"
     empty = [f"{k} (the size of node {by[k].defined_by})" for k, v in key if by[k].stage and v == 0]
     if not empty:
         return what
-    return f"{what} ({', '.join(empty)} is 0 on these inputs; RLX's CPU kernels cannot run a matmul over an empty dim)"
+    why = "RLX's CPU kernels cannot compile every op over an empty dim"
+    return f"{what} ({', '.join(empty)} is 0 on these inputs; {why})"

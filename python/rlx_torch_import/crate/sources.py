@@ -17,6 +17,7 @@ from importlib import resources
 
 from .. import _core
 from ..bundle.ranges import bundle_ranges
+from ..complex_edge import stored
 from ..dtypes import to_rlx
 from ..layout import sweep_prefix
 from ..program import Program
@@ -117,16 +118,19 @@ def _specs(program: Program, ir: TorchIR) -> str:
     symbolic = _symbol_specs(ir) if ir.is_dynamic else _fragment("specs_static.rs")
     ir = examples
 
-    def tensor_spec(name: str, dims: list[int] | tuple[int, ...], dtype: str, carrier: str) -> str:
+    def tensor_spec(name: str, shape: tuple[int, ...], torch_dtype: str, carrier: str | None = None) -> str:
+        # a complex value crosses as its float pairs (dims + [2], `complex_edge`), said in a comment
+        dtype, dims = stored(torch_dtype, list(shape))
+        note = f" // {torch_dtype} as its float pairs (view_as_real)" if dtype != torch_dtype else ""
         return (
             f"    TensorSpec {{ name: {rust_str(name)}, dims: {_dims(dims)}, dtype: {rust_str(dtype)}, "
-            f"carrier: DType::{carrier} }},"
+            f"carrier: DType::{carrier or to_rlx(dtype)} }},{note}"
         )
 
     decl = {v.name: v for v in program.inputs}
     inputs = [tensor_spec(s.name, sizes(s.shape), s.dtype, decl[s.name].dtype) for s in ir.inputs]
     outputs = [
-        tensor_spec(o.name, sizes(o.shape), o.dtype, "F32" if o.name in program.carried_outputs else to_rlx(o.dtype))
+        tensor_spec(o.name, sizes(o.shape), o.dtype, "F32" if o.name in program.carried_outputs else None)
         for o in ir.outputs
     ]
     params = [

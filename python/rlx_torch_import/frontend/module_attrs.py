@@ -42,7 +42,10 @@ _TORCH_ATTRS = frozenset(
         "_non_persistent_buffers_set",
     }
 )
-_DEPTH = 4  # containers and plain objects are followed this deep below a module attribute
+_DEPTH = 4  # containers are followed this deep below a module attribute
+# a plain object's attributes are followed when it is the attribute or in a container there, not deeper: an
+# object held by another object (a logger's manager, a config's parent) is shared state the run does not own
+_OBJECT_DEPTH = 1
 _BUDGET = 100_000  # at most this many values are taken in all (beyond: kept by identity, not followed)
 
 
@@ -112,7 +115,7 @@ class _Taker:
             taken.kind, taken.inner = "dict", [(k, self.take(v, depth + 1)) for k, v in value.items()]
         elif isinstance(value, set):
             taken.kind, taken.inner = "set", set(value)
-        elif _plain_object(value):
+        elif depth <= _OBJECT_DEPTH and _plain_object(value):
             taken.kind, taken.inner = "object", [(k, self.take(v, depth + 1)) for k, v in vars(value).items()]
         return taken
 

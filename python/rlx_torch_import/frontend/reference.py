@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from ..errors import InputError
+from ..errors import ExportError, InputError
 from ..layout import input_key, output_key, sweep_prefix
 from ..symbolic import evaluate_shape, values_of
 from ..torchir import TorchIR
@@ -120,7 +120,8 @@ def sweep_references(
     Inputs are drawn at the point's sizes from one seed (`SWEEP_SEED`) so that they look like the
     examples (`_draw`); an input static in every dim is the example itself. Each point's run
     starts from `state` (see `eager_outputs`). An eager error at a point is recorded, and that
-    point then fails verification."""
+    point then fails verification. Raises ExportError when eager PyTorch's output at a point has
+    another shape than the program's there (`_check_shapes`)."""
     from ..symbolic import sweep_points
 
     example_inputs = example.tensors
@@ -135,7 +136,7 @@ def sweep_references(
         entry: dict[str, Any] = {"label": point.label, "binding": point.binding}
         try:
             outputs, returned = eager_point(model, ir, example, inputs, state)
-            _check_shapes(ir, outputs, values)
+            _check_shapes(ir, outputs, values, point.label)
         except InputError as e:
             entry["error"] = e.message
             ir.sweep.append(entry)
@@ -148,10 +149,11 @@ def sweep_references(
         ir.sweep.append(entry)
 
 
-def _check_shapes(ir: TorchIR, outputs: dict[str, torch.Tensor], values: dict[str, int]) -> None:
-    """InputError when eager PyTorch's output at a sweep point is not of the shape the exported program
-    gives there (the program's symbolic shape at `values`): torch.export's graph does not follow the model
-    at that size. Outputs sized by a value read from tensors (a size stage's symbol) are not checked."""
+def _check_shapes(ir: TorchIR, outputs: dict[str, torch.Tensor], values: dict[str, int], label: str) -> None:
+    """ExportError when eager PyTorch's output at a sweep point is not of the shape the exported program
+    gives there (its symbolic shape at `values`): torch.export's graph does not follow the model at that
+    size, so no program for the dims' range can be made from it. Outputs sized by a value read from
+    tensors (a size stage's symbol) are not checked."""
     from ..symbolic import free_symbols
 
     staged = {s.name for s in ir.symbols if s.stage}
@@ -161,11 +163,13 @@ def _check_shapes(ir: TorchIR, outputs: dict[str, torch.Tensor], values: dict[st
             continue
         expected = evaluate_shape(out.shape, values)
         if list(tensor.shape) != expected:
-            raise InputError(
-                f"eager PyTorch gives output {out.name!r} of shape {list(tensor.shape)} here, where the exported "
-                f"program gives {expected}: torch.export's graph does not follow the model at this size (a "
-                "forward that reads a value cached on the module by an earlier call, keyed on the input's shape, "
-                "is traced with that value; convert a model whose cache is empty, or keep the dim static)"
+            raise ExportError(
+                f"at the sweep point {label}, eager PyTorch gives output {out.name!r} of shape {list(tensor.shape)} "
+                f"where torch.export's program gives {expected}: the exported graph does not follow the model "
+                "at other sizes of the dynamic dims",
+                hint="a forward that reads a value an earlier call cached on the module, keyed on the input's "
+                "shape (`if self.shape != x.shape`, as YOLO heads do), is traced with that value: convert a "
+                "model whose cache is empty (not yet called), or keep the dims static",
             )
 
 

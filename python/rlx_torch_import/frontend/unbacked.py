@@ -132,7 +132,7 @@ def _least(node: torch.fx.Node, target: str) -> int:
         return 1
     if target == "aten.bincount.default":
         minlength = node.args[2] if len(node.args) > 2 else node.kwargs.get("minlength", 0)
-        return max(1, int(minlength))
+        return max(1, minlength if isinstance(minlength, int) else 0)
     return 0
 
 

@@ -27,9 +27,8 @@ from functools import cache
 from typing import Any
 
 from ..dtypes import complex_part, is_complex, to_rlx
-from ..errors import Unsupported
 from ..program import ValueDecl
-from ..torchir import Node, TensorSpec, TorchIR, WeightSpec
+from ..torchir import Node, TensorSpec
 from .builder import Builder
 from .call import Call, Value
 
@@ -51,14 +50,6 @@ ADDITIVE = frozenset(
         "aten.stack.default",
         "aten.where.self",
     }
-)
-
-# Why a complex graph input, weight or output is refused by a conversion (the `{}` is its dtype).
-BOUNDARY_REASON = (
-    "dtype {} at the graph's boundary is not supported: complex values are computed inside the graph as float "
-    "pairs, but inputs, weights and outputs must be real; pass torch.view_as_real(z) in (and call "
-    "torch.view_as_complex inside the model), return torch.view_as_real(z), and keep complex buffers as their "
-    "view_as_real"
 )
 
 ByParts = Callable[[Builder, bool], "Value | list[Value | None]"]
@@ -163,19 +154,6 @@ def checked_call(
     if reason or lowering.family in COMPLEX_FAMILIES:
         return reason, call
     return None, part_call(node, values, make_call)
-
-
-def boundary_refusals(ir: TorchIR, allowed: bool) -> list[Unsupported]:
-    """The complex graph inputs, weights ("<input>") and outputs ("<output>") of `ir`, refused unless
-    `allowed` (`lower(..., complex_boundary=True)`)."""
-    if allowed:
-        return []
-    declared: list[TensorSpec | WeightSpec] = [*ir.inputs, *ir.weights]
-    return [
-        Unsupported("<input>", s.name, "", BOUNDARY_REASON.format(s.dtype)) for s in declared if is_complex(s.dtype)
-    ] + [
-        Unsupported("<output>", o.name, "", BOUNDARY_REASON.format(o.dtype)) for o in ir.outputs if is_complex(o.dtype)
-    ]
 
 
 def declare(decls: list[ValueDecl], name: str, shape: tuple[int, ...], dtype: str) -> Value:

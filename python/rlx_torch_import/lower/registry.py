@@ -174,7 +174,7 @@ def _check_calls(ir: TorchIR) -> list[Unsupported]:
         items.append(Unsupported(target, node.name, node.module_path, reason, node.source, node.decomposed_from))
 
     for spec in declared:
-        if not is_supported(spec.dtype) and not is_complex(spec.dtype):  # complex: `complexes.boundary_refusals`
+        if not is_supported(spec.dtype) and not is_complex(spec.dtype):  # complex: carried as float pairs
             items.append(Unsupported("<input>", spec.name, "", f"dtype {spec.dtype} has no RLX counterpart"))
     items.extend(unbindable_weights(ir.weights))
     for node in ir.nodes:
@@ -294,7 +294,6 @@ def lower(
     optimize: bool = True,
     probe_values: bool = False,
     share_scalars: bool = True,
-    complex_boundary: bool = False,
 ) -> Program:
     """TorchIR -> lowered program. Raises UnsupportedOpsError listing every gap first.
 
@@ -307,11 +306,10 @@ def lower(
     dynamic dims is lowered at its example sizes (`lower.symbolic` makes its symbolic graph, from
     lowerings without `share_scalars`: each one-element constant its own node, `Builder`).
 
-    `complex_boundary` (per-node parity, `verify/nodes.py`): complex graph inputs, weights and outputs are
-    their float pairs (`lower/complexes.py`); otherwise they are refused (`complexes.boundary_refusals`)."""
+    Complex graph inputs, weights and outputs are their float pairs, shape + [2] (`lower/complexes.py`)."""
     if ir.is_dynamic:
         ir = specialize(ir, values_of(ir.symbols))
-    checked = complexes.boundary_refusals(ir, complex_boundary) + _check_calls(ir)
+    checked = _check_calls(ir)
     if any(i.target == "<input>" for i in checked):
         raise UnsupportedOpsError(items=checked, decomposition=ir.decomposition)
     refused_nodes = {i.node for i in checked}
@@ -366,7 +364,7 @@ def _declare_inputs(ir: TorchIR, program: Program, builder: Builder) -> dict[str
     and parameters; returns the value of each by torch-ir name."""
     values: dict[str, Value] = {}
     for spec in ir.inputs:
-        if is_complex(spec.dtype):  # its float pairs (`complex_boundary`)
+        if is_complex(spec.dtype):  # its float pairs (`lower/complexes.py`)
             values[spec.name] = complexes.declare(program.inputs, spec.name, sizes(spec.shape), spec.dtype)
             continue
         carrier = boundary_dtype(spec.dtype)
@@ -379,7 +377,7 @@ def _declare_inputs(ir: TorchIR, program: Program, builder: Builder) -> dict[str
         else:
             values[spec.name] = Value(spec.name, sizes(spec.shape), spec.dtype)
     for w in ir.weights:
-        if is_complex(w.dtype):  # its float pairs (`complex_boundary`)
+        if is_complex(w.dtype):  # its float pairs (`lower/complexes.py`)
             values[w.name] = complexes.declare(program.params, w.key, tuple(w.shape), w.dtype)
             continue
         program.params.append(ValueDecl(w.key, tuple(w.shape), compute_rlx(w.dtype)))

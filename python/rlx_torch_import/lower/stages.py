@@ -162,7 +162,9 @@ def _unique_size(node: Node, make: _Nodes) -> str:
     dtype = make.dtypes[x]
     flat = make.add("aten.view.default", [{"tensor": x}, _ints([n])], [n], dtype)
     if n == 1:
-        return make.total(make.add("aten.ones_like.default", [{"tensor": flat}], [n], "bool", dtype={"dtype": "bool"}), "float32")
+        return make.total(
+            make.add("aten.ones_like.default", [{"tensor": flat}], [n], "bool", dtype={"dtype": "bool"}), "float32"
+        )
     ordered = make.add("aten.sort.default", [{"tensor": flat}], [n], dtype)
     make.nodes[-1].outputs.append(TensorSpec(f"{ordered}.indices", [n], "int64"))
     head = make.add("aten.slice.Tensor", [{"tensor": ordered}, {"int": 0}, {"int": 1}, {"int": n}], [n - 1], dtype)

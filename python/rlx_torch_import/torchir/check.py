@@ -30,6 +30,7 @@ from collections.abc import Container, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..complex_edge import stored
 from ..errors import BundleError, TorchIRError
 from ..layout import TORCH_IR
 from ..limits import short
@@ -402,7 +403,7 @@ def check_weights(ir: TorchIR, tensors: Mapping[str, Any], path: Path) -> list[s
         raise BundleError(f"{path}: {len(missing)} weight(s) {source} declares are missing: {listed}{more}")
     for i, w in enumerate(ir.weights):
         t = tensors[w.key]
-        if t.dtype != w.dtype or list(t.shape) != list(w.shape):
+        if (t.dtype, list(t.shape)) != stored(w.dtype, list(w.shape)):  # complex: its float pairs
             raise BundleError(
                 f"{path}: tensor {w.key!r} is {t.dtype}{list(t.shape)}; {source} weights[{i}] ({w.name}) declares "
                 f"{w.dtype}{list(w.shape)}"

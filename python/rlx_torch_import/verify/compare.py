@@ -39,9 +39,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import safetensors_io
+from ..complex_edge import compared, stored
+from ..dtypes import is_complex
 from ..errors import BundleError
 from ..layout import TORCH_IR, input_key, output_key, set_prefix, sweep_prefix
-from ..symbolic import Dim, evaluate_shape, free_symbols, values_of
+from ..symbolic import Dim, evaluate_known, evaluate_shape, values_of
 from .bitexact import CRITERION, bit_differences, bits_text
 from .budgets import JUDGE_FACTOR, JUDGED, Budget, budget_for, is_exact
 
@@ -334,15 +336,16 @@ def compare_output(
     `bit_exact` (a float output whose value is exactly determined, `verify/exactness.py`) bit equality.
 
     `actual` is RLX's result, `expected` PyTorch's; the dtype names are torch-ir names (bfloat16
-    arrays hold their values as float32, since numpy has no bfloat16). `judge` is the same output
-    computed by PyTorch in float64 (any float array of `expected`'s shape), used only for outliers:
-    elements within the output's scale budget but beyond their own magnitude's. Without it, outliers
-    are judged by the scale and the row says so (`no_judge`: why there is none).
+    arrays hold their values as float32, since numpy has no bfloat16; a complex output is compared as its
+    float pairs, `complex_edge.compared`). `judge` is the same output computed by PyTorch in float64 (any
+    float array of `expected`'s shape), used only for outliers: elements within the output's scale budget
+    but beyond their own magnitude's. Without it, outliers are judged by the scale (`no_judge`: why).
     """
-    actual, expected = np.asarray(actual), np.asarray(expected)
+    actual, expected, judge, actual_dtype, expected_dtype, notes = compared(
+        actual, expected, judge, actual_dtype, expected_dtype
+    )
     budget = budget_for(expected_dtype)
     reasons: list[str] = []
-    notes: list[str] = []
     if actual_dtype != expected_dtype:
         reasons.append(f"dtype {actual_dtype} != {expected_dtype}")
     base: dict[str, Any] = {
@@ -465,7 +468,8 @@ def check_reference(ir: TorchIR, path: Path) -> dict[str, safetensors_io.RawTens
     source = ir.origin or TORCH_IR
 
     def expect(key: str, what: str, dtype: str, shape: Sequence[Dim]) -> None:
-        declared = f"{dtype}{list(shape)}"
+        declared = f"{dtype}{list(shape)}" + (" as its float pairs" if is_complex(dtype) else "")
+        dtype, shape = stored(dtype, list(shape))  # complex: its view_as_real float pairs
         t = ref.get(key)
         if t is None:
             some = ", ".join(sorted(ref)[:8]) + (", ..." if len(ref) > 8 else "")
@@ -483,9 +487,7 @@ def check_reference(ir: TorchIR, path: Path) -> dict[str, safetensors_io.RawTens
             shape = s.shape if binding is None else evaluate_shape(s.shape, binding)
             expect(input_key(s.name, prefix), f"inputs[{i}] ({label})", s.dtype, shape)
         for i, o in enumerate(ir.outputs):
-            # a size a stage computes is in no sweep binding (it comes from the values): unchecked there
-            known = binding is not None and all(free_symbols(d) <= set(binding) for d in o.shape)
-            shape = evaluate_shape(o.shape, binding) if binding is not None and known else o.shape
+            shape = o.shape if binding is None else evaluate_known(o.shape, binding)  # staged sizes: unbound
             expect(output_key(o.name, prefix), f"outputs[{i}] ({label})", o.dtype, shape)
 
     check_point("", values_of(ir.symbols), "the example")

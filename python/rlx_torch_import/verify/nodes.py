@@ -135,7 +135,7 @@ def _run_debug(
     from ..errors import DeviceError
     from ..lower import registry
 
-    program: Program = registry.lower(ir, optimize=False, probe_values=True, complex_boundary=True)
+    program: Program = registry.lower(ir, optimize=False, probe_values=True)
     dtypes = {s.name: COMPLEX_PARTS.get(s.dtype, s.dtype) for s in ir.inputs}  # complex: its float pairs
     args = [(d.name, to_carrier(feed[d.name], dtypes[d.name], from_rlx(d.dtype)), d.dtype) for d in program.inputs]
     try:

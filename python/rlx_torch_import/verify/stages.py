@@ -10,9 +10,10 @@ from ..layout import set_prefix, sweep_prefix
 
 
 def staged_notes(model: BundleModel, conv: Conversion) -> list[str]:
-    """Report notes for a bundle with size stages (none for another): the values each staged size took
-    on the example, every input set and every sweep point of the input dims that ran, and each size whose range holds 0 but at which the
-    main graph does not compile (RLX's CPU matmul over an empty dim), found by compiling it there."""
+    """Report notes for a bundle with size stages (none for another): the values each staged size took on
+    the example, every input set and every sweep point of the input dims that ran, and each size whose
+    range holds 0 but at which the main graph does not compile (RLX's CPU matmul over an empty dim),
+    found by compiling it there."""
     staged = [s for s in conv.ir.symbols if s.stage]
     if not staged:
         return []
@@ -38,6 +39,7 @@ def staged_notes(model: BundleModel, conv: Conversion) -> list[str]:
         try:
             model.compile_binding({**example, s.label: 0})
         except RtiError as e:
-            why = "RLX's CPU matmul divides by its row count" if "divide by zero" in e.message else e.message[-200:]
+            at = e.message[e.message.rfind("(at ") :] if "(at " in e.message else e.message[-200:]
+            why = f"an RLX CPU kernel divides by the empty dim's length when it compiles {at}"
             notes.append(f"{s.label} ({s.name}) = 0 cannot run: the main graph does not compile there ({why})")
     return notes

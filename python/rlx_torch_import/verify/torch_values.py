@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import safetensors_io, torchir
+from ..dtypes import is_complex
 from ..torchir import Node, TorchIR
 
 
@@ -136,6 +137,11 @@ def torch_values(
 
     env: dict[str, Any] = dict(inputs)
     env.update({w.name: weights[w.key] for w in ir.weights})
+    declared = [(s.name, s.dtype) for s in ir.inputs] + [(w.name, w.dtype) for w in ir.weights]
+    for name, dtype in declared:  # complex: stored as its float pairs (`safetensors_io.iter_torch`)
+        value = env.get(name)
+        if is_complex(dtype) and isinstance(value, torch.Tensor) and not value.is_complex():
+            env[name] = torch.view_as_complex(value.contiguous())
     if float64:
         env = {k: _widen(v) for k, v in env.items()}
     missing: dict[str, str] = {}
