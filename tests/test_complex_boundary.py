@@ -5,6 +5,10 @@ under the same key; torch-ir records the complex dtype; `BundleModel.run` takes 
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +72,10 @@ def test_stft_and_rfft_outputs(tag: str, real: torch.dtype, np_complex: type, tm
     the bundle returns complex arrays equal to torch's within the float budget."""
     x = torch.randn(2, 64, dtype=real)
     bundle = _verified(Stft(real), (x,), tmp_path / "stft")
+    report = json.loads((tmp_path / "stft" / "report.json").read_text())
+    (row,) = report["outputs"]
+    assert f"{np.dtype(np_complex).name}: compared as its float pairs (view_as_real)" in row["notes"], row
+    assert row["shape"] == [*Stft(real)(x).shape, 2]
     want = Stft(real)(x).numpy()
     got = next(iter(bundle.run([x.numpy()]).values()))
     assert got.dtype == np_complex and got.shape == want.shape
@@ -91,6 +99,22 @@ def test_complex_input(tag: str, real: torch.dtype, np_complex: type, tmp_path) 
         bundle.run([np.zeros((3, 8), dtype=np.float32)])  # real values for a complex input
 
 
+def test_complex_input_dynamic(tmp_path) -> None:
+    """A complex input with a dynamic axis: meta.json's shape is the symbolic shape + [2], the sweep verifies
+    (its inputs drawn as float pairs), and the bundle runs at another size."""
+    from torch.export import Dim
+
+    z = torch.randn(3, 8, dtype=torch.complex64)
+    report = rti.from_torch(FftOfComplex(), (z,), tmp_path / "d", dynamic_shapes={"z": {0: Dim("b", min=1, max=16)}})
+    assert report.ok and report.verdict == "PASS", report.summary()
+    bundle = BundleModel(tmp_path / "d" / "bundle")
+    assert bundle.meta["inputs"][0]["shape"][1:] == [8, 2] and bundle.meta["inputs"][0]["complex"] == "complex64"
+    z5 = torch.randn(5, 8, dtype=torch.complex64)
+    got = bundle.run([z5])["output_0"]
+    assert got.dtype == np.complex64
+    np.testing.assert_allclose(got, torch.fft.fft(z5).numpy(), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize(("tag", "real", "np_complex"), COMPLEX, ids=[c[0] for c in COMPLEX])
 def test_complex_buffer_rotary(tag: str, real: torch.dtype, np_complex: type, tmp_path) -> None:
     """Llama's `freqs_cis` (a complex buffer) in weights.safetensors as its float pairs; verifies."""
@@ -107,3 +131,57 @@ def np_complex_to_torch(np_complex: type) -> torch.dtype:
 
 def real_np(real: torch.dtype) -> type:
     return np.float32 if real == torch.float32 else np.float64
+
+
+def test_meta_complex_field_checked() -> None:
+    """meta.json's `complex` field must name a complex dtype whose parts are the declared carrier, with the
+    pair axis last (a hand-edited meta.json would otherwise view bytes as the wrong dtype)."""
+    from rlx_torch_import import complex_edge
+    from rlx_torch_import.errors import BundleError
+
+    good = {"name": "z", "shape": [3, 2], "dtype": "float32", "rlx_dtype": "float32", "complex": "complex64"}
+    complex_edge.check_spec(good, "inputs[0]")
+    for bad, message in (
+        (good | {"complex": "complex32"}, "is not complex64 or complex128"),
+        (good | {"dtype": "float64", "rlx_dtype": "float64"}, "crosses as float32 pairs, not float64"),
+        (good | {"shape": [3]}, "does not end in the pair axis 2"),
+    ):
+        with pytest.raises(BundleError, match=message):
+            complex_edge.check_spec(bad, "inputs[0]")
+    with pytest.raises(rti.InputError, match="give complex values"):
+        complex_edge.to_pairs("z", np.zeros(3, np.float32), good)
+    with pytest.raises(rti.InputError, match="expects complex64"):
+        complex_edge.to_pairs("z", np.zeros(3, np.complex128), good)
+
+
+class Mixed(nn.Module):
+    """A complex input, a complex buffer and a complex output in one graph (for the crate)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("phase", torch.polar(torch.ones(8), torch.linspace(0, 3, 8)))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return torch.fft.fft(z * self.phase, dim=-1)
+
+
+@pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo is not installed")
+def test_crate_takes_and_returns_float_pairs(tmp_path) -> None:
+    """The generated crate (graph style) declares a complex input and output by their float pairs (dims S + [2],
+    a comment naming the complex dtype), binds the complex buffer's pairs, and its `cargo test` (parity against
+    reference.safetensors) passes."""
+    report = rti.from_torch(Mixed(), (torch.randn(2, 8, dtype=torch.complex64),), tmp_path / "m", emit="bundle,crate")
+    assert report.ok, report.summary()
+    (crate,) = (tmp_path / "m").glob("rlx-*")
+    lib = (crate / "src" / "lib.rs").read_text()
+    assert lib.count("// complex64 as its float pairs (view_as_real)") == 2 and "&[2, 8, 2]" in lib
+    target = os.environ.get("CARGO_TARGET_DIR") or str(Path.home() / ".cache/rlx-torch-import/target")
+    done = subprocess.run(
+        ["cargo", "test", "--release", "--quiet"],
+        cwd=crate,
+        env={**os.environ, "CARGO_TARGET_DIR": target},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"

@@ -51,7 +51,8 @@ def compared(
     """An output's arrays and dtypes as `verify.compare.compare_output` compares them: a complex output as
     its view_as_real float pairs in the parts' float dtype (the float budgets apply to the pairs), with a
     note saying so for the report row; anything else as it is (no note)."""
-    notes = [f"{expected_dtype}: compared as its float pairs (view_as_real)"] if is_complex(expected_dtype) else []
+    logical = next((d for d in (expected_dtype, actual_dtype) if is_complex(d)), None)  # files hold the pairs
+    notes = [f"{logical}: compared as its float pairs (view_as_real)"] if logical else []
     return (
         pairs(np.asarray(actual)),
         pairs(np.asarray(expected)),

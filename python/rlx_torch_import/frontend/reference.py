@@ -90,7 +90,9 @@ def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def _draw(example: torch.Tensor, shape: list[int], gen: torch.Generator) -> torch.Tensor:
     """A tensor of `shape` whose values look like `example`'s: floats with its mean and spread,
-    integers within its range, booleans with its share of True."""
+    integers within its range, booleans with its share of True, complex values as their float pairs."""
+    if example.is_complex():
+        return torch.view_as_complex(_draw(torch.view_as_real(example), [*shape, 2], gen))
     if example.dtype == torch.bool:
         share = float(example.float().mean()) if example.numel() else 0.5
         return torch.rand(shape, generator=gen) < share

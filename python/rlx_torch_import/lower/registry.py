@@ -99,10 +99,17 @@ def _schema(target: str) -> tuple[list[str], dict[str, Any]]:
     return names, defaults
 
 
+# Arguments a kernel writes although its schema does not say so (`Tensor?`, no `(a!)`): training-mode
+# `aten.batch_norm` updates its running statistics in place without moving their version counter.
+_UNANNOTATED_WRITES = {"aten.batch_norm.default": (3, 4)}
+
+
 @cache
 def written_arguments(target: str) -> tuple[int, ...]:
     """The positions of the arguments an ATen (or prims) overload writes in place, from torch's schema
-    (`Tensor(a!)`: batch norm's running statistics); () for other targets."""
+    (`Tensor(a!)`: batch norm's running statistics) and the writes it does not annotate; () for other targets."""
+    if target in _UNANNOTATED_WRITES:
+        return _UNANNOTATED_WRITES[target]
     if not target.startswith(("aten.", "prims.")) or target.count(".") < 2:
         return ()
     import torch

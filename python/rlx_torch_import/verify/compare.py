@@ -339,13 +339,13 @@ def compare_output(
     arrays hold their values as float32, since numpy has no bfloat16; a complex output is compared as its
     float pairs, `complex_edge.compared`). `judge` is the same output computed by PyTorch in float64 (any
     float array of `expected`'s shape), used only for outliers: elements within the output's scale budget
-    but beyond their own magnitude's. Without it, outliers are judged by the scale (`no_judge`: why).
+    but beyond their own magnitude's. Without it, outliers are judged by the scale and the row says so
+    (`no_judge`: why there is none).
     """
     actual, expected, judge, actual_dtype, expected_dtype, notes = compared(
         actual, expected, judge, actual_dtype, expected_dtype
     )
-    budget = budget_for(expected_dtype)
-    reasons: list[str] = []
+    budget, reasons = budget_for(expected_dtype), list[str]()
     if actual_dtype != expected_dtype:
         reasons.append(f"dtype {actual_dtype} != {expected_dtype}")
     base: dict[str, Any] = {

@@ -16,7 +16,7 @@ from ...dtypes import FLOAT_DTYPES
 from ..builder import Builder
 from ..call import Call, Value
 from ..registry import lowers
-from ._common import contract_axis, gather_axis
+from ._common import contract_axis, gather_axis, iota
 
 
 def _spatial_scales(call: Call, k: int) -> list[float | None]:
@@ -51,14 +51,19 @@ def _source_index(scale: float, dst: np.ndarray, align_corners: bool, cubic: boo
 # ── resampling matrices (rows = output positions, columns = input positions) ──
 
 
-def _nearest_index(in_size: int, out_size: int, scale: float | None, exact: bool) -> np.ndarray:
-    """floor(dst * s) (nearest) or floor((dst + 0.5) * s) (nearest-exact), in float32 like torch."""
-    s = np.float32(1.0 / scale) if scale is not None and scale > 0 else np.float32(in_size) / np.float32(out_size)
+def _nearest_step(in_size: int, out_size: int, scale: float | None) -> np.float32:
+    """torch's nearest step in float32: 1/scale when the user gave a scale, else in/out."""
+    return np.float32(1.0 / scale) if scale is not None and scale > 0 else np.float32(in_size) / np.float32(out_size)
+
+
+def _nearest_index(in_size: int, out_size: int, step: np.float32, exact: bool) -> np.ndarray:
+    """floor(dst * s) (nearest) or floor((dst + 0.5) * s) (nearest-exact), in float32 like torch,
+    clamped to in_size - 1."""
     dst = np.arange(out_size, dtype=np.float64)
     if exact:
-        src = np.floor(((dst + 0.5) * np.float64(s)).astype(np.float32))
+        src = np.floor(((dst + 0.5) * np.float64(step)).astype(np.float32))
     else:
-        src = np.floor(dst.astype(np.float32) * s)
+        src = np.floor(dst.astype(np.float32) * step)
     return np.minimum(src.astype(np.int64), in_size - 1)
 
 
@@ -159,11 +164,39 @@ def upsample_nearest(b: Builder, call: Call) -> Value:
     x = _image(call)
     k = x.rank - 2
     exact = call.target in _NEAREST_EXACT
+    out_name = call.node.outputs[0].name
+    dynamic = b.program.dynamic_axes.get(out_name, ()) if b.provenance.node in b.program.size_dependent else ()
     for d, scale in enumerate(_spatial_scales(call, k)):
         axis = 2 + d
-        index = _nearest_index(x.dims[axis], call.out_dims[axis], scale, exact)
-        x = gather_axis(b, x, axis, index)
+        step = _nearest_step(x.dims[axis], call.out_dims[axis], scale)
+        index = _nearest_index(x.dims[axis], call.out_dims[axis], step, exact)
+        dyn = axis in dynamic
+        x = _gather_dynamic(b, x, axis, index, (step, exact)) if dyn else gather_axis(b, x, axis, index)
     return x
+
+
+def _gather_dynamic(b: Builder, x: Value, axis: int, index: np.ndarray, rule: tuple[np.float32, bool]) -> Value:
+    """Nearest along a dynamic axis as one graph for every size (docs/design.md, decision aw): the index
+    is computed when the bundle runs, floor(float32(o) * step) (nearest-exact: floor(float32(2o + 1) *
+    (step / 2)), the same float32 product torch rounds its double one to, as both factors are exact
+    in float32) over o = 0..n-1 from `iota`, so no constant depends on the size (a constant index
+    gather's length and values change with it, and its identity is no node at all). The clamp to
+    in - 1 is emitted only where this size needs it: with a fixed step (a user scale, or an output
+    that is a fixed multiple of the input) it never does; a step that changes with the size is a
+    one-element constant that changes, which generalization reports naming the node."""
+    step, exact = rule
+    n = len(index)
+    if exact:
+        odd = b.binary("Add", b.binary("Mul", iota(b, n), b.const(2, "int64")), b.const(1, "int64"))
+        scaled = b.binary("Mul", b.cast(odd, "float32"), b.const(np.float32(step / np.float32(2)), "float32"))
+    else:
+        scaled = b.binary("Mul", b.cast(iota(b, n), "float32"), b.const(step, "float32"))
+    where = b.cast(b.unary("Floor", scaled), "int64")
+    if int(index.max(initial=0)) < int(_nearest_index(2**62, n, step, exact).max(initial=0)):
+        where = b.binary("Min", where, b.const(x.dims[axis] - 1, "int64"))
+    dims = list(x.dims)
+    dims[axis] = n
+    return b.emit({"Gather": {"axis": axis}}, [x, where], dims, x.dtype)
 
 
 def _check_float_input(call: Call) -> str | None:
