@@ -27,6 +27,7 @@ from ..verify.budgets import float_budgets
 from ..version import __version__
 from .graph import CONSTANTS_FILE, graph_statements, use_lines
 from .rust_names import CrateNames, RustNames, code_span, comment, fill, rust_str
+from .stages import STAGE_LINES, is_staged
 from .tensor import tensor_statements
 
 # A dynamic model's symbolic graph, beside graph.rs in the crate's src/.
@@ -156,7 +157,9 @@ def _index_ranges(program: Program, ir: TorchIR) -> list[str]:
 def lib_rs(program: Program, ir: TorchIR, style: str) -> str:
     """src/lib.rs: the specs, the device checks and `Model` (`model_static.rs` or `model_dynamic.rs`)."""
     if ir.is_dynamic:
-        model = fill(template("model_dynamic.rs"), {}, "model_dynamic.rs")
+        staged = is_staged(ir)
+        lines = {k: v if staged else [] for k, v in STAGE_LINES.items()}
+        model = fill(template("model_dynamic.rs"), lines, "model_dynamic.rs")
     else:
         model = fill(template("model_static.rs"), {"LOAD": _fragment(f"load/{style}.rs")}, "model_static.rs")
     # The core's CUDA check of this graph (float64, integer constants float32 cannot hold), made now
@@ -167,7 +170,7 @@ def lib_rs(program: Program, ir: TorchIR, style: str) -> str:
         "CUDA_REFUSAL": f"Some({rust_str(refusal)})" if refusal else "None",
         # the core's strict float32 settings (src/device.rs), so the crate computes what the bundle verified
         "CUDA_STRICT": "[" + ", ".join(f"({rust_str(k)}, {rust_str(v)})" for k, v in _core.CUDA_STRICT_SETTINGS) + "]",
-        "MODS": "pub mod flow;\n" if style == "flow" else "",
+        "MODS": "pub mod flow;\n" if style == "flow" else "pub mod stages;\n" if is_staged(ir) else "",
         "IMPORTS": _fragment(f"imports/{_IMPORTS[style] if not ir.is_dynamic else 'dynamic'}.rs"),
         "NAME": rust_str(program.name),
         "SPECS": _specs(program, ir),

@@ -16,16 +16,16 @@ class CrateStyleError(RtiError):
 
 
 def check_style(program: Program, style: str, dynamic: bool = False, *, staged: bool = False) -> None:
-    """Fail before anything is written when `style` cannot express the program (or it has size stages:
-    sizes that depend on tensor values, which no crate style runs yet)."""
+    """Fail before anything is written when `style` cannot express the program. A program with size
+    stages (`staged`: sizes that depend on tensor values) is written in the graph style only."""
     if style not in STYLES:
         raise CrateStyleError(f"crate style {style!r} is not one of {', '.join(STYLES)}")
-    if staged:
+    if staged and style != "graph":
         raise CrateStyleError(
             "the model has sizes that depend on tensor values (nonzero, masked_select, unique, bincount, "
-            "repeat_interleave, .item() as a size): its bundle runs them in size stages, which generated crates "
-            "do not run yet",
-            hint="emit the bundle only (emit=('bundle',)) and run it with BundleModel or `rlx-torch-import run`",
+            "repeat_interleave, .item() as a size): its crate runs them in size stages and then the main graph "
+            f"specialized at the sizes read, which only the graph style does (asked for {style!r})",
+            hint="use --emit-style graph",
         )
     if dynamic and style != "graph":
         raise CrateStyleError(

@@ -18,6 +18,7 @@ from ..program import Program
 from ..torchir import TorchIR
 from .graph import CONSTANTS_FILE
 from .lock import lock_for
+from .randomness import random_lines
 from .rust_names import crate_names, fill
 from .sources import (
     SYMBOLIC_FILE,
@@ -31,6 +32,7 @@ from .sources import (
     template,
     tensor_graph_rs,
 )
+from .stages import is_staged, stage_files, stages_rs
 from .style import check_style
 
 
@@ -39,7 +41,7 @@ def write_crate(
 ) -> Path:
     """Write the crate into `root` (conventionally `OUT/rlx-<name>/`) and return it. A dynamic
     program (`ir.symbols`) needs its symbolic graph, `rlxmodel`, and the graph style."""
-    check_style(program, style, ir.is_dynamic, staged=any(s.stage for s in ir.symbols))
+    check_style(program, style, ir.is_dynamic, staged=is_staged(ir))
     if ir.is_dynamic and rlxmodel is None:
         raise RtiError("a dynamic program's crate needs its symbolic graph (rlxmodel)")
     names = crate_names(program.name)
@@ -53,8 +55,12 @@ def write_crate(
         "src/weights.rs": template("weights.rs"),
         "src/blas.rs": template("blas.rs"),
         ".cargo/config.toml": cargo_config(),
-        "examples/run.rs": fill(template("run_example.rs"), {"LIB": names.library}, "run_example.rs"),
-        "tests/parity.rs": fill(template("parity_test.rs"), {"LIB": names.library}, "parity_test.rs"),
+        "examples/run.rs": fill(
+            template("run_example.rs"), {"LIB": names.library} | random_lines(ir, " " * 8, ""), "run_example.rs"
+        ),
+        "tests/parity.rs": fill(
+            template("parity_test.rs"), {"LIB": names.library} | random_lines(ir, " " * 12, "  "), "parity_test.rs"
+        ),
     }
     if rlxmodel is not None:
         files["src/graph.rs"] = symbolic_graph_rs(program, ir)
@@ -67,6 +73,10 @@ def write_crate(
             write_bytes(root / "src" / CONSTANTS_FILE, constants)
     if style == "flow":
         files["src/flow.rs"] = template("flow.rs")
+    if is_staged(ir):  # sizes that depend on tensor values, run in stages (decision aq)
+        found = stage_files(ir)
+        files |= {f"src/{name}": text for name, text in found.files.items()}
+        files["src/stages.rs"] = stages_rs(found, template("stages.rs"))
     for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)

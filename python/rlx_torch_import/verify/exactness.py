@@ -52,7 +52,8 @@ def exact_values(ir: TorchIR) -> set[str]:
     """The names of the exact-judged values of `ir` (module docstring): inputs, weights (by torch-ir
     name) and node outputs. Symbolic shapes need no binding: the judgement is structural."""
     from ..lower.complexes import complex_kind
-    from ..lower.registry import VALUE_EXACT_KINDS, _schema, value_exact, written_arguments
+    from ..lower.registry import VALUE_EXACT_KINDS, _schema, value_exact
+    from ..lower.writes import written_arguments
 
     quantized = set(ir.quantize["weights"]) if ir.quantize else set()
     known = {s.name for s in ir.inputs} | {w.name for w in ir.weights if w.key not in quantized}

@@ -116,6 +116,11 @@ def _notes(ir: torchir.TorchIR) -> list[str]:
             for c in ir.constant_inputs
             if not c.get("default")  # a default forward used: not something the caller passed
         ]
+    notes += [  # dims asked to be dynamic that torch.export fixed (Dim.AUTO; a named Dim is an error): decision aw
+        f"input {s['input']!r} axis {s['axis']} ({s['label']}) was asked to be dynamic but is static at size "
+        f"{s['size']}: {s['reason']}"
+        for s in ir.specialized
+    ]
     notes += [f"{c['kind']} (node {c['node']}): {c['how']}" for c in ir.control_flow]
     notes += [f"dropped {d['target']} (node {d['node']}, {d['check']}): {d['reason']}" for d in ir.dropped]
     notes += [pt2e] if (pt2e := pt2e_note(ir.nodes)) else []

@@ -16,6 +16,7 @@ pub struct Model {
     weights: Vec<(ParamSpec, HostTensor)>,
     /// Compiled bindings, most recently used last.
     compiled: Vec<Compiled>,
+@@STAGE_FIELD@@
 }
 
 /// The graph compiled at one binding, with its inputs' and outputs' dims there.
@@ -54,6 +55,7 @@ impl Model {
             symbolic: graph::symbolic()?,
             weights: weights::load(weights.as_ref(), PARAMS)?,
             compiled: Vec::new(),
+@@STAGE_INIT@@
         })
     }
 
@@ -156,6 +158,7 @@ impl Model {
         }
         check_index_ranges(INDEX_RANGES, INPUTS, inputs)?;
         let binding = self.binding(inputs)?;
+@@STAGE_BIND@@
         let compiled = self.compiled_at(binding, inputs)?;
         let carried: Vec<Vec<u8>> = INPUTS.iter().zip(inputs).map(|(spec, t)| to_carrier(t, spec.carrier)).collect();
         let feed: Vec<(&str, &[u8], DType)> = INPUTS

@@ -5,6 +5,7 @@
 //! A dynamic model is checked at every sweep point too (`SWEEP`), one binding each.
 
 use @@LIB@@::{Model, SWEEP, check_reference_at, default_reference, default_weights};
+@@RANDOM_CONST@@
 
 #[test]
 fn matches_pytorch_on_the_reference_inputs() {
@@ -17,9 +18,11 @@ fn matches_pytorch_on_the_reference_inputs() {
         let shapes: Vec<_> = outputs.iter().map(|t| t.dims.clone()).collect();
         println!("{} (output shapes {shapes:?})", if prefix.is_empty() { "example" } else { prefix });
         for parity in &report {
+@@RANDOM_PRINT@@
             println!("  {parity}");
         }
         assert!(!report.is_empty(), "the model has no outputs to check");
+@@RANDOM_DROP@@
         failed.extend(report.iter().filter(|p| !p.ok()).map(|p| format!("{prefix}{p}")));
     }
     assert!(failed.is_empty(), "parity failed:\n{}", failed.join("\n"));

@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use rlx_runtime::Device;
 
 use @@LIB@@::{Model, OUTPUTS, check_device, check_reference, default_device, default_reference, default_weights, weights};
+@@RANDOM_CONST@@
 
 fn main() -> ExitCode {
     let mut weights_path = None;
@@ -70,6 +71,7 @@ fn run(
     let mut model = Model::load_on(weights_path, device)?;
     let (outputs, report) = check_reference(&mut model, reference)?;
     for parity in &report {
+@@RANDOM_PRINT@@
         println!("{parity}");
     }
     if let Some(path) = save {
@@ -81,5 +83,6 @@ fn run(
         weights::write(&path, &named)?;
         println!("outputs written to {}", path.display());
     }
+@@RANDOM_DROP@@
     Ok(report.iter().all(|p| p.ok()))
 }

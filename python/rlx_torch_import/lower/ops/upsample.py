@@ -3,6 +3,8 @@
 Shapes are static, so resampling along an axis is a constant operator: nearest is a Gather
 with constant indices (exact copy), linear/cubic/antialiased is a matmul with a constant
 interpolation matrix whose rows hold torch's own weights (computed here in float64).
+On an output axis that is a dynamic dim (a dynamic program), nearest and linear compute their source
+indices when the bundle runs instead, so the RLX graph is the same at every size (docs/design.md, aw).
 """
 
 from __future__ import annotations
@@ -144,6 +146,13 @@ def _image(call: Call) -> Value:
     return call.tensor("input") if call.target.endswith(".vec") else call.tensor("self")
 
 
+def _dynamic_out_axes(b: Builder, call: Call) -> tuple[int, ...]:
+    """The output's axes whose size is a dynamic dim's expression (none in a static program)."""
+    if b.provenance.node not in b.program.size_dependent:
+        return ()
+    return b.program.dynamic_axes.get(call.node.outputs[0].name, ())
+
+
 _NEAREST_EXACT = (
     "aten._upsample_nearest_exact1d.vec",
     "aten._upsample_nearest_exact2d.vec",
@@ -164,13 +173,12 @@ def upsample_nearest(b: Builder, call: Call) -> Value:
     x = _image(call)
     k = x.rank - 2
     exact = call.target in _NEAREST_EXACT
-    out_name = call.node.outputs[0].name
-    dynamic = b.program.dynamic_axes.get(out_name, ()) if b.provenance.node in b.program.size_dependent else ()
+    dynamic = _dynamic_out_axes(b, call)
     for d, scale in enumerate(_spatial_scales(call, k)):
         axis = 2 + d
         step = _nearest_step(x.dims[axis], call.out_dims[axis], scale)
         index = _nearest_index(x.dims[axis], call.out_dims[axis], step, exact)
-        dyn = axis in dynamic
+        dyn = axis in dynamic and not (step == 1.0 and len(index) == x.dims[axis])  # a copy at every size: no node
         x = _gather_dynamic(b, x, axis, index, (step, exact)) if dyn else gather_axis(b, x, axis, index)
     return x
 
@@ -188,9 +196,9 @@ def _gather_dynamic(b: Builder, x: Value, axis: int, index: np.ndarray, rule: tu
     n = len(index)
     if exact:
         odd = b.binary("Add", b.binary("Mul", iota(b, n), b.const(2, "int64")), b.const(1, "int64"))
-        scaled = b.binary("Mul", b.cast(odd, "float32"), b.const(np.float32(step / np.float32(2)), "float32"))
+        scaled = b.binary("Mul", b.cast(odd, "float32"), b.const(float(step) / 2, "float32"))
     else:
-        scaled = b.binary("Mul", b.cast(iota(b, n), "float32"), b.const(step, "float32"))
+        scaled = b.binary("Mul", b.cast(iota(b, n), "float32"), b.const(float(step), "float32"))
     where = b.cast(b.unary("Floor", scaled), "int64")
     if int(index.max(initial=0)) < int(_nearest_index(2**62, n, step, exact).max(initial=0)):
         where = b.binary("Min", where, b.const(x.dims[axis] - 1, "int64"))
@@ -206,14 +214,45 @@ def _check_float_input(call: Call) -> str | None:
     return None
 
 
+def _linear_dynamic(b: Builder, x: Value, axis: int, n: int, step: float, align: bool) -> Value:
+    """Two-tap linear interpolation along a dynamic axis as one graph for every size (decision aw):
+    torch's source index in its opmath type (step * (o + 0.5) - 0.5 clamped at 0, or step * o with align_corners)
+    is computed when the bundle runs over o from `iota`, then out = x[i0] * (1 - l) + x[i1] * l with
+    i0 = floor(src), l = clamp(src - i0, 0, 1), i1 = min(i0 + 1, in - 1) (in - 1 a size scalar). A step
+    that changes with the size (align_corners, an output of a fixed size) is a one-element constant
+    that changes, which generalization reports naming the node."""
+    ft = "float64" if x.dtype == "float64" else "float32"  # torch's opmath type: float for halves
+    o = b.cast(iota(b, n), ft)
+    if align:
+        src = b.binary("Mul", o, b.const(step, ft))
+    else:
+        half = b.const(0.5, ft)
+        src = b.binary(
+            "Max", b.binary("Sub", b.binary("Mul", b.binary("Add", o, half), b.const(step, ft)), half), b.const(0.0, ft)
+        )
+    last = b.const(x.dims[axis] - 1, "int64")
+    i0 = b.binary("Min", b.cast(b.unary("Floor", src), "int64"), last)
+    lam = b.binary("Min", b.binary("Max", b.binary("Sub", src, b.cast(i0, ft)), b.const(0.0, ft)), b.const(1.0, ft))
+    i1 = b.binary("Min", b.binary("Add", i0, b.const(1, "int64")), last)
+    dims = list(x.dims)
+    dims[axis] = n
+    x0 = b.emit({"Gather": {"axis": axis}}, [x, i0], dims, x.dtype)
+    x1 = b.emit({"Gather": {"axis": axis}}, [x, i1], dims, x.dtype)
+    lam = b.cast(b.reshape(lam, (n,) + (1,) * (x.rank - 1 - axis)), x.dtype)
+    return b.binary("Add", x0, b.binary("Mul", b.binary("Sub", x1, x0), lam))
+
+
 def _matrix_upsample(matrix_fn: Callable[[int, int, bool, float | None], np.ndarray], name: str):  # noqa: ANN202
     def lower_upsample(b: Builder, call: Call) -> Value:
         x = _image(call)
         align = bool(call.get("align_corners", False))
+        dynamic = _dynamic_out_axes(b, call) if matrix_fn is _linear_matrix else ()
         for d, scale in enumerate(_spatial_scales(call, x.rank - 2)):
-            axis = 2 + d
-            if x.dims[axis] != call.out_dims[axis] or align or scale not in (None, 1.0):
-                x = contract_axis(b, x, axis, matrix_fn(x.dims[axis], call.out_dims[axis], align, scale))
+            axis, n = 2 + d, call.out_dims[2 + d]
+            if axis in dynamic:
+                x = _linear_dynamic(b, x, axis, n, _area_scale(x.dims[axis], n, align, scale), align)
+            elif x.dims[axis] != n or align or scale not in (None, 1.0):
+                x = contract_axis(b, x, axis, matrix_fn(x.dims[axis], n, align, scale))
         return x
 
     lower_upsample.__name__ = name
