@@ -1,10 +1,12 @@
-"""Generated crates of staged and random models (docs/design.md, decision aq): a crate runs the size
+"""Generated crates of staged and random models (docs/design.md, decisions ax and aw): a crate runs the size
 stages as the bundle does (its `cargo test` passes, and it gives the bundle's bits at several values of
 the data-dependent size), and its parity test does not compare the outputs that depend on random draws."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,18 +18,20 @@ import rlx_torch_import as rti
 from rlx_torch_import import safetensors_io
 from rlx_torch_import.bundle.model import BundleModel
 from rlx_torch_import.crate.style import CrateStyleError
-from test_crate import cargo, needs_cargo
+from test_crate import TARGET, cargo, needs_cargo
 
 
-class MaskLinear(nn.Module):
-    """x[m] (a size that depends on the mask's values) into a Linear."""
+class GatedMaskLinear(nn.Module):
+    """x[m & gate(x) > 0] (a size that depends on the mask's and a Linear's values) into a Linear: the size
+    stage reads the gate's weights from the crate's weights file."""
 
     def __init__(self) -> None:
         super().__init__()
+        self.gate = nn.Linear(4, 1)
         self.lin = nn.Linear(4, 3)
 
     def forward(self, x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-        return self.lin(x[m]) * 2
+        return self.lin(x[m & (self.gate(x)[:, 0] > 0)]) * 2
 
 
 class NoisyLinear(nn.Module):
@@ -41,10 +45,12 @@ class NoisyLinear(nn.Module):
         return {"noise": torch.rand(16) + 1.0, "y": self.lin(x) * 2}
 
 
-MASKS = {  # the example (4 rows kept) and other sizes of x[m]; 0 rows RLX's CPU matmul cannot compile
-    "one": [False, False, True, False, False, False],
-    "three": [True, False, False, True, False, True],
-    "all": [True] * 6,
+# Masks over 8 rows and the rows kept (seed 2: the gate is > 0 on every row but row 1); the example keeps 5.
+# 0 rows RLX's CPU matmul cannot compile (docs/design.md, decision ax: the bundle fails there too).
+MASKS = {
+    "one": ([False, True, False, False, False, False, False, True], 1),
+    "three": ([True, True, False, True, False, False, True, False], 3),
+    "all": ([True] * 8, 7),
 }
 
 
@@ -56,18 +62,18 @@ def _convert(model: nn.Module, inputs: tuple[torch.Tensor, ...], out: Path, name
 
 @needs_cargo
 def test_staged_crate_runs_its_size_stage_and_matches_the_bundle(tmp_path: Path) -> None:
-    torch.manual_seed(0)
-    model = MaskLinear().eval()
-    x = torch.randn(6, 4)
-    example = torch.tensor([True, False, True, True, False, True])
-    report, crate = _convert(model, (x, example), tmp_path / "o", "mask_linear")
+    torch.manual_seed(2)
+    model = GatedMaskLinear().eval()
+    x = torch.randn(8, 4)
+    example = torch.tensor([True, True, True, False, True, False, True, True])
+    report, crate = _convert(model, (x, example), tmp_path / "o", "gated_mask_linear")
     assert report.ok, report.summary()
     assert (crate / "src/stage1.hir.json").is_file() and (crate / "src/stages.rs").is_file()
     cargo(crate, "fmt", "--check")
     cargo(crate, "clippy", "--release", "--quiet", "--all-targets", "--", "-D", "warnings")
     assert "test matches_pytorch_on_the_reference_inputs ... ok" in cargo(crate, "test", "--release")
     bundle = BundleModel(tmp_path / "o" / "bundle")
-    for label, mask in MASKS.items():
+    for label, (mask, kept) in MASKS.items():
         m = torch.tensor(mask)
         with torch.no_grad():
             want = model(x, m).numpy()
@@ -82,7 +88,7 @@ def test_staged_crate_runs_its_size_stage_and_matches_the_bundle(tmp_path: Path)
         run = ["run", "--release", "--quiet", "--example", "run", "--", "--reference", str(ref), "--save", str(saved)]
         stdout = cargo(crate, *run)  # exit 0: within the verifier's budgets of eager torch
         got = safetensors_io.read(saved)["output.output"].to_numpy()
-        assert got.shape == (sum(mask), 3), (label, got.shape, stdout)
+        assert want.shape == got.shape == (kept, 3), (label, want.shape, got.shape, stdout)
         (expected,) = bundle.run({"x": x.numpy(), "m": m.numpy()}).values()
         assert got.tobytes() == np.ascontiguousarray(expected).tobytes(), f"{label}: the crate differs from the bundle"
 
@@ -93,6 +99,7 @@ class MaskAffine(nn.Module):
 
 
 @needs_cargo
+@pytest.mark.slow  # opt in with -m slow, as tests/test_crate.py SLOW (the default suite keeps two crates)
 def test_staged_crate_with_dynamic_dims_runs_every_sweep_point(tmp_path: Path) -> None:
     """Dynamic input dims: the size stage is a symbolic graph too, compiled per binding of the input dims;
     the crate's test runs every sweep point the reference holds, x[m]'s size 0 included."""
@@ -119,10 +126,44 @@ def test_staged_crate_with_dynamic_dims_runs_every_sweep_point(tmp_path: Path) -
     assert len(shapes) >= 4 and "0" in {k for _, k in shapes}, stdout
 
 
+@needs_cargo
+@pytest.mark.slow  # opt in with -m slow, as tests/test_crate.py SLOW (the default suite keeps two crates)
+def test_staged_crate_refuses_a_size_outside_its_range_naming_it(tmp_path: Path) -> None:
+    """`.item()` as a slice end checked to 0..8 by torch._check: the crate refuses 9 as the bundle does."""
+    from test_stages import CASES
+
+    module, example, _ = CASES["slice_by_item"]
+    report, crate = _convert(module, example, tmp_path / "o", "slice_item")
+    assert report.ok, report.summary()
+    assert "test matches_pytorch_on_the_reference_inputs ... ok" in cargo(crate, "test", "--release")
+    ref = safetensors_io.read(tmp_path / "o" / "reference.safetensors")
+    tensors = {k: (v.dtype, tuple(v.shape), v.to_numpy().tobytes()) for k, v in ref.items()}
+    tensors["input.n"] = ("int64", (), np.array(9, dtype=np.int64).tobytes())
+    safetensors_io.write(tmp_path / "bad.safetensors", tensors)
+    env = {**os.environ, "CARGO_TARGET_DIR": TARGET}
+    run = [
+        "cargo",
+        "run",
+        "--release",
+        "--quiet",
+        "--example",
+        "run",
+        "--",
+        "--reference",
+        str(tmp_path / "bad.safetensors"),
+    ]
+    done = subprocess.run(run, cwd=crate, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert re.search(
+        r"size u0 \(.*the size of node _local_scalar_dense\) is 9 on these inputs, outside the range 0\.\.8",
+        done.stderr,
+    ), done.stderr
+
+
 def test_staged_crate_in_another_style_is_refused_naming_the_graph_style(tmp_path: Path) -> None:
-    x, m = torch.randn(6, 4), torch.tensor([True, False, True, True, False, True])
+    x, m = torch.randn(8, 4), torch.tensor([True] * 8)
     with pytest.raises(CrateStyleError, match=r"sizes that depend on tensor values.*only the graph style"):
-        rti.from_torch(MaskLinear().eval(), (x, m), tmp_path / "o", emit=("bundle", "crate"), emit_style="flow")
+        rti.from_torch(GatedMaskLinear().eval(), (x, m), tmp_path / "o", emit=("bundle", "crate"), emit_style="flow")
 
 
 @needs_cargo

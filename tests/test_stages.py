@@ -165,10 +165,13 @@ def test_size_outside_its_range_names_symbol_node_and_value(tmp_path: Path) -> N
         model.run([_x(1, 2, 8).numpy(), np.array(9)])
 
 
-def test_crate_of_a_staged_model_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+def test_crate_of_a_staged_model_in_a_style_without_stages_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    """Graph-style crates run the stages (tests/test_crate_stages.py); the tensor and flow styles do not."""
     module, example, _ = CASES["nonzero"]
-    with pytest.raises(rti.errors.RtiError, match="size stages, which generated crates do not run yet"):
-        rti.from_torch(module, example, tmp_path / "c", emit=("bundle", "crate"))
+    with pytest.raises(rti.errors.RtiError, match=r"runs them in size stages .* only the graph style does"):
+        rti.from_torch(module, example, tmp_path / "c", emit=("bundle", "crate"), emit_style="tensor")
     assert not (tmp_path / "c").exists()
 
 

@@ -6,7 +6,7 @@ them out (`lower/complexes.py`). meta.json declares such an input or output by i
 parts' float dtype, `shape` S + [2]) and records the logical dtype as `"complex": "complex64"`; files
 (weights.safetensors, reference.safetensors) hold the float pairs under the tensor's own key, and torch-ir
 keeps the complex dtype. `BundleModel.run` takes complex arrays (or their float pairs) for a complex input
-and returns complex numpy arrays (np.complex64 / np.complex128) for a complex output. docs/design.md (ar).
+and returns complex numpy arrays (np.complex64 / np.complex128) for a complex output. docs/design.md (az).
 """
 
 from __future__ import annotations

@@ -135,7 +135,7 @@ def cpu_accumulate(dtype: str) -> str:
 
 # Complex dtypes have no RLX counterpart: a complex tensor of shape S is carried as a float tensor of
 # shape S + [2] (real and imaginary parts interleaved, as `torch.view_as_real` lays them out), in the
-# float dtype of its parts. docs/design.md (ar).
+# float dtype of its parts. docs/design.md (az).
 COMPLEX_PARTS = {"complex64": "float32", "complex128": "float64"}
 
 

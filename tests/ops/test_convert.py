@@ -76,7 +76,7 @@ def test_op_sample(name: str, module: nn.Module, inputs: tuple[torch.Tensor, ...
 
 
 def test_complex_output_is_reported_not_crashed(tmp_path) -> None:
-    """A complex graph output is refused with the way out (view_as_real; docs/design.md (ar)), reported
+    """A complex graph output is refused with the way out (view_as_real; docs/design.md (az)), reported
     before reference.safetensors is written."""
     model = of_inputs(lambda a: torch.fft.rfft(a))
     with pytest.raises(rti.UnsupportedOpsError) as info:

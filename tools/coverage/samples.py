@@ -40,7 +40,10 @@ NONDETERMINISTIC = (
 
 # Core ATen ops no sample can verify natively here, and why; this replaces the observed reason
 # whenever such an op is not verified natively (each was checked to be the actual cause).
-_RANDOM = "random output; no deterministic parity"
+_RANDOM = (
+    "random output: lowered to RLX's generator, which draws other values than torch's; its verdict is RANDOM,"
+    " not verified (docs/usage.md \"Random ops\")"
+)
 _SYMBOLIC = (
     "returns a symbolic size: appears only in graphs with dynamic or data-dependent shapes; the one-op"
     " OpInfo samples are exported with static shapes (dynamic shapes are supported: tests/test_dynamic.py)"
@@ -48,12 +51,7 @@ _SYMBOLIC = (
 NOT_NATIVE = {
     "aten.rand.default": _RANDOM,
     "aten.randn.default": _RANDOM,
-    "aten.randperm.default": _RANDOM,
-    "aten._fft_r2c.default": "complex output: RLX has no complex dtype",
-    "aten._fft_c2r.default": "complex input: RLX has no complex dtype",
-    "aten.nonzero.default": (
-        "data-dependent output shape (an unbacked size): refused; dynamic shapes cover backed sizes only"
-    ),
+    "aten.randperm.default": "random permutation: not lowered (RLX has no random permutation); its output has no deterministic parity",
     "aten.sym_size.int": _SYMBOLIC,
     "aten.sym_numel.default": _SYMBOLIC,
     "aten.sym_stride.int": _SYMBOLIC,
@@ -75,6 +73,7 @@ SHORT = {d: RECORDS[d].short for d in DTYPES}
 STATUSES = (
     "verified",
     "verified-decomposed",
+    "random",
     "parity-failed",
     "unsupported",
     "export-failed",
@@ -88,6 +87,7 @@ STATUSES = (
 CELLS = {
     "verified": "ok",
     "verified-decomposed": "dec",
+    "random": "rnd",
     "parity-failed": "FAIL",
     "unsupported": "uns",
     "export-failed": "exp",
@@ -224,6 +224,8 @@ def _convert(
             ops = _ir_ops(out) or ops
         except Exception:  # the report stands; the ops come from a fresh decomposition
             pass
+    if report.verdict == "RANDOM":  # only outputs that depend on the draws differ (docs/usage.md "Random ops")
+        return result("random", "outputs depend on random draws: " + ", ".join(report.random_outputs))
     if not report.ok:
         why = "; ".join(r for o in report.outputs for r in o.reasons)[:300]
         return result("parity-failed", why, report.auto_decomposed_ops)

@@ -1,6 +1,6 @@
 """The lines a crate's parity test and example take for a model with random outputs (torch-ir
 `random_outputs`, the outputs whose values depend on random draws): RLX draws with its own generator,
-so those outputs are reported as "random: not compared" and never fail the check (decision aq). A
+so those outputs are reported as "random: not compared" and never fail the check (decisions aw and ax). A
 model without random outputs gets no lines: its test and example are the templates' text unchanged."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from ..torchir import TorchIR
 from .rust_names import rust_str
 
 
-def random_lines(ir: TorchIR, indent: str, mark: str) -> dict[str, list[str]]:
+def random_lines(ir: TorchIR, indent: str, mark: str) -> dict[str, str | list[str]]:
     """RANDOM_CONST, RANDOM_PRINT and RANDOM_DROP for `parity_test.rs` / `run_example.rs`: `indent`, the
     loop body's; `mark`, what starts a printed parity line there."""
     if not ir.random_outputs:

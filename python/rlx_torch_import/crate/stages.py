@@ -1,4 +1,4 @@
-"""A staged model's crate files (docs/design.md, decision aq): its size stages as `src/stage<k>.*`
+"""A staged model's crate files (docs/design.md, decision ax): its size stages as `src/stage<k>.*`
 (RLX HIR JSON, or `.rlxmodel` text over the input dims), `src/stages.rs` running them, and the lines
 `model_dynamic.rs` takes to bind their sizes before the main graph runs.
 

@@ -56,10 +56,10 @@ def write_crate(
         "src/blas.rs": template("blas.rs"),
         ".cargo/config.toml": cargo_config(),
         "examples/run.rs": fill(
-            template("run_example.rs"), {"LIB": names.library} | random_lines(ir, " " * 8, ""), "run_example.rs"
+            template("run_example.rs"), {**random_lines(ir, " " * 8, ""), "LIB": names.library}, "run_example.rs"
         ),
         "tests/parity.rs": fill(
-            template("parity_test.rs"), {"LIB": names.library} | random_lines(ir, " " * 12, "  "), "parity_test.rs"
+            template("parity_test.rs"), {**random_lines(ir, " " * 12, "  "), "LIB": names.library}, "parity_test.rs"
         ),
     }
     if rlxmodel is not None:
@@ -73,7 +73,7 @@ def write_crate(
             write_bytes(root / "src" / CONSTANTS_FILE, constants)
     if style == "flow":
         files["src/flow.rs"] = template("flow.rs")
-    if is_staged(ir):  # sizes that depend on tensor values, run in stages (decision aq)
+    if is_staged(ir):  # sizes that depend on tensor values, run in stages (decision ax)
         found = stage_files(ir)
         files |= {f"src/{name}": text for name, text in found.files.items()}
         files["src/stages.rs"] = stages_rs(found, template("stages.rs"))

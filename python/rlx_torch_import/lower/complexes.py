@@ -16,7 +16,7 @@ every node that touches one through `lower_node`, which picks, in this order:
    `ADDITIVE` (a real operand of an additive op counts as complex with a zero imaginary part).
 
 Any other op on a complex operand is refused by the capability pass (`complex_reason`), naming the op.
-docs/design.md (ar).
+docs/design.md (az).
 """
 
 from __future__ import annotations

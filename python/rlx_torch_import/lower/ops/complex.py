@@ -3,7 +3,7 @@ forms of elementwise ops whose registered lowerings are real-only.
 
 A complex tensor of torch shape S is carried as a float tensor of shape S + [2] (`lower/complexes.py`), so
 the lowerings here read and return carried values; semantics are torch's (`c10/util/complex.h` and the
-`aten/src/ATen/native` kernels for complex dtypes). docs/design.md (ar).
+`aten/src/ATen/native` kernels for complex dtypes). docs/design.md (az).
 """
 
 from __future__ import annotations

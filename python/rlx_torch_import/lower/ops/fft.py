@@ -6,7 +6,7 @@ last axis of a float tensor laid out as one 2N block per row, [re_0..re_{N-1}, i
 of `dim` is moved there (a transpose to [..., 2, N], a reshape to [..., 2N]), transformed unnormalized, and
 moved back. The normalization is one multiply at the end: `normalization` 0 none, 1 by 1/sqrt(n), 2 by 1/n,
 n the product of the transformed sizes (torch's `fft_norm_mode`, aten/src/ATen/native/SpectralOpsUtils.h).
-docs/design.md (ar) records the choice of RLX's FFT and what was measured.
+docs/design.md (az) records the choice of RLX's FFT and what was measured.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..registry import lowers
 
 # RLX's FFT algorithm (`rlx_ir::fft::FftAlgo` serde form): pocketfft's passes as SciPy/torch build them
 # (`FftAlgo::SCIPY`), measured against RLX's "Native" (radix-2/4, Bluestein) and "dft" (a matmul by the DFT
-# matrix, `_transform`): as accurate as torch's own FFT and the fastest at other lengths; docs/design.md (ar).
+# matrix, `_transform`): as accurate as torch's own FFT and the fastest at other lengths; docs/design.md (az).
 ALGO: object = {"PocketFft": {"contraction": "Clang", "twiddles": "Platform"}}
 
 
@@ -34,7 +34,7 @@ PAIR = -1
 def _transform(b: Builder, block: Value, inverse: bool) -> Value:
     """Unnormalized 1-D DFT of every row of `block` (last axis 2n: [re_0..re_{n-1}, im_0..im_{n-1}])."""
     n = block.dims[-1] // 2
-    if ALGO == "dft":  # measured alternative (docs/design.md (ar)): one matmul by the 2n x 2n DFT matrix
+    if ALGO == "dft":  # measured alternative (docs/design.md (az)): one matmul by the 2n x 2n DFT matrix
         return b.matmul(block, b.const(_dft_matrix(n, inverse), block.dtype))
     op = {"Fft": {"inverse": inverse, "norm": "Backward", "algo": ALGO}}
     return b.emit(op, [block], block.dims, block.dtype)

@@ -1,7 +1,7 @@
 """Random ops: rand/randn/randint (and their `_like` forms), bernoulli, training-mode dropout, normal,
 uniform, exponential, multinomial -- drawn by RLX's in-graph generator.
 
-Seed policy (docs/usage.md "Random ops"; docs/design.md (as)). Every draw is one RLX `RngUniform`
+Seed policy (docs/usage.md "Random ops"; docs/design.md (aw)). Every draw is one RLX `RngUniform`
 (or `RngNormal`) node, whose values RLX's CPU runtime computes with Philox4x32-10 keyed by
 `combine_seed(seed, key)`: `seed` is RLX's compile-time `RngOptions` seed (42, the default that both
 the bundle runner and the generated crate compile with) and `key` is a stable 63-bit hash of the torch
