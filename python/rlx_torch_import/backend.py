@@ -86,7 +86,7 @@ def lower_write_verify(
         if missing:
             raise TorchIRError(f"{src / WEIGHTS}: missing weights {', '.join(missing)}")
         meta = write_bundle(program, conv.ir, weights, bundle_dir, rlxmodel, lowered_at, with_meta=False)
-        if any(s.stage for s in conv.ir.symbols):  # sizes that depend on tensor values (decision aq)
+        if any(s.stage for s in conv.ir.symbols):  # sizes that depend on tensor values (decision ax)
             from .lower.stages import write_stages
 
             meta["stages"] = write_stages(conv.ir, program, bundle_dir)

@@ -39,7 +39,7 @@ class Symbol:
 
     `stage` > 0 marks a size that depends on tensor values (torch's unbacked `u0`: nonzero,
     masked_select, `.item()`): its value is computed by size stage `stage` at run time, not read
-    from an input shape (docs/design.md, decision aq); `defined_by` names the torch-ir node
+    from an input shape (docs/design.md, decision ax); `defined_by` names the torch-ir node
     (and op) it is the size of.
     """
 

@@ -291,10 +291,52 @@ SAMPLES: list[Sample] = [
             torch.zeros(4, 2, dtype=torch.bool),
         ),
     ),
-    # x[mask]: the count of True positions is a size a stage computes (docs/design.md, decision aq)
+    # x[mask]: the count of True positions is a size a stage computes (docs/design.md, decision ax)
     ("index_bool_mask_rows", Fn(lambda m, a, k: a[k]), (r(4, 3), torch.tensor([True, False, True, True]))),
     ("index_bool_mask_inner", Fn(lambda m, a: a[:, a[0] > 0]), (r(3, 6),)),
     ("index_bool_mask_2d", Fn(lambda m, a: a[a > 0] * 2), (r(3, 4),)),
+    # bucketize/searchsorted: ties on boundaries (left/right), NaN and ±inf values, a NaN boundary sorted last
+    (
+        "bucketize_ties_nan_inf",
+        Fn(
+            lambda m, a, e: (
+                torch.bucketize(a, e),
+                torch.bucketize(a, e, right=True, out_int32=True),
+                torch.bucketize(a.double(), e.double(), right=True),
+                torch.bucketize(2.0, e),
+                torch.bucketize(a, torch.cat([e, e.new_tensor([NAN])])),
+            )
+        ),
+        (
+            torch.tensor([[0.0, 1.0, 2.0, NAN], [float("inf"), -float("inf"), 2.5, 3.0]]),
+            torch.tensor([1.0, 2.0, 2.0, 3.0]),
+        ),
+    ),
+    (
+        "bucketize_int64_and_mixed",
+        Fn(lambda m, i, e: (torch.bucketize(i, e), torch.bucketize(i, e, right=True), torch.bucketize(i * 0.5, e))),
+        (torch.tensor([[-5, 1, 2], [3, 7, 1 << 40]]), torch.tensor([1, 2, 2, 3, 1 << 40])),
+    ),
+    (
+        "searchsorted_batched_side_sorter",
+        Fn(
+            lambda m, s, v, u, o: (
+                torch.searchsorted(s, v),
+                torch.searchsorted(s, v, right=True, out_int32=True),
+                torch.searchsorted(s, v, side="right"),
+                torch.searchsorted(s[0], v),
+                torch.searchsorted(s[0], 2.0, right=True),
+                torch.searchsorted(u, v[0], sorter=o),
+                torch.searchsorted(s.long(), v.long(), side="left"),
+            )
+        ),
+        (
+            torch.tensor([[[1.0, 2.0, 2.0, 4.0], [-1.0, 0.0, 0.0, NAN]], [[0.5, 0.5, 3.0, 3.0], [0, 1, 2, 3]]]),
+            torch.tensor([[[2.0, 0.0, 5.0], [0.0, NAN, -1.0]], [[0.5, 3.0, -2.0], [1.5, 3.0, 2.0]]]),
+            torch.tensor([4.0, 2.0, 1.0, 2.0]),
+            torch.tensor([2, 1, 3, 0]),
+        ),
+    ),
     *INDEXING_TIES,  # topk/sort/argsort on tied values, NaN and ±0 in every dtype (tests/ops/_ties.py)
 ]
 

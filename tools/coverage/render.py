@@ -151,12 +151,14 @@ def _headline(view: _View) -> list[str]:
         f"- verified natively in at least one dtype: **{counts['verified']}** "
         f"({100 * counts['verified'] / max(total, 1):.1f}%; {by_opinfo} by OpInfo samples alone)",
         f"- best status otherwise: verified through automatic decomposition {counts['verified-decomposed']}; "
-        f"random (lowered; outputs depend on the draws) {counts['random']}; parity failed {counts['parity-failed']}; unsupported {counts['unsupported']}; export failed "
+        f"random (lowered; outputs depend on the draws) {counts['random']}; "
+        f"parity failed {counts['parity-failed']}; unsupported {counts['unsupported']}; export failed "
         f"{counts['export-failed']}; error {counts['error']}; timeout {counts['timeout']}; crashed "
         f"{counts['crashed']}; not reached {counts['blocked']}; no sample {counts['no-sample']}",
         f"- Core ATen op x dtype pairs with a sample: **{len(view.cells)}** of {total * len(view.columns)}: verified "
         f"**{pair['verified'] + pair['verified-decomposed']}** ({pair['verified']} natively, "
-        f"{pair['verified-decomposed']} through decomposition), random {pair['random']}, parity failed **{pair['parity-failed']}**, "
+        f"{pair['verified-decomposed']} through decomposition), random {pair['random']}, "
+        f"parity failed **{pair['parity-failed']}**, "
         f"unsupported **{pair['unsupported']}**, other **{sum(pair[s] for s in OTHER)}** (export failed "
         f"{pair['export-failed']}, error {pair['error']}, timeout {pair['timeout']}, crashed {pair['crashed']}, "
         f"not reached {pair['blocked']}), and {pair['not-native']} of the ops that cannot verify natively here "

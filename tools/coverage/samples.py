@@ -42,7 +42,7 @@ NONDETERMINISTIC = (
 # whenever such an op is not verified natively (each was checked to be the actual cause).
 _RANDOM = (
     "random output: lowered to RLX's generator, which draws other values than torch's; its verdict is RANDOM,"
-    " not verified (docs/usage.md \"Random ops\")"
+    ' not verified (docs/usage.md "Random ops")'
 )
 _SYMBOLIC = (
     "returns a symbolic size: appears only in graphs with dynamic or data-dependent shapes; the one-op"
@@ -51,7 +51,9 @@ _SYMBOLIC = (
 NOT_NATIVE = {
     "aten.rand.default": _RANDOM,
     "aten.randn.default": _RANDOM,
-    "aten.randperm.default": "random permutation: not lowered (RLX has no random permutation); its output has no deterministic parity",
+    "aten.randperm.default": (
+        "random permutation: not lowered (RLX has no random permutation); its output has no deterministic parity"
+    ),
     "aten.sym_size.int": _SYMBOLIC,
     "aten.sym_numel.default": _SYMBOLIC,
     "aten.sym_stride.int": _SYMBOLIC,

@@ -1,4 +1,4 @@
-"""Size stages in a bundle (docs/design.md, decision aq): written beside the main graph, run before it.
+"""Size stages in a bundle (docs/design.md, decision ax): written beside the main graph, run before it.
 
 A bundle whose program has sizes that depend on tensor values keeps, for each size stage, a static
 graph `stage<k>.hir.json` computing those sizes as int64 scalars, and meta.json `stages`:

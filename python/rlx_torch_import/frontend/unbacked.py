@@ -1,5 +1,5 @@
 """Sizes that depend on tensor values (torch's unbacked symbols `u0`, ...): which node defines each,
-torch's range for it, and its value at the example inputs (docs/design.md, decision aq).
+torch's range for it, and its value at the example inputs (docs/design.md, decision ax).
 
 Such a size is computed at run time by a *size stage* (`lower.stages`) and bound like a dynamic
 dim, so only the sizes that appear in a shape become symbols here; a value read with `.item()` and
@@ -62,10 +62,10 @@ def _example_values(ep: torch.export.ExportedProgram, tensors: tuple[torch.Tenso
     for spec in ep.graph_signature.input_specs:
         if spec.kind == InputKind.USER_INPUT:
             args.append(next(user, None))
-        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
-            args.append(ep.state_dict[str(spec.target)])
-        elif spec.kind == InputKind.CONSTANT_TENSOR:
-            args.append(ep.constants[str(spec.target)])
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            # a non-persistent buffer is kept in `ep.constants`, not in `ep.state_dict`
+            key = str(spec.target)
+            args.append(ep.state_dict[key] if key in ep.state_dict else ep.constants[key])
         else:
             args.append(None)
     values: dict[str, Any] = {}
@@ -105,11 +105,14 @@ def stage_symbols(ep: torch.export.ExportedProgram, tensors: tuple[torch.Tensor,
                 f"(torch's {name}) that no size stage computes; supported: {', '.join(sorted(DEFINERS))}",
                 hint="bound it with torch._check(0 <= n <= size) before using it, or keep the size static",
             )
-        chained = _shape_symbols_of(node) & used
+        chained = _upstream_symbols(node) - {name}
         if chained:
             raise InputError(
                 f"{target} (node {node.name}) gives a size ({name}) computed from tensors whose sizes depend on tensor "
-                f"values themselves ({', '.join(sorted(chained))}): chains of size stages are not supported yet"
+                f"values themselves ({', '.join(sorted(chained))}, upstream of it): chains of size stages are not "
+                "supported yet",
+                hint="compute the masked part on the whole tensor and select with torch.where, so that only the "
+                "last size depends on tensor values",
             )
         if values is None:
             values = _example_values(ep, tensors)
@@ -136,15 +139,24 @@ def _least(node: torch.fx.Node, target: str) -> int:
     return 0
 
 
-def _shape_symbols_of(node: torch.fx.Node) -> set[str]:
-    """The unbacked symbols in the shapes of `node`'s tensor inputs."""
+def _upstream_symbols(node: torch.fx.Node) -> set[str]:
+    """The unbacked symbols in the shapes of every value `node` is computed from (its inputs, their
+    inputs, ...): a size computed from values sized by another such size needs a chain of stages."""
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
     found: set[str] = set()
-    for arg in node.all_input_nodes:
+    seen: set[torch.fx.Node] = set()
+    todo = list(node.all_input_nodes)
+    while todo:
+        arg = todo.pop()
+        if arg in seen:
+            continue
+        seen.add(arg)
         val = arg.meta.get("val")
-        if isinstance(val, torch.Tensor):
-            found |= {str(s) for d in val.shape for s in free_unbacked_symbols(d)}
+        for v in val if isinstance(val, (tuple, list)) else [val]:
+            if isinstance(v, torch.Tensor):
+                found |= {str(s) for d in v.shape for s in free_unbacked_symbols(d)}
+        todo.extend(arg.all_input_nodes)
     return found
 
 

@@ -1,5 +1,5 @@
 """Size stages: the part of a program that computes its sizes that depend on tensor values
-(docs/design.md, decision aq).
+(docs/design.md, decision ax).
 
 A symbol with `stage` 1 (`frontend.unbacked.stage_symbols`) is the size of one node's result
 (nonzero's row count, `.item()`'s value, ...). Its *size stage* is a torch-ir program of its own:

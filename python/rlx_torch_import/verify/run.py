@@ -91,7 +91,7 @@ def verify_bundle(
         if ir.input_sets:
             with prog.phase(f"input sets ({len(ir.input_sets)})"):
                 _verify_input_sets(model, conv, report, judge, exact, prog)
-        report.notes += staged_notes(model, conv)  # sizes that depend on tensor values (decision aq)
+        report.notes += staged_notes(model, conv)  # sizes that depend on tensor values (decision ax)
         report.verified = True
         report.ok = all(o.ok for o in report.outputs) and all(r.ok for r in report.sweep)
         report.ok = report.ok and all(r.ok for r in report.input_sets)

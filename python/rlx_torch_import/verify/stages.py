@@ -1,4 +1,4 @@
-"""What verification says about sizes that depend on tensor values (size stages, docs/design.md decision aq
+"""What verification says about sizes that depend on tensor values (size stages, docs/design.md decision ax
 of issue 39): the values each such size took, and whether the bundle can run where one is 0."""
 
 from __future__ import annotations

@@ -147,7 +147,7 @@ def conv_transpose2d_node(
     return b.emit(op, [x, w], out_dims, x.dtype)
 
 
-# ── results whose size depends on tensor values (size stages, docs/design.md decision aq) ──
+# ── results whose size depends on tensor values (size stages, docs/design.md decision ax) ──
 
 
 def iota(b: Builder, length: int) -> Value:

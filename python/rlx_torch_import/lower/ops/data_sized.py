@@ -1,5 +1,5 @@
 """Ops whose result size depends on tensor values: nonzero, masked_select, unique, bincount,
-repeat_interleave with tensor repeats (docs/design.md, decision aq).
+repeat_interleave with tensor repeats (docs/design.md, decision ax).
 
 Each is lowered at a concrete result size (the size a size stage computed, `lower.stages`), and no
 constant depends on that size (`_common.iota`, `_common.true_positions`), so RLX generalizes the

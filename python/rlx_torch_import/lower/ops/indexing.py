@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ...dtypes import F32_EXACT, FLOAT_DTYPES
+from ...dtypes import F32_EXACT, FLOAT_DTYPES, promote
 from ..builder import Builder
 from ..call import Call, Value, norm_axis
 from ..registry import lowers
@@ -388,3 +388,78 @@ def masked_scatter(b: Builder, call: Call) -> Value:
     taken = b.emit({"Gather": {"axis": 0}}, [flat_src, b.cast(k, "int64")], (n,), dtype)
     flat_x = b.reshape(b.expand(b.cast(x, dtype), dims), (n,))
     return b.reshape(b.emit("Where", [mask, taken, flat_x], (n,), dtype), dims)
+
+
+def _check_search(call: Call) -> str | None:
+    sides = {"left": False, "right": True}
+    side = call.get("side")
+    if side is not None and side not in sides:
+        return f"side={side!r} is not one of 'left', 'right'"
+    if side is not None and sides[side] != bool(call.get("right", False)):
+        return f"side={side!r} contradicts right={call.get('right')} (torch refuses this too)"
+    for name in ("self", "boundaries", "sorted_sequence"):
+        if getattr(call.get(name), "dtype", None) in ("bool", "complex64", "complex128"):
+            return f"{name} of dtype {call.get(name).dtype} is not supported (torch refuses it too)"
+    return None
+
+
+def _search_count(b: Builder, seq: Value, x: Value, right: bool, out_int32: bool) -> Value:
+    """Insertion points of every element of `x` [*B, K] (any shape for a 1-D `seq`) in the sorted last axis of
+    `seq` [*B, M], as torch's CPU binary search finds them (aten/src/ATen/native/Bucketization.cpp
+    cus_lower_bound / cus_upper_bound), unrolled M.bit_length() times over [start, end) per element: move
+    right where not `boundary >= v` (left) / not `boundary > v` (right). Exact for NaN too (a NaN value, or a
+    NaN boundary the search meets, moves right), which a count of smaller boundaries would not be."""
+    dtype = promote(seq.dtype, x.dtype)
+    seq, x = b.cast(seq, dtype), b.cast(x, dtype)
+    shape, m = x.dims, seq.dims[-1]
+    if seq.rank == 1 and x.rank == 0:
+        x = b.reshape(x, (1,))
+    start = b.expand(b.const(0, "int64"), x.dims)
+    end = b.expand(b.const(m, "int64"), x.dims)
+    for _ in range(m.bit_length()):
+        mid = b.binary("Add", start, b.binary("Div", b.binary("Sub", end, start), b.const(2, "int64")))
+        at = b.binary("Min", mid, b.const(max(m - 1, 0), "int64"))  # a finished search reads any boundary
+        if seq.rank == 1:
+            bound = b.emit({"Gather": {"axis": 0}}, [seq, at], x.dims, dtype)
+        else:
+            bound = b.emit({"GatherElements": {"axis": seq.rank - 1}}, [seq, at], x.dims, dtype)
+        stop = b.compare("Gt" if right else "Ge", bound, x)
+        live = b.compare("Lt", start, end)
+        nxt = b.binary("Add", mid, b.const(1, "int64"))
+        start = b.emit("Where", [live, b.emit("Where", [stop, start, nxt], x.dims, "int64"), start], x.dims, "int64")
+        end = b.emit("Where", [live, b.emit("Where", [stop, mid, end], x.dims, "int64"), end], x.dims, "int64")
+    return b.cast(b.reshape(start, shape), "int32" if out_int32 else "int64")
+
+
+def _search_value(b: Builder, call: Call, seq: Value) -> Value:
+    """`self` as a tensor; a Python scalar becomes a 0-d constant of torch's common dtype with `seq`."""
+    value = call["self"]
+    if isinstance(value, Value):
+        return value
+    if isinstance(value, float) and seq.dtype not in FLOAT_DTYPES:
+        return b.const(value, "float32")
+    return b.const(value, seq.dtype)
+
+
+@lowers("aten.bucketize.Tensor", "aten.bucketize.Scalar", check=_check_search, kind="exact")
+def bucketize(b: Builder, call: Call) -> Value:
+    """torch.bucketize(self [any shape], boundaries [M] sorted) -> int64 (int32 with `out_int32`) of self's
+    shape: the index of the bucket of each value (`right`: boundaries[i-1] <= v < boundaries[i], else
+    boundaries[i-1] < v <= boundaries[i]); operands compared in their common dtype (`_search_count`)."""
+    seq = call.tensor("boundaries")
+    x = _search_value(b, call, seq)
+    return _search_count(b, seq, x, bool(call.get("right", False)), bool(call.get("out_int32", False)))
+
+
+@lowers("aten.searchsorted.Tensor", "aten.searchsorted.Scalar", check=_check_search, kind="exact")
+def searchsorted(b: Builder, call: Call) -> Value:
+    """torch.searchsorted(sorted_sequence [*B, M] or [M], self [*B, K] / any shape / a scalar) -> int64 (int32
+    with `out_int32`) of self's shape: insertion points keeping each row sorted (`right` or side='right':
+    after equal values). `sorter` [*B, M] (argsort of an unsorted sequence) gathers the sorted rows first."""
+    seq = call.tensor("sorted_sequence")
+    sorter = call.get("sorter")
+    if sorter is not None:
+        seq = b.emit({"GatherElements": {"axis": seq.rank - 1}}, [seq, b.cast(sorter, "int64")], seq.dims, seq.dtype)
+    x = _search_value(b, call, seq)
+    right = bool(call.get("right", False)) or call.get("side") == "right"
+    return _search_count(b, seq, x, right, bool(call.get("out_int32", False)))

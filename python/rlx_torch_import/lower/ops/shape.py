@@ -83,7 +83,7 @@ def slice_(b: Builder, call: Call) -> Value:
     axis = norm_axis(call.get("dim", 0), x.rank)
     size = x.dims[axis]
     start, end, step = call.get("start", 0), call.get("end", size), call.get("step", 1)
-    if isinstance(end, Value) and not isinstance(start, Value):  # a length a size stage computed (decision aq)
+    if isinstance(end, Value) and not isinstance(start, Value):  # a length a size stage computed (decision ax)
         start = max(0, min(size, start + size if start < 0 else start))
         return b.strided(x, axis, start, call.out_dims[axis], step)
     if isinstance(start, Value) or isinstance(end, Value):
