@@ -3,8 +3,8 @@ non-adjacent index tensors, int32 indices), index_put with integer and boolean-m
 accumulate, wide integers, in-place forms, values per True position or broadcast), gather/scatter/
 scatter_add and scatter_reduce in every reduction with and without self, masked_scatter (the mask
 broadcasts; the source is consumed in row-major order of True positions), sort/topk/argmax/argmin (exact
-and stable on integers), nonzero_static, x[mask] (its size computed by a size stage); and what is refused (a
-boolean mask next to another index).
+and stable on integers), bucketize/searchsorted (ties, NaN, ±inf, sorter, out_int32), nonzero_static,
+x[mask] (its size computed by a size stage); and what is refused (a boolean mask next to another index).
 
 In-place calls (`x[mask] = v`) stay in-place ops at the `aten` level, where the automatic decomposition
 fallback functionalizes them into the functional ops lowered here; `core` functionalizes them at export.
@@ -324,10 +324,10 @@ SAMPLES: list[Sample] = [
                 torch.searchsorted(s, v),
                 torch.searchsorted(s, v, right=True, out_int32=True),
                 torch.searchsorted(s, v, side="right"),
-                torch.searchsorted(s[0], v),
-                torch.searchsorted(s[0], 2.0, right=True),
+                torch.searchsorted(s[0, 0], v),
+                torch.searchsorted(s[0, 0], 2.0, right=True),
                 torch.searchsorted(u, v[0], sorter=o),
-                torch.searchsorted(s.long(), v.long(), side="left"),
+                torch.searchsorted(s[1].long(), v[1].long(), side="left"),
             )
         ),
         (

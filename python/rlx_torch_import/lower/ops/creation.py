@@ -1,8 +1,9 @@
 """Tensors made from scalars: full/zeros/ones, scalar_tensor, arange, linspace/logspace.
 
 A size-dependent one (a dynamic program's) must be the same RLX graph at every size:
-full/zeros/ones are one scalar expanded (the Expand follows the size), arange a slice of
-the constant range over the dim's maximum length (the slice's length follows the size)."""
+full/zeros/ones are one scalar expanded (the Expand follows the size), an integer arange a
+running sum (`iota`), a fractional-step arange a slice of the constant range over the dim's maximum
+length (the slice's length follows the size)."""
 
 from __future__ import annotations
 
@@ -75,9 +76,10 @@ def _arange(b: Builder, call: Call, start: float, step: float, end: Any) -> Valu
     n = call.out_dims[0]
     if b.provenance.node in b.program.size_dependent:
         bounds = b.program.size_bounds.get(call.node.outputs[0].name)
-        if bounds is None and float(start).is_integer() and float(step).is_integer():
-            # no maximum (a size a stage computes, a Dim without max): start + step * i from a running
-            # sum in int64, exact (float dtypes: integers, exact below 2^24)
+        if float(start).is_integer() and float(step).is_integer():
+            # an integer range: start + step * i from a running sum in int64, exact (float dtypes: integers,
+            # exact below 2^24), the same graph at every size, past a narrow range's max as well (the
+            # symbolic lowering probes there: `lower.symbolic`)
             scaled = b.binary("Mul", iota(b, n), b.const(int(step), "int64"))
             return b.cast(b.binary("Add", scaled, b.const(int(start), "int64")), call.out_dtype)
         if bounds is None:

@@ -1,4 +1,4 @@
-"""Indexing and selection: advanced indexing (x[i, j]), topk, sort, argmax/argmin.
+"""Indexing and selection: advanced indexing (x[i, j]), topk, sort, argmax/argmin, bucketize/searchsorted.
 
 RLX returns TopK/ArgSort/ArgMax indices f32-encoded (exact below 2**24); they are
 cast to int64 here, as a visible node.
@@ -395,8 +395,8 @@ def _check_search(call: Call) -> str | None:
     side = call.get("side")
     if side is not None and side not in sides:
         return f"side={side!r} is not one of 'left', 'right'"
-    if side is not None and sides[side] != bool(call.get("right", False)):
-        return f"side={side!r} contradicts right={call.get('right')} (torch refuses this too)"
+    if side == "left" and bool(call.get("right", False)):
+        return "side='left' contradicts right=True (torch refuses this too)"
     for name in ("self", "boundaries", "sorted_sequence"):
         if getattr(call.get(name), "dtype", None) in ("bool", "complex64", "complex128"):
             return f"{name} of dtype {call.get(name).dtype} is not supported (torch refuses it too)"
@@ -423,11 +423,14 @@ def _search_count(b: Builder, seq: Value, x: Value, right: bool, out_int32: bool
             bound = b.emit({"Gather": {"axis": 0}}, [seq, at], x.dims, dtype)
         else:
             bound = b.emit({"GatherElements": {"axis": seq.rank - 1}}, [seq, at], x.dims, dtype)
-        stop = b.compare("Gt" if right else "Ge", bound, x)
-        live = b.compare("Lt", start, end)
-        nxt = b.binary("Add", mid, b.const(1, "int64"))
-        start = b.emit("Where", [live, b.emit("Where", [stop, start, nxt], x.dims, "int64"), start], x.dims, "int64")
-        end = b.emit("Where", [live, b.emit("Where", [stop, mid, end], x.dims, "int64"), end], x.dims, "int64")
+        stop = b.cast(b.compare("Gt" if right else "Ge", bound, x), "int64")
+        live = b.cast(b.compare("Lt", start, end), "int64")
+        # integer arithmetic, not Where (RLX's CPU Where panics on int64 tensors of 0 elements, which a
+        # size a stage computes can give): start = mid + 1 where live and not stop, end = mid where both
+        go, hold = b.binary("Mul", live, b.binary("Sub", b.const(1, "int64"), stop)), b.binary("Mul", live, stop)
+        nxt = b.binary("Sub", b.binary("Add", mid, b.const(1, "int64")), start)
+        start = b.binary("Add", start, b.binary("Mul", go, nxt))
+        end = b.binary("Add", end, b.binary("Mul", hold, b.binary("Sub", mid, end)))
     return b.cast(b.reshape(start, shape), "int32" if out_int32 else "int64")
 
 
