@@ -146,9 +146,9 @@ def test_size_zero_before_a_matmul_is_a_clear_error(tmp_path: Path) -> None:
     """RLX's CPU matmul divides by its row count when it compiles: a size a stage computed that is 0 and
     reaches a Linear cannot run, and the error names the size and its node (docs/usage.md)."""
     module, example, _ = CASES["durations"]
-    report = rti.from_torch(module, example, tmp_path / "d")
+    report = rti.from_torch(module, example, tmp_path / "d", verify_inputs=[])
     assert report.ok, report.summary()
-    want = "repeat_interleave.size (u0) = 0 cannot run: the main graph does not compile there (an RLX CPU kernel"
+    want = "repeat_interleave.size (u0) = 0 cannot run: RLX does not compile the main graph there"
     assert any(want in n and "matmul.rs" in n for n in report.notes), report.notes
     model = rti.BundleModel(tmp_path / "d" / "bundle")
     with pytest.raises(rti.errors.RlxError, match=r"u0 \(the size of node repeat_interleave\) is 0 on these inputs"):
@@ -258,3 +258,21 @@ def test_idefics3_like_padding_images_dropped(tmp_path: Path) -> None:
     assert report.ok and all(r.ok for r in report.input_sets), report.summary()
     (note,) = [n for n in report.notes if n.startswith("sizes computed from tensor values")]
     assert "[1, 2, 3]" in note, note
+
+
+def test_sizes_are_verified_at_several_values_without_verify_inputs(tmp_path: Path) -> None:
+    """With no verify_inputs a staged model is verified on the "auto" sets too (those eager PyTorch
+    accepts), so its size takes several values, 0 (an all-negative input) among them."""
+
+    class Positive(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[x > 0] * 2
+
+    report = rti.from_torch(
+        Positive(), (torch.randn(4, 5, generator=torch.Generator().manual_seed(0)),), tmp_path / "p"
+    )
+    assert report.ok, report.summary()
+    assert report.input_sets and all(row.label.startswith("auto:") for row in report.input_sets), report.input_sets
+    (note,) = [n for n in report.notes if n.startswith("sizes computed from tensor values")]
+    values = [int(v) for v in note.split("[", 1)[1].split("]", 1)[0].split(",")]
+    assert len(values) >= 3 and 0 in values, note

@@ -365,6 +365,31 @@ def test_cache_on_a_submodule(tmp_path) -> None:
     assert not hasattr(m.inner, "scale") and not hasattr(m.inner, "last") and m.inner.tag == "t"
 
 
+class CapturingHooks(nn.Module):
+    """transformers' output capturing, in small: the first call installs a forward hook on a submodule
+    that records its output, and flags the model so later calls do not install it again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not getattr(self, "_hooks_installed", False):
+            self.inner.register_forward_hook(lambda m, a, out: self.__dict__.setdefault("seen", []).append(out))
+            self._hooks_installed = True
+        self.__dict__["seen"] = []
+        y = self.inner(x)
+        return self.__dict__["seen"][0] * 2 + y
+
+
+def test_hooks_a_forward_installs_are_given_back_with_its_flag(tmp_path) -> None:
+    """The hook and the flag a forward sets on its first call are both given back: export's hook (on
+    fake tensors) must not stay installed while the flag is removed, or the next call installs none."""
+    m = CapturingHooks()
+    _convert(m, (torch.randn(2, 4),), tmp_path / "o")
+    assert not m.inner._forward_hooks and not hasattr(m, "_hooks_installed")
+
+
 def test_plain_tensor_attribute_written_in_place_is_refused_clearly(tmp_path) -> None:
     """torch.export refuses a plain (not buffer) tensor attribute written in place; the hint says how to fix it and
     the module keeps its values."""

@@ -117,7 +117,9 @@ def from_torch(
     files keyed by input name (or `input.<name>`), and "auto" (adversarial sets made from the
     example's shapes, dtypes and value ranges, `frontend/input_sets.py`); "auto" alone is
     `["auto"]`. Eager PyTorch runs on each set here; the sets are stored with the reference, so
-    `build` verifies them again.
+    `build` verifies them again. None (the default) adds none, except to a model with sizes computed
+    from tensor values (size stages), verified on the "auto" sets eager PyTorch accepts as well, so
+    that such sizes are verified at several values (`[]` adds none).
     With `per_node` (and `verify`), every node's value is also compared with PyTorch's
     intermediate, cumulatively and reference-fed (`report.nodes`, `report.first_divergence`;
     `verify/nodes.py`): True always; "auto" (the default) when verification fails, and on a passing
@@ -141,7 +143,7 @@ def from_torch(
     from .frontend.state import kept_state
     from .timeout import check_timeout
 
-    set_specs = normalize(verify_inputs)  # checked before anything runs
+    set_specs = normalize(verify_inputs) if verify_inputs is not None else None  # checked before anything runs
     per_node = check_per_node(per_node)
     timeout = check_timeout(timeout)
     emit = emit_targets(emit)

@@ -18,9 +18,7 @@ NOT_REACHED_BY_EXPORT = {
     "aten.alias.default": "export folds aliases away",
     "aten.contiguous.default": "export records clone/no-op instead",
     "aten.detach.default": "removed under no_grad export",
-    "aten.div.Scalar": "export records tensor/scalar division as div.Tensor",
     "aten.sub.Scalar": "export records tensor - scalar as sub.Tensor",
-    "aten._unsafe_view.default": "torch 2.15 export emits view.default",
 }
 
 # test_*.py modules here that are not an op family's samples

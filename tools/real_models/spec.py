@@ -25,8 +25,9 @@ Built = tuple[torch.nn.Module, tuple[Any, ...], dict[str, Any]]
 class Spec:
     """One model: `name` (the --only key), `package` (the import name whose absence skips it),
     `source` (the module of this package that defines it), `kind` (an issue-39 kind above),
-    `description` (what is built, from which config, on which inputs) and `build` (returns the
-    model in eval mode with its example inputs; called with torch's seed already fixed)."""
+    `description` (what is built, from which config, on which inputs), `build` (returns the
+    model in eval mode with its example inputs; called with torch's seed already fixed) and
+    `verify_sets` (optional: more input sets, by input name, for `verify_inputs`)."""
 
     name: str
     package: str
@@ -34,3 +35,5 @@ class Spec:
     kind: str
     description: str
     build: Callable[[], Built]
+    # extra input sets (verify_inputs) from the built example: other values of sizes computed from tensor values
+    verify_sets: Callable[[Built], list[Any]] | None = None

@@ -125,6 +125,16 @@ def idefics3() -> Built:
     return model, (), {**kwargs, "pixel_attention_mask": mask, "use_cache": False}
 
 
+def idefics3_one_image(built: Built) -> list[Any]:
+    """The example with its second image a padding image (all zeros, its tokens text): one real image."""
+    kwargs = built[2]
+    ids, pixels = kwargs["input_ids"].clone(), kwargs["pixel_values"].clone()
+    ids[:, 8:12] = 5
+    pixels[:, 1] = 0
+    names = ("input_ids", "attention_mask", "pixel_attention_mask")
+    return [{"pixel_values": pixels, **{n: kwargs[n] for n in names}, "input_ids": ids}]
+
+
 def fnet() -> Built:
     """FNetModel: token mixing is `torch.fft.fftn(...).real` over the sequence and hidden axes."""
     from transformers import FNetConfig, FNetModel
@@ -280,6 +290,7 @@ SPECS = [
         DATA_DEPENDENT,
         "Idefics3ForConditionalGeneration, SigLIP 32px/8px + Llama 1 layer; 2 images, 8 image tokens, 14 ids",
         idefics3,
+        verify_sets=idefics3_one_image,
     ),
     Spec("fnet", PACKAGE, __name__, COMPLEX_FFT, "FNetModel, 2 layers, hidden 32 (fftn, complex64); 16 ids", fnet),
     Spec(

@@ -110,7 +110,8 @@ def convert(row: Row, out_dir: Path) -> None:
         pristine, row.model_note = None, f"not checked: deepcopy raised {type(e).__name__}: {first_line(e)}"
     start = time.perf_counter()
     try:
-        report = rti.from_torch(model, args, str(out_dir), kwargs=kwargs or None, verify=True)
+        sets = spec.verify_sets((model, args, kwargs)) if spec.verify_sets else None
+        report = rti.from_torch(model, args, str(out_dir), kwargs=kwargs or None, verify=True, verify_inputs=sets)
     except RtiError as e:
         row.outcome, row.error_class, row.exit_code = ERROR, type(e).__name__, e.exit_code
         row.detail = first_line(e)

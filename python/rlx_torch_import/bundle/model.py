@@ -22,7 +22,7 @@ from ..symbolic import Symbol, evaluate, evaluate_shape, infer_binding
 from .format import HIR, META, SYMBOLIC, WEIGHTS, check_meta, check_params, meta_text, read_meta
 from .host import _bind, _thunk_profile, as_input, check_baked, decode_outputs, encode_feed
 from .ranges import check_ranges, check_weight_ranges
-from .stages import StageRunner, compile_failure
+from .stages import StageRunner, compile_failure, empty_note
 
 # Compiled bindings a dynamic bundle keeps (least recently used dropped first); each holds its
 # own copy of the weights (RLX's CPU backend cannot share one between compiled graphs).
@@ -241,7 +241,7 @@ class BundleModel:
         try:
             raw = model.run(encode_feed(self.meta["inputs"], arrays, at))
         except (RuntimeError, _core.CheckError) as e:
-            raise _core_failure(e, f"{self.path}: RLX failed while running") from None
+            raise _core_failure(e, f"{self.path}: RLX failed while running{empty_note(self.symbols, at)}") from None
         self._check_outputs(raw, at)
         return decode_outputs(self.meta["outputs"], raw)
 

@@ -31,7 +31,7 @@ from ..verify.report import ParityReport
 from .dynamic import DynamicShapes, parse_dynamic_shapes
 from .export import export_program
 from .fallback import decompose_targets
-from .input_sets import Spec, record_input_sets
+from .input_sets import AUTO, Spec, record_input_sets
 from .inputs import ModelInputs, model_inputs
 from .reference import eager_outputs, sweep_references
 from .state import ModelState
@@ -105,7 +105,7 @@ class FrontEnd:
     strict: bool
     timeout: float | None
     rounds: int  # auto-decompose rounds (0: none)
-    set_specs: list[Spec]
+    set_specs: list[Spec] | None  # None: the user gave none (a staged model gets the "auto" sets)
     # torch-ir's `quantize` record (`frontend.quantize.dequantized_weights`), set on every capture so the
     # lowering packs those weights ({}: a float conversion)
     quantize: dict[str, Any] = field(default_factory=dict)
@@ -124,7 +124,7 @@ class FrontEnd:
         strict: bool,
         timeout: float | None,
         rounds: int,
-        set_specs: list[Spec],
+        set_specs: list[Spec] | None,
         quantize: tuple[str | None, int] = (None, BLOCK),
     ) -> FrontEnd:
         """The inputs, name, dynamic shapes and `quantize` (scheme, block size) checked (InputError,
@@ -259,9 +259,12 @@ class FrontEnd:
         if ir.is_dynamic:
             with prog.phase("sweep references"), user_code("the eager PyTorch runs at the sweep points", self.timeout):
                 sweep_references(self.model, ir, self.pristine, reference, state)
-        if self.set_specs:
+        # a size a stage computes is verified at several values: without verify_inputs, on the "auto" sets
+        implicit = self.set_specs is None
+        specs = [AUTO] if implicit and any(s.stage for s in ir.symbols) else self.set_specs or []
+        if specs:
             with (
                 prog.phase("input set references"),
                 user_code("the eager PyTorch runs on the input sets", self.timeout),
             ):
-                record_input_sets(self.model, ir, self.pristine, reference, self.set_specs, state)
+                record_input_sets(self.model, ir, self.pristine, reference, specs, state, implicit=implicit)

@@ -197,28 +197,37 @@ def record_input_sets(
     reference: dict[str, torch.Tensor],
     specs: list[Spec],
     state: ModelState | None = None,
+    implicit: bool = False,
 ) -> None:
     """Resolve `specs`, run eager PyTorch on each set, and record them: `ir.input_sets` gets
     {"label", "description", "error"?} per set, `reference` its inputs and eager outputs
     (`set.<k>.input.<name>`, `set.<k>.output.<name>`). A set eager PyTorch raises on is recorded
-    with the error (it then fails verification). Each set's run starts from `state` (the module's
-    state as the conversion found it, `state.ModelState`)."""
+    with the error (it then fails verification), unless the sets are `implicit` (chosen by the tool,
+    not the user: the model may refuse them), where it is left out. Each set's run starts from `state`
+    (the module's state as the conversion found it, `state.ModelState`)."""
     from .reference import eager_point
 
     ir.input_sets = []
-    for k, s in enumerate(resolve(specs, ir, example)):
-        entry: dict[str, Any] = {"label": s.label, "description": s.description}
-        ir.input_sets.append(entry)
+    for s in resolve(specs, ir, example):
+        k = len(ir.input_sets)
+        entry: dict[str, Any] = {"label": s.label, "description": s.description} | (
+            {"implicit": True} if implicit else {}
+        )
         if s.tensors is None:
             entry["error"] = s.error
+            ir.input_sets += [] if implicit else [entry]
             continue
         try:
             outputs, values = eager_point(model, ir, example, s.tensors, state)
         except InputError as e:
+            if implicit:
+                continue
+            ir.input_sets.append(entry)
             cause = e.__cause__
             first = str(cause).strip().splitlines()[0] if cause is not None and str(cause).strip() else ""
             entry["error"] = f"eager PyTorch raised {type(cause).__name__}: {first}" if cause else e.message
             continue
+        ir.input_sets.append(entry)
         if values:
             entry["values"] = values
         for spec, t in zip(ir.inputs, s.tensors, strict=True):

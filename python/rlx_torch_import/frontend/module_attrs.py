@@ -42,6 +42,19 @@ _TORCH_ATTRS = frozenset(
         "_non_persistent_buffers_set",
     }
 )
+# Tables a forward can add to, put back as they were: parameters, buffers and submodules it registers,
+# and forward hooks it installs (transformers installs its output-capturing hooks on the first call,
+# flagging the model with an attribute, which is given back too: the two must agree)
+_TABLES = (
+    "_parameters",
+    "_buffers",
+    "_modules",
+    "_forward_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+    "_forward_pre_hooks",
+    "_forward_pre_hooks_with_kwargs",
+)
 _DEPTH = 4  # containers are followed this deep below a module attribute
 # a plain object's attributes are followed when it is the attribute or in a container there, not deeper: an
 # object held by another object (a logger's manager, a config's parent) is shared state the run does not own
@@ -176,7 +189,7 @@ class _ModuleTaken:
     path: str
     module: torch.nn.Module
     attrs: list[tuple[str, _Taken]]
-    tables: dict[str, dict[str, Any]]  # "_parameters", "_buffers", "_modules": name -> object
+    tables: dict[str, dict[Any, Any]]  # `_TABLES`: "_parameters", "_buffers", "_modules", hooks: key -> object
     non_persistent: set[str]
 
 
@@ -184,14 +197,14 @@ class ModuleAttrs:
     """Every module's own attributes and tables as they were when taken (`ModuleAttrs(model, cloned)`);
     `restore` puts them back: attributes a forward added are removed (a shadowed class attribute shows
     again), replaced ones put back, containers and tensors written in place given their contents back,
-    and buffers, parameters and submodules a forward registered dropped."""
+    and buffers, parameters, submodules and forward hooks a forward registered dropped."""
 
     def __init__(self, model: torch.nn.Module, cloned: dict[int, torch.Tensor]) -> None:
         taker = _Taker(cloned)
         self.modules: list[_ModuleTaken] = []
         for path, module in model.named_modules():
             attrs = [(k, taker.take(v)) for k, v in vars(module).items() if k not in _TORCH_ATTRS]
-            tables = {t: dict(getattr(module, t)) for t in ("_parameters", "_buffers", "_modules")}
+            tables = {t: dict(getattr(module, t)) for t in _TABLES if isinstance(getattr(module, t, None), dict)}
             self.modules.append(_ModuleTaken(path, module, attrs, tables, set(module._non_persistent_buffers_set)))
 
     def restore(self) -> None:

@@ -9,16 +9,19 @@ from ..errors import BundleError, InputError, RtiError
 from ..layout import set_prefix, sweep_prefix
 
 
-def staged_notes(model: BundleModel, conv: Conversion) -> list[str]:
+def staged_notes(model: BundleModel, conv: Conversion, verified_sets: set[str]) -> list[str]:
     """Report notes for a bundle with size stages (none for another): the values each staged size took on
-    the example, every input set and every sweep point of the input dims that ran, and each size whose
-    range holds 0 but at which the main graph does not compile (RLX's CPU matmul over an empty dim),
-    found by compiling it there."""
+    the example, every input set verified (`verified_sets`, by label) and every sweep point of the input
+    dims that ran, and each size whose range holds 0 but at which the main graph does not compile (RLX's
+    CPU kernels over an empty dim), found by compiling it there."""
     staged = [s for s in conv.ir.symbols if s.stage]
     if not staged:
         return []
     seen: dict[str, set[int]] = {s.label: set() for s in staged}
-    feeds = [conv.feed()] + [conv.feed(set_prefix(k)) for k, e in enumerate(conv.ir.input_sets) if "error" not in e]
+    sets = conv.ir.input_sets
+    feeds = [conv.feed()] + [
+        conv.feed(set_prefix(k)) for k, e in enumerate(sets) if "error" not in e and e["label"] in verified_sets
+    ]
     feeds += [conv.feed(sweep_prefix(i)) for i, p in enumerate(conv.ir.sweep) if "error" not in p]
     example: dict[str, int] = {}
     for i, feed in enumerate(feeds):
@@ -39,7 +42,7 @@ def staged_notes(model: BundleModel, conv: Conversion) -> list[str]:
         try:
             model.compile_binding({**example, s.label: 0})
         except RtiError as e:
-            at = e.message[e.message.rfind("(at ") :] if "(at " in e.message else e.message[-200:]
-            why = f"an RLX CPU kernel divides by the empty dim's length when it compiles {at}"
-            notes.append(f"{s.label} ({s.name}) = 0 cannot run: the main graph does not compile there ({why})")
+            why = " ".join(e.message.split())
+            why = why if len(why) <= 400 else "..." + why[-400:]
+            notes.append(f"{s.label} ({s.name}) = 0 cannot run: RLX does not compile the main graph there: {why}")
     return notes
