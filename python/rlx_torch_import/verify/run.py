@@ -25,7 +25,7 @@ from ..lower.ops.quantized import pt2e_note
 from ..outdir import write_texts
 from ..progress import Progress
 from ..symbolic import evaluate_shape, values_of
-from . import tie_fed, ties
+from . import ties
 from .budgets import is_exact
 from .codes import quantizes
 from .compare import OutputParity, compare_output
@@ -226,9 +226,9 @@ def _compare_outputs(
                 no_judge=why or "PyTorch's float64 run gives no float value for it",
             )
         if not row.ok and quantizes(ir) and not is_exact(expected.dtype) and not bit_exact:  # codes: equal
-            row = _code_fed(row, spec.name, actual, dtype, expected.dtype, judge.codes(prefix, binding))
+            row = _fed("codes", row, actual, dtype, expected.dtype, judge.codes(prefix, binding))
         if not row.ok and ties.reorders(ir):  # topk/sort indices: a choice among tied values
-            row = tie_fed.rejudge(row, actual, dtype, expected.dtype, bit_exact, judge.ties(prefix, binding))
+            row = _fed("ties", row, actual, dtype, expected.dtype, judge.ties(prefix, binding), bit_exact)
         found.append(row)
     return found
 
@@ -252,20 +252,36 @@ def exact_outputs(conv: Conversion) -> set[str]:
     return {o.name for o in conv.ir.outputs if o.name in names}
 
 
-def _code_fed(
-    row: OutputParity, name: str, actual: np.ndarray, dtype: str, expected_dtype: str, fed: tuple[dict[str, Any], str]
+# The graphs PyTorch is re-run with RLX's own choices fed in where either answer is right (`verify/codes.py`:
+# quantization codes at a rounding boundary; `verify/tie_fed.py`: indices among tied values): what a failing
+# row is then judged by, how its note reads, and its label when the re-run does not pass it either.
+_FED = {
+    "codes": ("quantization codes", "against PyTorch itself", "code-fed reference"),
+    "ties": ("tie choice", "against PyTorch's own choice", "tie-fed reference"),
+}
+
+
+def _fed(
+    kind: str,
+    row: OutputParity,
+    actual: np.ndarray,
+    dtype: str,
+    expected_dtype: str,
+    fed: tuple[dict[str, Any], str],
+    bit_exact: bool = False,
 ) -> OutputParity:
-    """A quantized graph's failing output judged against PyTorch's graph fed RLX's codes (`verify/codes.py`):
-    that row, noted, where it passes; else `row` with why not."""
+    """A failing output `row` judged against PyTorch's graph fed RLX's choices (`_FED[kind]`), with the
+    same budgets: that row, noted, where it passes; else `row` with why not."""
+    judged_by, against, label = _FED[kind]
     values, note = fed
-    if name in values:
-        again = compare_output(name, actual, values[name], dtype, expected_dtype)
+    if row.name in values:
+        again = compare_output(row.name, actual, values[row.name], dtype, expected_dtype, bit_exact=bit_exact)
         if again.ok:
-            note += f" (against PyTorch itself: max abs error {row.max_abs_error:.3g})"
-            again.judged_by, again.notes = "quantization codes", [*again.notes, note]
+            note += f" ({against}: max abs error {row.max_abs_error:.3g})"
+            again.judged_by, again.notes = judged_by, [*again.notes, note]
             return again
         note = f"{note}; it still differs from that"
-    row.notes.append(f"code-fed reference: {note}")
+    row.notes.append(f"{label}: {note}")
     return row
 
 

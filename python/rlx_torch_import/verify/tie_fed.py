@@ -11,7 +11,6 @@ import numpy as np
 from .. import torchir
 from ..conversion import Conversion
 from ..layout import input_key
-from .compare import OutputParity, compare_output
 from .ties import TIE_ORDERED, tie_choice, tie_ordered
 
 
@@ -72,25 +71,3 @@ def _host(value: Any) -> np.ndarray:
     import torch
 
     return (value.float() if value.dtype == torch.bfloat16 else value).numpy()
-
-
-def rejudge(
-    row: OutputParity,
-    actual: np.ndarray,
-    dtype: str,
-    expected_dtype: str,
-    bit_exact: bool,
-    fed: tuple[dict[str, np.ndarray], str],
-) -> OutputParity:
-    """A failing output `row` judged against PyTorch's graph with RLX's tie choices (`tie_fed_outputs`'s
-    result `fed`), with the same budgets: that row, noted, where it passes; else `row` with why not."""
-    values, note = fed
-    if row.name in values:
-        again = compare_output(row.name, actual, values[row.name], dtype, expected_dtype, bit_exact=bit_exact)
-        if again.ok:
-            note += f" (against PyTorch's own choice: max abs error {row.max_abs_error:.3g})"
-            again.judged_by, again.notes = "tie choice", [*again.notes, note]
-            return again
-        note = f"{note}; it still differs from that"
-    row.notes.append(f"tie-fed reference: {note}")
-    return row
