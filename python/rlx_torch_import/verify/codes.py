@@ -12,16 +12,15 @@ the rest of the graph must match within the normal budgets.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 
 from .. import torchir
 from ..conversion import Conversion
-from ..layout import input_key
 from ..torchir import Node
 from .budgets import budget_for
+from .fed import fed_run
 
 QUANTIZE = (
     "quantized_decomposed.quantize_per_tensor.default",
@@ -75,40 +74,26 @@ def code_fed_outputs(
 
     PyTorch runs the graph in order; at each quantize whose codes differ from RLX's, the difference is checked
     against PyTorch's input as computed from RLX's codes upstream, and RLX's codes go on from there."""
-    import torch
-
-    from .nodes import _run_debug
-    from .torch_values import _call, to_torch
-
-    ir = conv.ir
-    if ir.is_dynamic:
-        ir = torchir.specialize(ir, binding or {})
-    raw = {s.name: conv.reference[input_key(s.name, prefix)] for s in ir.inputs}
-    feed = {k: v.to_numpy() for k, v in raw.items()}
-    rlx = {**feed, **_run_debug(ir, feed, conv.raw_weights)}
-    env: dict[str, Any] = {k: to_torch(v) for k, v in raw.items()}
-    weights = {k: to_torch(v) for k, v in conv.raw_weights.items()}
-    env.update({w.name: weights[w.key] for w in ir.weights})
     flipped, nodes = 0, 0
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for node in ir.nodes:
-            if not node.outputs:
-                continue
-            for spec, value in zip(node.outputs, _call(node, env), strict=False):
-                if value is not None:
-                    env[spec.name] = value
-            if node.target not in QUANTIZE:
-                continue
-            out, source = node.outputs[0].name, node.args[0]["tensor"]
-            if out not in rlx or source not in rlx:
-                return {}, f"RLX has no value of {node.name}"
-            count, why = _flips(node, rlx[out], env, rlx[source])
-            if why:
-                return {}, why
-            if count:
-                flipped, nodes = flipped + count, nodes + 1
-                env[out] = to_torch_codes(rlx[out], env[out])
+
+    def feed(node: Node, env: dict[str, Any], rlx: dict[str, np.ndarray]) -> str:
+        nonlocal flipped, nodes
+        if node.target not in QUANTIZE:
+            return ""
+        out, source = node.outputs[0].name, node.args[0]["tensor"]
+        if out not in rlx or source not in rlx:
+            return f"RLX has no value of {node.name}"
+        count, why = _flips(node, rlx[out], env, rlx[source])
+        if why:
+            return why
+        if count:
+            flipped, nodes = flipped + count, nodes + 1
+            env[out] = to_torch_codes(rlx[out], env[out])
+        return ""
+
+    ir, env, why = fed_run(conv, prefix, binding, feed)
+    if why:
+        return {}, why
     if not flipped:
         return {}, "every quantization code equals PyTorch's"
     note = (

@@ -3,14 +3,13 @@ topk/sort values, and a failing output judged against it."""
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 
-from .. import torchir
 from ..conversion import Conversion
-from ..layout import input_key
+from ..torchir import Node
+from .fed import fed_run
 from .ties import TIE_ORDERED, tie_choice, tie_ordered
 
 
@@ -20,42 +19,30 @@ def tie_fed_outputs(conv: Conversion, prefix: str, binding: dict[str, int] | Non
     choice among tied values, or where none differ."""
     import torch
 
-    from .nodes import _run_debug
-    from .torch_values import _call, to_torch
-
-    ir = conv.ir
-    if ir.is_dynamic:
-        ir = torchir.specialize(ir, binding or {})
-    raw = {s.name: conv.reference[input_key(s.name, prefix)] for s in ir.inputs}
-    feed = {k: v.to_numpy() for k, v in raw.items()}
-    rlx = _run_debug(ir, feed, conv.raw_weights)
-    env: dict[str, Any] = {k: to_torch(v) for k, v in raw.items()}
-    weights = {k: to_torch(v) for k, v in conv.raw_weights.items()}
-    env.update({w.name: weights[w.key] for w in ir.weights})
     chosen: list[str] = []
     total = 0
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for node in ir.nodes:
-            if not node.outputs:
-                continue
-            for spec, value in zip(node.outputs, _call(node, env), strict=False):
-                if value is not None:
-                    env[spec.name] = value
-            if not tie_ordered(node):
-                continue
-            values_at, indices_at = TIE_ORDERED[node.target]
-            out = node.outputs[indices_at].name
-            if out not in rlx:
-                return {}, f"RLX has no value of {node.name}'s indices"
-            count, why, picked = tie_choice(node, env, rlx[out])
-            if why:
-                return {}, why
-            if count:
-                total += count
-                chosen.append(node.name)
-                env[out] = torch.from_numpy(np.ascontiguousarray(rlx[out]).astype(np.int64)).reshape(env[out].shape)
-                env[node.outputs[values_at].name] = picked
+
+    def feed(node: Node, env: dict[str, Any], rlx: dict[str, np.ndarray]) -> str:
+        nonlocal total
+        if not tie_ordered(node):
+            return ""
+        values_at, indices_at = TIE_ORDERED[node.target]
+        out = node.outputs[indices_at].name
+        if out not in rlx:
+            return f"RLX has no value of {node.name}'s indices"
+        count, why, picked = tie_choice(node, env, rlx[out])
+        if why:
+            return why
+        if count:
+            total += count
+            chosen.append(node.name)
+            env[out] = torch.from_numpy(np.ascontiguousarray(rlx[out]).astype(np.int64)).reshape(env[out].shape)
+            env[node.outputs[values_at].name] = picked
+        return ""
+
+    ir, env, why = fed_run(conv, prefix, binding, feed)
+    if why:
+        return {}, why
     if not chosen:
         return {}, "every topk/sort index equals PyTorch's"
     note = (
