@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from torch import nn
 import rlx_torch_import as rti
 from rlx_torch_import.lower import REGISTRY
 from rlx_torch_import.torchir import Node, TensorSpec
-from rlx_torch_import.verify.ties import tie_choice, tie_ordered
+from rlx_torch_import.verify.ties import reorders, tie_choice, tie_ordered
 
 
 class Detector(nn.Module):
@@ -120,3 +121,11 @@ def test_only_unspecified_orders_are_tie_choices() -> None:
     assert tie_ordered(replace(sort, target="aten.sort.default", kwargs={}))
     assert tie_ordered(_topk_node())
     assert not tie_ordered(replace(sort, target="aten.argmax.default", kwargs={}))
+
+
+def test_a_reference_with_a_specified_tie_order_judges_no_tie_choice() -> None:
+    """A front end whose reference fixes the tie order (ONNX Runtime) records it; no tie choice is judged."""
+    ir = SimpleNamespace(producer={}, nodes=[_topk_node()])
+    assert reorders(ir)  # type: ignore[arg-type]
+    ir.producer = {"tie_order": "specified"}
+    assert not reorders(ir)  # type: ignore[arg-type]

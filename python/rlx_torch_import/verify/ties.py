@@ -60,9 +60,10 @@ def tie_indices(node: Node) -> str:
 
 
 def reorders(ir: torchir.TorchIR) -> bool:
-    """Whether the graph has a node whose tie order is an algorithm's (`tie_ordered`) and PyTorch is its
-    reference: an ONNX file's reference is ONNX Runtime, and ONNX's TopK specifies the lower index first."""
-    if ir.producer.get("frontend") == "onnx" or ir.decomposition == "onnx":
+    """Whether the graph has a node whose tie order is an algorithm's (`tie_ordered`) in its reference: not
+    where the front end records the reference's order as specified (torch-ir `producer["tie_order"]`:
+    ONNX Runtime, whose TopK gives the lower index first)."""
+    if ir.producer.get("tie_order") == "specified":
         return False
     return any(tie_ordered(n) for n in ir.nodes)
 

@@ -174,8 +174,10 @@ def _boundary_ir(src: source.OnnxSource, name: str, program: Program, out: dict[
 
 
 def route_producer(route: str, src: source.OnnxSource) -> dict[str, str]:
-    """torch-ir producer entries of an ONNX conversion: the front end, its route, the file and the
-    outputs judged bit for bit (`nodes.exact_outputs_record`, from the file as ONNX Runtime runs it)."""
+    """torch-ir producer entries of an ONNX conversion: the front end, its route, the file, the
+    outputs judged bit for bit (`nodes.exact_outputs_record`, from the file as ONNX Runtime runs it) and
+    the reference's tie order ("specified": ONNX's TopK gives the lower index first, so RLX's indices
+    among tied values are never judged as a free choice, `verify/ties.py`)."""
     from .kinds import exact_outputs_record
 
     return {
@@ -183,6 +185,7 @@ def route_producer(route: str, src: source.OnnxSource) -> dict[str, str]:
         "route": route,
         "source": str(src.path),
         "exact_outputs": exact_outputs_record(src.model),
+        "tie_order": "specified",
     }
 
 
