@@ -178,3 +178,27 @@ def test_only_graphs_that_draw_are_run_again() -> None:
     assert random_targets(quiet.graph_module) == []
     drawing = export_program(of_inputs(lambda v: F.dropout(v, 0.5, training=True)), x, decomposition="aten")
     assert random_targets(drawing.graph_module) == ["aten.dropout.default"]
+
+
+class SelfSeeded(nn.Module):
+    """Reformer-style LSH hashing with `hash_seed`: the model seeds torch's generator in forward, so its
+    random rotations are the same on every call, and the buckets (an argmax over them) pick the output."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        torch.manual_seed(3)
+        rotations = torch.randn(x.shape[-1], 4)
+        buckets = torch.argmax(torch.cat([x @ rotations, -(x @ rotations)], -1), -1)
+        return x * buckets.unsqueeze(-1).to(x.dtype)
+
+
+def test_draws_of_a_model_that_seeds_itself_are_kept_as_constants(tmp_path: Path) -> None:
+    """The outputs depend on the draws, but every eager run draws the same values: those values are part of
+    the model (a constant in the bundle) and the outputs verify against PyTorch's, on other inputs too."""
+    x = torch.randn(6, 8, generator=torch.Generator().manual_seed(0))
+    others = [(torch.randn(6, 8, generator=torch.Generator().manual_seed(s)),) for s in (1, 2)]
+    report = rti.from_torch(SelfSeeded(), (x,), tmp_path / "o", verify_inputs=others)
+    assert report.ok and report.verdict == "PASS" and report.random_outputs == [], report.summary()
+    assert all(row.ok for row in report.input_sets), report.summary()
+    assert any("seeds torch's generator itself" in n and "aten.randn.default" in n for n in report.notes), report.notes
+    histogram = json.loads((tmp_path / "o" / "bundle" / "meta.json").read_text())["op_histogram"]
+    assert not any(op.startswith("Rng") for op in histogram), histogram

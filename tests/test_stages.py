@@ -62,6 +62,33 @@ class Durations(nn.Module):
         return self.proj(torch.repeat_interleave(x, d, dim=0))
 
 
+class MaskedSpline(nn.Module):
+    """VITS-like chain of stages: a masked transform `out[inside] = f(x[inside])` (its size in stage 1),
+    then a mask of the result (a size computed from values sized by the first: stage 2)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        inside = x.abs() < 0.5
+        out = x.clone()
+        out[inside] = torch.sin(x[inside]) * 3
+        return out[out > 0.3] * 2
+
+
+class AxialSlice(nn.Module):
+    """Reformer-like axial position embeddings: ceil((max id + 1) / 8) columns of 8 positions are cut
+    from the weights (torch prints the count `-((-u0 - 1)//8)`: not a line of u0, so a derived size)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(1, 4, 8, 3, generator=torch.Generator().manual_seed(0)))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        m = ids.max().item()
+        torch._check(m >= 0)
+        torch._check(m < 32)
+        enc = self.w[:, : -(-(m + 1) // 8)].reshape(1, -1, 3)
+        return enc[0].index_select(0, ids[0]) * 2
+
+
 def _x(seed: int, *shape: int) -> torch.Tensor:
     return torch.rand(*shape, generator=torch.Generator().manual_seed(seed))
 
@@ -119,6 +146,16 @@ CASES: dict[str, tuple[nn.Module, tuple[torch.Tensor, ...], list[tuple[torch.Ten
             (_x(1, 4, 4), torch.tensor([5, 0, 0, 0])),
         ],
     ),
+    "chain": (
+        MaskedSpline(),
+        (_x(0, 4, 5) * 2 - 1,),
+        [(torch.zeros(4, 5),), (torch.ones(4, 5),), (_x(1, 4, 5) * 2 - 1,), (_x(2, 4, 5) - 2,)],
+    ),
+    "derived": (
+        AxialSlice(),
+        (torch.tensor([[3, 9, 1, 12]]),),
+        [(torch.tensor([[0, 1, 2, 3]]),), (torch.tensor([[31, 0, 5, 5]]),), (torch.tensor([[8, 16, 17, 2]]),)],
+    ),
 }
 
 
@@ -137,7 +174,7 @@ def test_staged_model_matches_torch_at_several_sizes(name: str, tmp_path: Path) 
     if name != "durations":  # a Linear over the size: tests below
         assert not any("cannot run" in n for n in report.notes), report.notes  # 0 runs where torch allows it
     model = rti.BundleModel(tmp_path / name / "bundle")
-    assert model.meta["stages"], "the bundle records its size stage"
+    assert len(model.meta["stages"]) == (2 if name == "chain" else 1), "the bundle records its size stages"
     sizes = {tuple(_sizes(model, inputs).values()) for inputs in [example, *others]}
     assert len(sizes) == len(others) + 1, f"sizes covered: {sizes}"
 
@@ -276,3 +313,22 @@ def test_sizes_are_verified_at_several_values_without_verify_inputs(tmp_path: Pa
     (note,) = [n for n in report.notes if n.startswith("sizes computed from tensor values")]
     values = [int(v) for v in note.split("[", 1)[1].split("]", 1)[0].split(",")]
     assert len(values) >= 3 and 0 in values, note
+
+
+def test_a_size_that_is_not_a_line_of_a_staged_size_is_derived_by_the_stage(tmp_path: Path) -> None:
+    """Reformer-like: the count of columns is its own symbol, computed by the stage from the value read
+    (decision bb); the note lists both sizes' values, and the main graph is symbolic in the derived one."""
+    module, example, others = CASES["derived"]
+    report = rti.from_torch(module, example, tmp_path / "d", verify_inputs=list(others))
+    assert report.ok, report.summary()
+    (note,) = [n for n in report.notes if n.startswith("sizes computed from tensor values")]
+    assert "-((-u0 - 1) // 8) (d0, size of node _local_scalar_dense): [1, 2, 4]" in note, note
+    model = rti.BundleModel(tmp_path / "d" / "bundle")
+    (derived,) = [s for s in model.symbols if s.derived]
+    assert derived.stage == 1 and (derived.min, derived.max) == (1, 4), derived
+    for top, columns in ((0, 1), (8, 2), (23, 3), (31, 4)):
+        ids = np.array([[top, 0, 1, 2]])
+        assert model.binding({"ids": ids})[derived.label] == columns
+        (out,) = model.run([ids]).values()
+        with torch.no_grad():
+            np.testing.assert_array_equal(out, module(torch.from_numpy(ids)).numpy())

@@ -40,7 +40,8 @@ class Symbol:
     `stage` > 0 marks a size that depends on tensor values (torch's unbacked `u0`: nonzero,
     masked_select, `.item()`): its value is computed by size stage `stage` at run time, not read
     from an input shape (docs/design.md, decision ax); `defined_by` names the torch-ir node
-    (and op) it is the size of.
+    (and op) it is the size of. `derived` (a staged size only): the expression of other staged
+    symbols it is (`u0//8`), computed by the stage from theirs (docs/design.md, decision bb).
     """
 
     id: int
@@ -51,6 +52,7 @@ class Symbol:
     example: int
     stage: int = 0
     defined_by: str = ""
+    derived: str = ""
 
     def holds(self, size: int) -> bool:
         """Whether `size` is in this symbol's range."""

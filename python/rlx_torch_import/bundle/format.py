@@ -181,11 +181,14 @@ _RLX_DTYPES = tuple(d for d in TORCH_ITEMSIZE if is_supported(d))
 
 
 def symbol_record(sym: Any) -> dict[str, Any]:
-    """A symbol as meta.json records it; `stage`/`defined_by` only for a size a stage computes."""
+    """A symbol as meta.json records it; `stage`/`defined_by` only for a size a stage computes, `derived`
+    only for one derived from others."""
     record = asdict(sym)
     if not record.get("stage"):
         record.pop("stage", None)
         record.pop("defined_by", None)
+    if not record.get("derived"):
+        record.pop("derived", None)
     return record
 
 

@@ -69,7 +69,6 @@ class StageRunner:
         self.path = path
         self.stages = stages
         self.symbols = {s.name: s for s in symbols}
-        self.inputs = [s for s in symbols if not s.stage]
         self.models: list[Any] = []
         self.device, self.load = device, load
         self.compiled: dict[tuple[int, tuple[tuple[str, int], ...]], Any] = {}  # (stage, input binding)
@@ -96,13 +95,15 @@ class StageRunner:
         return cls(path, stages, symbols, device, load) if stages else None
 
     def model(self, k: int, at: dict[str, int]) -> Any:
-        """Stage `k` compiled (at the input dims' sizes `at`, torch name -> size, for a symbolic one)."""
+        """Stage `k` (from 0) compiled, for a symbolic one at `at` (torch name -> size: the input dims and
+        the sizes earlier stages computed)."""
         stage = self.stages[k]
         if not stage.get("symbolic"):
             return self.models[k]
         key = (k, tuple(sorted(at.items())))
         if key not in self.compiled:
-            ids = {s.name: s.id for s in self.inputs}
+            # the input dims and the sizes earlier stages computed (a chain of stages)
+            ids = {s.name: s.id for s in self.symbols.values() if s.stage <= k}
             try:
                 graph = self.models[k].compile([(ids[n], v) for n, v in key[1] if n in ids], self.device)
             except (RuntimeError, _core.CheckError) as e:
@@ -123,10 +124,11 @@ class StageRunner:
         RLX fails."""
         found: dict[str, int] = {}
         for k, stage in enumerate(self.stages):
-            model = self.model(k, at or {})
+            bound = {**(at or {}), **found}  # a later stage runs at the sizes earlier ones computed
+            model = self.model(k, bound)
             feed = {s["name"]: arrays[s["name"]] for s in stage["inputs"]}
             try:
-                raw = model.run(encode_feed(stage["inputs"], feed, at or {}))
+                raw = model.run(encode_feed(stage["inputs"], feed, bound))
             except (RuntimeError, _core.CheckError) as e:
                 raise RlxError(f"{self.path}: RLX failed while running size stage {stage['file']}: {e}") from None
             values = decode_outputs(stage["outputs"], raw)

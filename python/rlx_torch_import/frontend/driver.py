@@ -35,7 +35,7 @@ from .input_sets import AUTO, Spec, record_input_sets
 from .inputs import ModelInputs, model_inputs
 from .reference import eager_outputs, sweep_references
 from .state import ModelState
-from .to_torchir import capture
+from .to_torchir import Captured, capture
 
 TRAINING_NOTE = (
     "the model was in training mode: it was converted and verified in eval mode (dropout off, batch norm on its "
@@ -232,7 +232,10 @@ class FrontEnd:
                 break
         if program is None:  # reported before any file is written (safetensors has no complex dtype to write)
             raise with_fallback_reasons(UnsupportedOpsError(items=missing, decomposition=self.decomposition), skipped)
-        self._random_outputs(cap.ir, ep, prog, state)
+        if self._random_outputs(cap, ep, prog, state):  # self-seeded draws became constants: lower again
+            program, missing = registry.try_lower(cap.ir)
+            if program is None:
+                raise UnsupportedOpsError(items=missing, decomposition=self.decomposition)
         self._references(cap.ir, cap.reference, prog, state)
         with prog.phase("write torch-ir"):
             cap.ir.save(stage)
@@ -240,16 +243,21 @@ class FrontEnd:
             safetensors_io.write(stage / REFERENCE, dict(safetensors_io.iter_torch(cap.reference)))
         return cap.ir, program, skipped
 
-    def _random_outputs(self, ir: TorchIR, ep: Any, prog: Progress, state: ModelState) -> None:
+    def _random_outputs(self, cap: Captured, ep: Any, prog: Progress, state: ModelState) -> bool:
         """A graph with random ops: the outputs whose eager values depend on the draws, into `ir.random_outputs`
-        (`frontend.randomness`)."""
+        (`frontend.randomness`); where the model seeds torch's generator itself, its draws made constants
+        instead (returns True: `cap.ir` changed)."""
         from ..timeout import user_code
-        from .randomness import random_targets, seed_dependent_outputs
+        from .randomness import bake_draws, random_targets, seed_dependent_outputs
 
-        if random_targets(ep.graph_module):
-            with prog.phase("random draws"), user_code("the eager PyTorch runs under three seeds", self.timeout):
-                changed = set(seed_dependent_outputs(self.model, self.pristine, state))
-            ir.random_outputs = [o.name for o in ir.outputs if o.name in changed]
+        if not random_targets(ep.graph_module):
+            return False
+        with prog.phase("random draws"), user_code("the eager PyTorch runs under three seeds", self.timeout):
+            changed, fixed = seed_dependent_outputs(self.model, self.pristine, state)
+        if fixed and bake_draws(cap.ir, cap.weights, fixed):
+            return True
+        cap.ir.random_outputs = [o.name for o in cap.ir.outputs if o.name in set(changed)]
+        return False
 
     def _references(self, ir: TorchIR, reference: dict[str, Any], prog: Progress, state: ModelState) -> None:
         """Eager PyTorch's values at a dynamic program's sweep points and on the extra input sets, into

@@ -13,7 +13,9 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..torchir import TorchIR, WeightSpec
 from .inputs import ModelInputs
 from .outputs import output_names
 from .reference import eager_outputs
@@ -54,20 +56,75 @@ def _nan_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return (a.is_floating_point() or a.is_complex()) and bool(torch.equal(torch.nan_to_num(a), torch.nan_to_num(b)))
 
 
-def seed_dependent_outputs(model: Any, inputs: ModelInputs, state: ModelState) -> list[str]:
+class _Draws(TorchDispatchMode):
+    """Records the values each random op draws during an eager run, in call order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values: list[torch.Tensor] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()) and isinstance(out, torch.Tensor):
+            self.values.append(out.detach().clone())
+        return out
+
+
+def seed_dependent_outputs(model: Any, inputs: ModelInputs, state: ModelState) -> tuple[list[str], list[torch.Tensor]]:
     """Names (as torch-ir's `outputs`, `frontend.outputs.output_names`) of the outputs whose eager values
-    differ between runs under the torch seeds `SEEDS`; each run starts from `state` and the caller's RNG
-    state is given back afterwards. Raises what `eager_outputs` raises."""
+    differ between runs under the torch seeds `SEEDS`; and the values the random ops drew when every run
+    drew the same ones (the model seeds torch's generator itself: Reformer's LSH `hash_seed`), else [].
+    Each run starts from `state` and the caller's RNG state is given back afterwards. Raises what
+    `eager_outputs` raises."""
     runs = []
+    draws: list[list[torch.Tensor]] = []
     with torch.random.fork_rng(devices=[]):
         for seed in SEEDS:
             torch.manual_seed(seed)
-            runs.append(eager_outputs(model, inputs, state=state).outputs)
+            with _Draws() as drawn:
+                runs.append(eager_outputs(model, inputs, state=state).outputs)
+            draws.append(drawn.values)
     first, _ = pytree.tree_flatten_with_path(runs[0])
     others = [pytree.tree_leaves(run) for run in runs[1:]]
     names = output_names([path for path, _ in first])
-    return [
+    changed = [
         name
         for i, (name, (_, leaf)) in enumerate(zip(names, first, strict=True))
         if not all(_same(leaf, other[i]) for other in others)
     ]
+    fixed = all(len(d) == len(draws[0]) and all(map(_same, d, draws[0])) for d in draws[1:])
+    return changed, draws[0] if fixed else []
+
+
+def bake_draws(ir: TorchIR, weights: dict[str, torch.Tensor], draws: list[torch.Tensor]) -> bool:
+    """Make each random node of `ir` a constant holding what it drew in eager PyTorch (`draws`, in call
+    order), with its tensor in `weights`, when the model seeds torch's generator itself (decision aw):
+    its draws are then part of the model, as a weight is. Returns False and changes nothing when the
+    random nodes and the draws do not pair up one to one by shape and dtype."""
+    from ..dtypes import torch_name
+    from ..verify.randomness import random_node
+
+    nodes = [n for n in ir.nodes if random_node(n)]
+    if not nodes or len(nodes) != len(draws):
+        return False
+    for node, value in zip(nodes, draws, strict=True):
+        if len(node.outputs) != 1 or node.outputs[0].shape != list(value.shape):
+            return False
+        if node.outputs[0].dtype != torch_name(value.dtype):
+            return False
+    for node, value in zip(nodes, draws, strict=True):
+        key = f"rlx_draws.{node.name}"
+        out = node.outputs[0]
+        ir.weights.append(WeightSpec(out.name, key, "constant", list(value.shape), out.dtype))
+        weights[key] = value
+        ir.dropped.append(
+            {
+                "target": node.target,
+                "node": node.name,
+                "check": node.source or node.module_path or "the model's forward",
+                "reason": "the model seeds torch's generator itself (its draws are the same under every seed), "
+                "so the values it drew are kept as a constant",
+            }
+        )
+    ir.nodes[:] = [n for n in ir.nodes if n not in nodes]
+    return True

@@ -22,6 +22,7 @@ from .inputs import CONSTANT_LEAVES, ModelInputs
 from .outputs import user_outputs, written_inputs
 from .provenance import at_module, module_info, op_name, source_line
 from .reference import EagerRun
+from .derived import derive_sizes
 from .symbols import program_symbols, specialized_axes
 
 
@@ -91,7 +92,7 @@ def capture(
         dropped=dropped,
         control_flow=control_flow,
     )
-    return Captured(ir, weight_tensors, reference)
+    return Captured(derive_sizes(ir), weight_tensors, reference)
 
 
 def _graph_inputs(

@@ -82,12 +82,13 @@ def _example_values(ep: torch.export.ExportedProgram, tensors: tuple[torch.Tenso
 
 
 def stage_symbols(ep: torch.export.ExportedProgram, tensors: tuple[torch.Tensor, ...], first_id: int) -> list[Symbol]:
-    """The sizes that depend on tensor values, as symbols of size stage 1 (ids from `first_id`), with
-    torch's range and the size at the example inputs `tensors` (the user inputs, in order).
+    """The sizes that depend on tensor values, as staged symbols (ids from `first_id`), with torch's
+    range and the size at the example inputs `tensors` (the user inputs, in order). A size computed
+    from tensors sized by other such sizes (a chain: VITS's durations read after a masked spline)
+    gets the stage after the latest of theirs; the others stage 1.
 
     Raises InputError naming the symbol and node when a size comes from an op no size stage computes
-    (a slice by an unchecked bound, ...) or from tensors that are themselves sized by such a size (a
-    chain of stages)."""
+    (a slice by an unchecked bound, ...)."""
     graph = ep.graph_module.graph
     used = _shape_symbols(graph)
     if not used:
@@ -96,7 +97,10 @@ def stage_symbols(ep: torch.export.ExportedProgram, tensors: tuple[torch.Tensor,
     ranges = {str(k): v for k, v in ep.range_constraints.items()}
     values: dict[str, Any] | None = None
     found: list[Symbol] = []
-    for name in sorted(used, key=lambda s: int(s[1:]) if s[1:].isdigit() else 0):
+    stage_of: dict[str, int] = {}
+    order = {node: i for i, node in enumerate(graph.nodes)}
+    # in graph order, so that a size computed from values sized by another comes after it (a chain)
+    for name in sorted(used, key=lambda s: (order.get(definers.get(s, (None, ()))[0], -1), s)):
         node, path = definers.get(name, (None, ()))
         target = op_name(node.target) if node is not None else "?"
         if node is None or target not in DEFINERS:
@@ -106,21 +110,22 @@ def stage_symbols(ep: torch.export.ExportedProgram, tensors: tuple[torch.Tensor,
                 hint="bound it with torch._check(0 <= n <= size) before using it, or keep the size static",
             )
         chained = _upstream_symbols(node) - {name}
-        if chained:
+        unknown = sorted(chained - set(stage_of))
+        if unknown:
             raise InputError(
-                f"{target} (node {node.name}) gives a size ({name}) computed from tensors whose sizes depend on tensor "
-                f"values themselves ({', '.join(sorted(chained))}, upstream of it): chains of size stages are not "
-                "supported yet",
-                hint="compute the masked part on the whole tensor and select with torch.where, so that only the "
-                "last size depends on tensor values",
+                f"{target} (node {node.name}) gives a size ({name}) computed from tensors sized by "
+                f"{', '.join(unknown)}, which no earlier size stage computes",
+                hint="report the model: torch defined those sizes after the node that reads them",
             )
+        # a size computed from values sized by earlier staged sizes runs in a later stage (a chain)
+        stage_of[name] = 1 + max((stage_of[c] for c in chained), default=0)
         if values is None:
             values = _example_values(ep, tensors)
         example = int(pytree.key_get(values[node.name], path))
         vr = ranges.get(name)
         lo = max(_bound(vr.lower) or 0, 0, _least(node, target)) if vr is not None else _least(node, target)
         hi = _bound(vr.upper) if vr is not None else None
-        found.append(Symbol(first_id + len(found), name, f"{node.name}.size", lo, hi, example, 1, node.name))
+        found.append(Symbol(first_id + len(found), name, f"{node.name}.size", lo, hi, example, stage_of[name], node.name))
     return found
 
 

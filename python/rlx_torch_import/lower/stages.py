@@ -11,6 +11,8 @@ dims, `lower.symbolic`) runs at that binding.
 
 from __future__ import annotations
 
+import ast
+import operator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -173,6 +175,65 @@ def _unique_size(node: Node, make: _Nodes) -> str:
     return make.add("aten.add.Tensor", [{"tensor": make.total(differ, "float32")}, {"int": 1}], [], "int64")
 
 
+# sympy's printed integer functions (as `symbolic.evaluate` reads them) and Python's operators, as the
+# int64 ops that compute them in a stage.
+_CALLS = {"FloorDiv": "floordiv", "CleanDiv": "floordiv", "CeilDiv": "ceildiv", "Mod": "mod", "PythonMod": "mod"}
+_CALLS |= {"Max": "max", "Min": "min"}
+_BINOPS: dict[type, str] = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.FloorDiv: "floordiv", ast.Mod: "mod"}
+_PYTHON: dict[str, Any] = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "floordiv": operator.floordiv}
+_PYTHON |= {"ceildiv": lambda a, b: -(-a // b), "mod": operator.mod, "max": max, "min": min}
+
+
+def _derived_nodes(sym: Symbol, scalars: dict[str, str], make: _Nodes) -> str:
+    """Nodes computing derived size `sym` (decision bb: `sym.derived`, an expression of staged symbols
+    computed by this stage) from those symbols' int64 scalars `scalars`; the name of its scalar."""
+
+    def scalar(v: str | int) -> str:
+        if isinstance(v, str):
+            return v
+        return make.add("aten.full.default", [_ints([]), {"int": v}], [], "int64", dtype={"dtype": "int64"})
+
+    def op(kind: str, a: str | int, b: str | int) -> str | int:
+        if isinstance(a, int) and isinstance(b, int):
+            return int(_PYTHON[kind](a, b))
+        if kind in ("add", "mul") and isinstance(a, int):
+            a, b = b, a
+        if kind == "sub" and isinstance(a, int):
+            return op("add", op("mul", b, -1), a)
+        if kind == "ceildiv":
+            return op("mul", op("floordiv", op("mul", a, -1), b), -1)
+        right = {"int": b} if isinstance(b, int) else {"tensor": b}
+        if kind in ("add", "sub", "mul"):
+            return make.add(f"aten.{kind}.Tensor", [{"tensor": scalar(a)}, right], [], "int64")
+        if kind == "floordiv":
+            args = [{"tensor": scalar(a)}, {"tensor": scalar(b)}]
+            return make.add("aten.div.Tensor_mode", args, [], "int64", rounding_mode={"str": "floor"})
+        if kind == "mod":
+            return make.add("aten.remainder.Tensor", [{"tensor": scalar(a)}, {"tensor": scalar(b)}], [], "int64")
+        target = "aten.maximum.default" if kind == "max" else "aten.minimum.default"
+        return make.add(target, [{"tensor": scalar(a)}, {"tensor": scalar(b)}], [], "int64")
+
+    def walk(node: ast.expr) -> str | int:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in scalars:
+            return scalars[node.id]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = walk(node.operand)
+            return op("mul", v, -1) if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return op(_BINOPS[type(node.op)], walk(node.left), walk(node.right))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CALLS:
+            kind, args = _CALLS[node.func.id], [walk(a) for a in node.args]
+            value = args[0]
+            for a in args[1:]:
+                value = op(kind, value, a)
+            return value
+        raise LoweringError(f"size {sym.name} = {sym.derived}: {ast.unparse(node)!r} is not computed by a size stage")
+
+    return scalar(walk(ast.parse(sym.derived, mode="eval").body))
+
+
 def _needed(ir: TorchIR, wanted: set[str]) -> list[Node]:
     """The nodes of `ir` that values `wanted` are computed from (in order)."""
     producer = {o.name: n for n in ir.nodes for o in n.outputs}
@@ -213,15 +274,15 @@ def stage_ir(ir: TorchIR, stage: int = 1) -> tuple[TorchIR, list[Symbol]]:
     dtypes = {s.name: s.dtype for s in ir.inputs} | {w.name: w.dtype for w in ir.weights}
     dtypes |= {o.name: o.dtype for n in ir.nodes for o in n.outputs}
     extra: list[Node] = []
-    outputs: list[OutputSpec] = []
-    for sym in symbols:
+    scalars: dict[str, str] = {}  # symbol -> the int64 scalar computing it
+    for sym in sorted(symbols, key=lambda s: bool(s.derived)):  # a derived size reads the others' scalars
         node = by_name.get(sym.defined_by)
         if node is None:
             raise LoweringError(f"symbol {sym.name} is defined by node {sym.defined_by!r}, which the program lacks")
         make = _Nodes(f"stage_{sym.name}", shapes, dtypes)
-        value = _size_nodes(node, sym, make)
+        scalars[sym.name] = _derived_nodes(sym, scalars, make) if sym.derived else _size_nodes(node, sym, make)
         extra += make.nodes
-        outputs.append(OutputSpec(output_name(sym), value, [], "int64"))
+    outputs = [OutputSpec(output_name(sym), scalars[sym.name], [], "int64") for sym in symbols]
     reads = {v for n in extra for v in _reads(n)} | {o.value for o in outputs}
     nodes = [n for n in _needed(ir, reads) if n not in extra] + extra
     used_weights = {v for n in nodes for v in _reads(n)}
@@ -233,7 +294,8 @@ def stage_ir(ir: TorchIR, stage: int = 1) -> tuple[TorchIR, list[Symbol]]:
         nodes=nodes,
         outputs=outputs,
         producer=ir.producer,
-        symbols=[s for s in ir.symbols if not s.stage],  # the input dims' (a stage reads no staged size)
+        # the input dims' and the earlier stages' sizes (a chain: values sized by them feed this stage)
+        symbols=[s for s in ir.symbols if s.stage < stage],
     )
     return program, symbols
 

@@ -96,6 +96,7 @@ def _symbols(doc: Any, source: str) -> list[Symbol]:
             _need(d, "example", int, where),
             _typed(d.get("stage", 0), int, f"{where}.stage"),
             _typed(d.get("defined_by", ""), str, f"{where}.defined_by"),
+            _typed(d.get("derived", ""), str, f"{where}.derived"),
         )
         if (
             not sym.name.isidentifier()

@@ -177,6 +177,8 @@ class TorchIR:
         for sym in doc["symbols"]:  # an input-size symbol's record is as it was before size stages
             if not sym["stage"]:
                 del sym["stage"], sym["defined_by"]
+            if not sym["derived"]:
+                del sym["derived"]
         for node in doc["nodes"]:
             if not node["layouts"]:
                 del node["layouts"]

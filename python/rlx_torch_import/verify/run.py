@@ -189,7 +189,9 @@ def _verify_input_sets(
                 continue
             row.outputs.append(_failed("RLX", e.message))
             continue
-        row.outputs = _compare_outputs(ir, got, conv.reference, set_prefix(k), judge, exact)
+        names = {s.label: s.name for s in ir.symbols}  # PyTorch's reference runs bind torch's names
+        at = {names[k]: v for k, v in binding.items()} if binding else None
+        row.outputs = _compare_outputs(ir, got, conv.reference, set_prefix(k), judge, exact, at)
         row.outputs += _compare_values(model, ir, binding, entry.get("values", {}))
         row.ok = all(o.ok for o in row.outputs)
 

@@ -7,6 +7,7 @@ from ..bundle.model import BundleModel
 from ..conversion import Conversion
 from ..errors import BundleError, InputError, RtiError
 from ..layout import set_prefix, sweep_prefix
+from ..symbolic import Symbol, evaluate
 
 
 def staged_notes(model: BundleModel, conv: Conversion, verified_sets: set[str]) -> list[str]:
@@ -37,12 +38,18 @@ def staged_notes(model: BundleModel, conv: Conversion, verified_sets: set[str]) 
     tail = f"; only one value for {', '.join(lone)}: pass verify_inputs to cover more" if lone else ""
     notes = [f"sizes computed from tensor values (size stages), values verified: {'; '.join(parts)}{tail}"]
     for s in staged:
-        if s.min > 0 or 0 in seen[s.label] or not example:
-            continue
+        if s.derived or s.min > 0 or 0 in seen[s.label] or not example:
+            continue  # a derived size is 0 where its symbols make it so (decision bb)
         try:
-            model.compile_binding({**example, s.label: 0})
+            model.compile_binding(_with_derived(conv.ir.symbols, {**example, s.label: 0}))
         except RtiError as e:
             why = " ".join(e.message.split())
             why = why if len(why) <= 400 else "..." + why[-400:]
             notes.append(f"{s.label} ({s.name}) = 0 cannot run: RLX does not compile the main graph there: {why}")
     return notes
+
+
+def _with_derived(symbols: list[Symbol], binding: dict[str, int]) -> dict[str, int]:
+    """`binding` (symbol label -> size) with each derived size recomputed from the sizes it is a function of."""
+    by_name = {s.name: binding[s.label] for s in symbols if s.label in binding and not s.derived}
+    return binding | {s.label: evaluate(s.derived, by_name) for s in symbols if s.derived}

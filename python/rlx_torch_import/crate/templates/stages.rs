@@ -35,7 +35,8 @@ pub const STAGES: &[Stage] = &[
 /// Compiled stages kept (the least recently used is dropped first), as the main graph's bindings.
 pub const STAGE_CACHE: usize = 4;
 
-/// One size stage compiled at a binding of the input dims (empty for a HIR stage).
+/// One size stage compiled at a binding of the input dims and earlier stages' sizes (empty for a
+/// HIR stage).
 struct CompiledStage {
     stage: usize,
     binding: Vec<(u32, usize)>,
@@ -63,7 +64,8 @@ fn scalar(data: &[u8], dtype: DType, what: &str) -> Result<i64, String> {
 }
 
 impl Stages {
-    /// Stage `k` compiled at the input dims' `binding` (on first use), its weights bound.
+    /// Stage `k` compiled at `binding` (the input dims' and earlier stages' sizes; on first use), its
+    /// weights bound.
     fn compiled(
         &mut self,
         k: usize,
@@ -101,7 +103,8 @@ impl Stages {
         Ok(&mut self.compiled.last_mut().expect("just pushed").graph)
     }
 
-    /// `binding` (the input dims') extended with every size the stages compute from `inputs`.
+    /// `binding` (the input dims') extended with every size the stages compute from `inputs`, stage
+    /// by stage.
     /// An error names the size, the node it is the size of and its value when that value is
     /// outside the symbol's range (the range torch.export gave it at conversion).
     pub fn bind(
@@ -111,9 +114,10 @@ impl Stages {
         device: Device,
         weights: &[(ParamSpec, HostTensor)],
     ) -> Result<Vec<(u32, usize)>, String> {
-        let dims = binding.clone();
         for (k, stage) in STAGES.iter().enumerate() {
-            let graph = self.compiled(k, &dims, device, weights)?;
+            // a later stage is compiled at the sizes earlier ones computed too (a chain of stages)
+            let at = binding.clone();
+            let graph = self.compiled(k, &at, device, weights)?;
             let carried: Vec<Vec<u8>> = INPUTS.iter().zip(inputs).map(|(spec, t)| to_carrier(t, spec.carrier)).collect();
             // A symbolic stage is compiled from a graph as the main one: RLX drops an input nothing
             // reads (and panics if it is fed), so feed the rest. A HIR stage takes every input, as
