@@ -182,3 +182,49 @@ def test_random_outputs_are_not_compared_by_the_crate_test(tmp_path: Path) -> No
     for key, expected in BundleModel(tmp_path / "o" / "bundle").run({"x": ref["input.x"].to_numpy()}).items():
         # the crate draws what the bundle draws (RLX's generator, the bundle's seed policy)
         assert got[f"output.{key}"].to_numpy().tobytes() == np.ascontiguousarray(expected).tobytes(), key
+
+
+class ChainedColumns(nn.Module):
+    """A chain of stages and a derived size in one crate: a masked transform (its size in stage 1), then
+    the count of large results after it (stage 2) cuts ceil(count / 4) + 1 rows of a weight (a derived
+    size, decision bb)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(7, 3, generator=torch.Generator().manual_seed(0)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        inside = x.abs() < 0.5
+        out = x.clone()
+        out[inside] = torch.sin(x[inside]) * 3
+        n = (out > 0.3).sum().item()
+        torch._check(n >= 0)
+        torch._check(n <= 20)
+        return self.w[: -(-n // 4) + 1] * out.sum()
+
+
+@needs_cargo
+def test_crate_runs_a_chain_of_stages_and_a_derived_size_as_the_bundle(tmp_path: Path) -> None:
+    model = ChainedColumns()
+    x = torch.rand(5, 4, generator=torch.Generator().manual_seed(1)) * 2 - 1
+    report, crate = _convert(model, (x,), tmp_path / "o", "chained_columns")
+    assert report.ok, report.summary()
+    assert (crate / "src/stage1.hir.json").is_file() and (crate / "src/stage2.rlxmodel").is_file()
+    assert "test matches_pytorch_on_the_reference_inputs ... ok" in cargo(crate, "test", "--release")
+    bundle = BundleModel(tmp_path / "o" / "bundle")
+    for label, value in {"none": torch.zeros(5, 4), "all": torch.ones(5, 4), "mixed": x * 0.7 + 0.2}.items():
+        with torch.no_grad():
+            want = model(value).numpy()
+        ref = tmp_path / f"{label}.safetensors"
+        tensors = {
+            "input.x": ("float32", tuple(value.shape), value.numpy().tobytes()),
+            "output.output": ("float32", tuple(want.shape), want.tobytes()),
+        }
+        safetensors_io.write(ref, tensors)
+        saved = tmp_path / f"{label}.out.safetensors"
+        run = ["run", "--release", "--quiet", "--example", "run", "--", "--reference", str(ref), "--save", str(saved)]
+        stdout = cargo(crate, *run)  # exit 0: within the verifier's budgets of eager torch
+        got = safetensors_io.read(saved)["output.output"].to_numpy()
+        assert got.shape == want.shape, (label, got.shape, want.shape, stdout)
+        (expected,) = bundle.run({"x": value.numpy()}).values()
+        assert got.tobytes() == np.ascontiguousarray(expected).tobytes(), f"{label}: the crate differs from the bundle"

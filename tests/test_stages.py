@@ -1,4 +1,4 @@
-"""Sizes that depend on tensor values, run in stages (docs/design.md, decision aq): each module converts
+"""Sizes that depend on tensor values, run in stages (docs/design.md, decisions ax and bb): each module converts
 and verifies, then the bundle runs at several values of its data-dependent size (0 included where torch
 allows it) and agrees with eager PyTorch exactly."""
 
@@ -322,7 +322,7 @@ def test_a_size_that_is_not_a_line_of_a_staged_size_is_derived_by_the_stage(tmp_
     report = rti.from_torch(module, example, tmp_path / "d", verify_inputs=list(others))
     assert report.ok, report.summary()
     (note,) = [n for n in report.notes if n.startswith("sizes computed from tensor values")]
-    assert "-((-u0 - 1) // 8) (d0, size of node _local_scalar_dense): [1, 2, 4]" in note, note
+    assert "-((-u0 - 1) // 8) (d0, size of node _local_scalar_dense): [1, 2, 3, 4]" in note, note
     model = rti.BundleModel(tmp_path / "d" / "bundle")
     (derived,) = [s for s in model.symbols if s.derived]
     assert derived.stage == 1 and (derived.min, derived.max) == (1, 4), derived

@@ -5,7 +5,9 @@ graph `stage<k>.hir.json` computing those sizes as int64 scalars, and meta.json 
 [{"file", "symbols" (torch names, in output order), "params" (the stored weights it reads), "inputs",
 "outputs"}]. `BundleModel.run` runs
 each stage on the inputs (compiled once, weights from the bundle's file), checks each size against
-its symbol's range and binds it; the main graph (`model.rlxmodel`) then runs at that binding.
+its symbol's range and binds it; the main graph (`model.rlxmodel`) then runs at that binding. With
+dynamic input dims, or in a chain (stage k > 1 reads values sized by earlier stages' sizes), a stage
+is a symbolic graph `stage<k>.rlxmodel` compiled per binding of the input dims and earlier sizes.
 """
 
 from __future__ import annotations

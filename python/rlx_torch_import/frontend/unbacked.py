@@ -125,7 +125,9 @@ def stage_symbols(ep: torch.export.ExportedProgram, tensors: tuple[torch.Tensor,
         vr = ranges.get(name)
         lo = max(_bound(vr.lower) or 0, 0, _least(node, target)) if vr is not None else _least(node, target)
         hi = _bound(vr.upper) if vr is not None else None
-        found.append(Symbol(first_id + len(found), name, f"{node.name}.size", lo, hi, example, stage_of[name], node.name))
+        found.append(
+            Symbol(first_id + len(found), name, f"{node.name}.size", lo, hi, example, stage_of[name], node.name)
+        )
     return found
 
 

@@ -1,12 +1,13 @@
 """Size stages: the part of a program that computes its sizes that depend on tensor values
 (docs/design.md, decision ax).
 
-A symbol with `stage` 1 (`frontend.unbacked.stage_symbols`) is the size of one node's result
-(nonzero's row count, `.item()`'s value, ...). Its *size stage* is a torch-ir program of its own:
-the nodes that node's inputs are computed from, plus a few nodes that compute the size as an
-int64 scalar output (`stage.<symbol>`). It is lowered like any program; at run time its outputs
-bind the symbols, and the main program (lowered at concrete sizes and generalized as for dynamic
-dims, `lower.symbolic`) runs at that binding.
+A symbol with `stage` k > 0 (`frontend.unbacked.stage_symbols`) is the size of one node's result
+(nonzero's row count, `.item()`'s value, ...), or a function of such sizes (`derived`, decision bb).
+Its *size stage* is a torch-ir program of its own: the nodes that node's inputs are computed from,
+plus a few nodes that compute the size as an int64 scalar output (`stage.<symbol>`). It is lowered
+like any program, symbolic over the input dims and the sizes of stages before k (a chain); at run
+time its outputs bind the symbols, and the main program (lowered at concrete sizes and generalized
+as for dynamic dims, `lower.symbolic`) runs at that binding.
 """
 
 from __future__ import annotations
@@ -301,7 +302,7 @@ def stage_ir(ir: TorchIR, stage: int = 1) -> tuple[TorchIR, list[Symbol]]:
 
 
 def lower_stage(ir: TorchIR, stage: int = 1, *, optimize: bool = True) -> StageProgram:
-    """Size stage `stage` of `ir`, lowered (static: the inputs' sizes are fixed). Raises
+    """Size stage `stage` of `ir`, lowered at the example sizes. Raises
     UnsupportedOpsError as `lower` does, LoweringError as `stage_ir` does."""
     program_ir, symbols = stage_ir(ir, stage)
     return StageProgram(lower(program_ir, optimize=optimize), symbols)
