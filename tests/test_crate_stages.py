@@ -60,6 +60,21 @@ def _convert(model: nn.Module, inputs: tuple[torch.Tensor, ...], out: Path, name
     return report, crate
 
 
+def _crate_run(crate: Path, stem: Path, inputs: dict[str, torch.Tensor], want: np.ndarray) -> tuple[np.ndarray, str]:
+    """The crate's example run on `inputs` with eager torch's `want` as its reference (it exits 0 only within
+    the verifier's budgets of it): the output it saved, and its stdout."""
+    tensors = {
+        f"input.{k}": (str(v.dtype).removeprefix("torch."), tuple(v.shape), v.numpy().tobytes())
+        for k, v in inputs.items()
+    }
+    tensors["output.output"] = ("float32", tuple(want.shape), want.tobytes())
+    ref, saved = stem.with_suffix(".safetensors"), stem.with_suffix(".out.safetensors")
+    safetensors_io.write(ref, tensors)
+    run = ["run", "--release", "--quiet", "--example", "run", "--", "--reference", str(ref), "--save", str(saved)]
+    stdout = cargo(crate, *run)
+    return safetensors_io.read(saved)["output.output"].to_numpy(), stdout
+
+
 @needs_cargo
 def test_staged_crate_runs_its_size_stage_and_matches_the_bundle(tmp_path: Path) -> None:
     torch.manual_seed(2)
@@ -77,17 +92,7 @@ def test_staged_crate_runs_its_size_stage_and_matches_the_bundle(tmp_path: Path)
         m = torch.tensor(mask)
         with torch.no_grad():
             want = model(x, m).numpy()
-        ref = tmp_path / f"{label}.safetensors"
-        tensors = {
-            "input.x": ("float32", tuple(x.shape), x.numpy().tobytes()),
-            "input.m": ("bool", tuple(m.shape), m.numpy().tobytes()),
-            "output.output": ("float32", tuple(want.shape), want.tobytes()),
-        }
-        safetensors_io.write(ref, tensors)
-        saved = tmp_path / f"{label}.out.safetensors"
-        run = ["run", "--release", "--quiet", "--example", "run", "--", "--reference", str(ref), "--save", str(saved)]
-        stdout = cargo(crate, *run)  # exit 0: within the verifier's budgets of eager torch
-        got = safetensors_io.read(saved)["output.output"].to_numpy()
+        got, stdout = _crate_run(crate, tmp_path / label, {"x": x, "m": m}, want)
         assert want.shape == got.shape == (kept, 3), (label, want.shape, got.shape, stdout)
         (expected,) = bundle.run({"x": x.numpy(), "m": m.numpy()}).values()
         assert got.tobytes() == np.ascontiguousarray(expected).tobytes(), f"{label}: the crate differs from the bundle"
@@ -215,16 +220,7 @@ def test_crate_runs_a_chain_of_stages_and_a_derived_size_as_the_bundle(tmp_path:
     for label, value in {"none": torch.zeros(5, 4), "all": torch.ones(5, 4), "mixed": x * 0.7 + 0.2}.items():
         with torch.no_grad():
             want = model(value).numpy()
-        ref = tmp_path / f"{label}.safetensors"
-        tensors = {
-            "input.x": ("float32", tuple(value.shape), value.numpy().tobytes()),
-            "output.output": ("float32", tuple(want.shape), want.tobytes()),
-        }
-        safetensors_io.write(ref, tensors)
-        saved = tmp_path / f"{label}.out.safetensors"
-        run = ["run", "--release", "--quiet", "--example", "run", "--", "--reference", str(ref), "--save", str(saved)]
-        stdout = cargo(crate, *run)  # exit 0: within the verifier's budgets of eager torch
-        got = safetensors_io.read(saved)["output.output"].to_numpy()
+        got, stdout = _crate_run(crate, tmp_path / label, {"x": value}, want)
         assert got.shape == want.shape, (label, got.shape, want.shape, stdout)
         (expected,) = bundle.run({"x": value.numpy()}).values()
         assert got.tobytes() == np.ascontiguousarray(expected).tobytes(), f"{label}: the crate differs from the bundle"

@@ -84,9 +84,7 @@ def _symbols(doc: Any, source: str) -> list[Symbol]:
         where = f"{source}: symbols[{i}]"
         if not isinstance(d, dict):
             raise TorchIRError(f"{where}: expected an object, found {short(d)}")
-        hi = d.get("max")
-        if hi is not None:
-            _typed(hi, int, f"{where}.max")
+        hi = d.get("max") if d.get("max") is None else _typed(d.get("max"), int, f"{where}.max")
         sym = Symbol(
             _need(d, "id", int, where),
             _need(d, "name", str, where),
