@@ -60,19 +60,22 @@ def _convert(model: nn.Module, inputs: tuple[torch.Tensor, ...], out: Path, name
     return report, crate
 
 
-def _crate_run(crate: Path, stem: Path, inputs: dict[str, torch.Tensor], want: np.ndarray) -> tuple[np.ndarray, str]:
-    """The crate's example run on `inputs` with eager torch's `want` as its reference (it exits 0 only within
-    the verifier's budgets of it): the output it saved, and its stdout."""
+def _crate_run(
+    crate: Path, stem: Path, inputs: dict[str, torch.Tensor], wants: dict[str, np.ndarray]
+) -> tuple[dict[str, np.ndarray], str]:
+    """The crate's example run on `inputs` with eager torch's outputs `wants` as its reference (it exits 0
+    only within the verifier's budgets of them): the outputs it saved, and its stdout."""
     tensors = {
         f"input.{k}": (str(v.dtype).removeprefix("torch."), tuple(v.shape), v.numpy().tobytes())
         for k, v in inputs.items()
     }
-    tensors["output.output"] = ("float32", tuple(want.shape), want.tobytes())
+    tensors |= {f"output.{k}": (str(v.dtype), tuple(v.shape), v.tobytes()) for k, v in wants.items()}
     ref, saved = stem.with_suffix(".safetensors"), stem.with_suffix(".out.safetensors")
     safetensors_io.write(ref, tensors)
     run = ["run", "--release", "--quiet", "--example", "run", "--", "--reference", str(ref), "--save", str(saved)]
     stdout = cargo(crate, *run)
-    return safetensors_io.read(saved)["output.output"].to_numpy(), stdout
+    got = safetensors_io.read(saved)
+    return {k: got[f"output.{k}"].to_numpy() for k in wants}, stdout
 
 
 @needs_cargo
@@ -92,7 +95,8 @@ def test_staged_crate_runs_its_size_stage_and_matches_the_bundle(tmp_path: Path)
         m = torch.tensor(mask)
         with torch.no_grad():
             want = model(x, m).numpy()
-        got, stdout = _crate_run(crate, tmp_path / label, {"x": x, "m": m}, want)
+        outs, stdout = _crate_run(crate, tmp_path / label, {"x": x, "m": m}, {"output": want})
+        got = outs["output"]
         assert want.shape == got.shape == (kept, 3), (label, want.shape, got.shape, stdout)
         (expected,) = bundle.run({"x": x.numpy(), "m": m.numpy()}).values()
         assert got.tobytes() == np.ascontiguousarray(expected).tobytes(), f"{label}: the crate differs from the bundle"
@@ -192,20 +196,21 @@ def test_random_outputs_are_not_compared_by_the_crate_test(tmp_path: Path) -> No
 class ChainedColumns(nn.Module):
     """A chain of stages and a derived size in one crate: a masked transform (its size in stage 1), then
     the count of large results after it (stage 2) cuts ceil(count / 4) + 1 rows of a weight (a derived
-    size, decision bb)."""
+    size, decision bb); and the positions of the largest results (int64, empty where there is none: an
+    output RLX reads padded, empty-output)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.w = nn.Parameter(torch.randn(7, 3, generator=torch.Generator().manual_seed(0)))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         inside = x.abs() < 0.5
         out = x.clone()
         out[inside] = torch.sin(x[inside]) * 3
         n = (out > 0.3).sum().item()
         torch._check(n >= 0)
         torch._check(n <= 20)
-        return self.w[: -(-n // 4) + 1] * out.sum()
+        return {"cols": self.w[: -(-n // 4) + 1] * out.sum(), "hits": torch.nonzero(out > 0.9)}
 
 
 @needs_cargo
@@ -219,8 +224,11 @@ def test_crate_runs_a_chain_of_stages_and_a_derived_size_as_the_bundle(tmp_path:
     bundle = BundleModel(tmp_path / "o" / "bundle")
     for label, value in {"none": torch.zeros(5, 4), "all": torch.ones(5, 4), "mixed": x * 0.7 + 0.2}.items():
         with torch.no_grad():
-            want = model(value).numpy()
-        got, stdout = _crate_run(crate, tmp_path / label, {"x": value}, want)
-        assert got.shape == want.shape, (label, got.shape, want.shape, stdout)
-        (expected,) = bundle.run({"x": value.numpy()}).values()
-        assert got.tobytes() == np.ascontiguousarray(expected).tobytes(), f"{label}: the crate differs from the bundle"
+            wants = {k: v.numpy() for k, v in model(value).items()}
+        got, stdout = _crate_run(crate, tmp_path / label, {"x": value}, wants)
+        expected = bundle.run({"x": value.numpy()})
+        for key, want in wants.items():
+            assert got[key].shape == want.shape, (label, key, got[key].shape, want.shape, stdout)
+            same = got[key].tobytes() == np.ascontiguousarray(expected[key]).tobytes()
+            assert same, f"{label}: the crate's {key} differs from the bundle's"
+        assert (expected["hits"].shape[0] == 0) == (label == "none"), expected["hits"]  # none: an empty int64 output

@@ -332,3 +332,29 @@ def test_a_size_that_is_not_a_line_of_a_staged_size_is_derived_by_the_stage(tmp_
         (out,) = model.run([ids]).values()
         with torch.no_grad():
             np.testing.assert_array_equal(out, module(torch.from_numpy(ids)).numpy())
+
+
+class Hits(nn.Module):
+    """Outputs RLX cannot read when they are empty (int64 and float64): read padded (empty-output)."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.nonzero(x > 0.5), x[x > 0.7].double() * 3
+
+
+def test_int64_and_float64_outputs_of_size_0_are_read(tmp_path: Path) -> None:
+    """RLX panics reading an empty int64/float64 graph output: such an output that may be empty is read
+    flattened with a padding element (docs/rlx-defects.md, zero-size-output) and runs at 0 like any size."""
+    x = _x(0, 4, 5)
+    others = [(torch.zeros(4, 5),), (torch.ones(4, 5),), (torch.full((4, 5), 0.6),)]
+    report = rti.from_torch(Hits(), (x,), tmp_path / "h", verify_inputs=others)
+    assert report.ok and all(r.ok for r in report.input_sets), report.summary()
+    assert not any("cannot run" in n for n in report.notes), report.notes
+    model = rti.BundleModel(tmp_path / "h" / "bundle")
+    assert [o.get("padded_axis") for o in model.meta["outputs"]] == [0, 0]
+    for value in (torch.zeros(4, 5), torch.full((4, 5), 0.6), x):
+        got = model.run([value.numpy()])
+        with torch.no_grad():
+            want = Hits()(value)
+        for out, expected in zip(got.values(), want, strict=True):
+            assert out.dtype == expected.numpy().dtype and out.shape == tuple(expected.shape)
+            np.testing.assert_array_equal(out, expected.numpy())

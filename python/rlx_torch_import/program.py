@@ -178,6 +178,9 @@ class Program:
     # travel as float32 there; these map input/output name -> the real dtype.
     carried_inputs: dict[str, str] = field(default_factory=dict)
     carried_outputs: dict[str, str] = field(default_factory=dict)
+    # empty-output: graph outputs that may have no elements at run time, read flattened with one
+    # padding element after them (`lower/rlx/boundary.py`); output name -> the axis whose size may be 0.
+    padded_outputs: dict[str, int] = field(default_factory=dict)
     # ATen overload -> how many torch-ir nodes of it were lowered (including ones
     # that emit no RLX node, such as views that are already the right shape).
     aten_counts: dict[str, int] = field(default_factory=dict)

@@ -129,7 +129,8 @@ def _inputs_meta(program: Program, ir: TorchIR, dynamic: bool) -> list[dict[str,
 
 
 def _outputs_meta(program: Program, ir: TorchIR) -> list[dict[str, Any]]:
-    """meta.json's `outputs`, with the dtype each crosses RLX's boundary in."""
+    """meta.json's `outputs`, with the dtype each crosses RLX's boundary in (and `padded_axis` for one read
+    flattened with a padding element: it may be empty, `lower/rlx/boundary.pad_empty_output`)."""
     return [
         {
             "name": o.name,
@@ -143,6 +144,7 @@ def _outputs_meta(program: Program, ir: TorchIR) -> list[dict[str, Any]]:
             if is_complex(o.dtype)
             else {}
         )
+        | ({"padded_axis": program.padded_outputs[o.name]} if o.name in program.padded_outputs else {})
         for o, value in zip(ir.outputs, program.outputs, strict=True)
     ]
 

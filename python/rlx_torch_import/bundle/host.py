@@ -99,6 +99,21 @@ def decode_outputs(specs: list[dict[str, Any]], raw: list[Any]) -> dict[str, np.
     }
 
 
+def unpad_outputs(specs: list[dict[str, Any]], raw: list[Any], at: dict[str, int]) -> list[Any]:
+    """The core's results with each output read flattened with a padding element (meta.json `padded_axis`:
+    it may be empty, `lower/rlx/boundary.pad_empty_output`) given back its shape at the sizes `at`
+    (torch name -> size) and its elements without the padding."""
+    found = []
+    for spec, (data, rlx_dtype, dims) in zip(specs, raw, strict=False):
+        if "padded_axis" in spec:
+            want = [int(d) for d in evaluate_shape(spec["shape"], at)]
+            size = math.prod(want) * numpy_dtype(spec.get("rlx_dtype", spec["dtype"])).itemsize
+            if list(dims) == [math.prod(want) + 1]:
+                data, dims = memoryview(data).cast("B")[:size], want
+        found.append((data, rlx_dtype, dims))
+    return found
+
+
 def to_carrier(arr: Any, dtype: str, carrier: str) -> np.ndarray:
     """Values of torch-ir `dtype` as the bytes RLX takes them in, in `carrier` (bool/narrow ints and
     half floats cross as float32)."""

@@ -20,7 +20,7 @@ from ..limits import regular_file, short
 from ..outdir import stranded_hint
 from ..symbolic import Symbol, evaluate, evaluate_shape, infer_binding
 from .format import HIR, META, SYMBOLIC, WEIGHTS, check_meta, check_params, meta_text, read_meta
-from .host import _bind, _thunk_profile, as_input, check_baked, decode_outputs, encode_feed
+from .host import _bind, _thunk_profile, as_input, check_baked, decode_outputs, encode_feed, unpad_outputs
 from .ranges import check_ranges, check_weight_ranges
 from .stages import StageRunner, compile_failure, empty_note
 
@@ -242,7 +242,7 @@ class BundleModel:
             raw = model.run(encode_feed(self.meta["inputs"], arrays, at))
         except (RuntimeError, _core.CheckError) as e:
             raise _core_failure(e, f"{self.path}: RLX failed while running{empty_note(self.symbols, at)}") from None
-        self._check_outputs(raw, at)
+        self._check_outputs(raw := unpad_outputs(self.meta["outputs"], raw, at), at)  # empty-output
         return decode_outputs(self.meta["outputs"], raw)
 
     def _check_outputs(self, raw: list[tuple[Any, str, list[int]]], at: dict[str, int]) -> None:

@@ -161,8 +161,7 @@ def compile_failure(path: Path, by: dict[str, Symbol], key: tuple[tuple[str, int
 
 def empty_note(symbols: list[Symbol], at: dict[str, int]) -> str:
     """For a run that failed at sizes `at` (symbol name -> size): which sizes a stage computed are 0 there,
-    and why that may be the cause (RLX's CPU `Where` and the reading of an empty int64/float64 output panic
-    on an empty tensor); "" when none is 0."""
+    and why that may be the cause (RLX's CPU `Where` panics on an empty tensor); "" when none is 0."""
     empty = [f"{s.label} (the size of node {s.defined_by})" for s in symbols if s.stage and at.get(s.name) == 0]
     if not empty:
         return ""

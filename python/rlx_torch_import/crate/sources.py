@@ -123,9 +123,11 @@ def _specs(program: Program, ir: TorchIR) -> str:
         # a complex value crosses as its float pairs (dims + [2], `complex_edge`), said in a comment
         dtype, dims = stored(torch_dtype, list(shape))
         note = f" // {torch_dtype} as its float pairs (view_as_real)" if dtype != torch_dtype else ""
+        axis = program.padded_outputs.get(name) if name in {o.name for o in ir.outputs} else None
+        padded = "None" if axis is None else f"Some({axis})"
         return (
             f"    TensorSpec {{ name: {rust_str(name)}, dims: {_dims(dims)}, dtype: {rust_str(dtype)}, "
-            f"carrier: DType::{carrier or to_rlx(dtype)} }},{note}"
+            f"carrier: DType::{carrier or to_rlx(dtype)}, padded: {padded} }},{note}"
         )
 
     decl = {v.name: v for v in program.inputs}

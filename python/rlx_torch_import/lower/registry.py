@@ -22,7 +22,7 @@ from . import complexes
 from .builder import Builder
 from .call import Call, Value
 from .rlx.audit import audit
-from .rlx.boundary import empty_outputs, protect_outputs, unbindable_weights
+from .rlx.boundary import empty_outputs, pad_empty_output, protect_outputs, unbindable_weights
 from .rlx.routing import RlxLimit
 
 LowerFn = Callable[[Builder, Call], "Value | list[Value | None]"]
@@ -421,12 +421,18 @@ def _declare_outputs(
     probes = [
         (o.name, values[o.name]) for n in ir.nodes for o in n.outputs if probe_values and o.name in program.torch_values
     ]
+    outputs = {o.name: ir.symbolic_shapes.get(o.value) for o in ir.outputs}
     for name, value in [*((o.name, values[o.value]) for o in ir.outputs), *probes]:
         if boundary_dtype(value.dtype) != to_rlx(value.dtype):  # half: computed as F32, rounded on the host
             program.carried_outputs[name] = value.dtype
         if value.dtype in NARROW_DTYPES:
             builder.provenance = Provenance(aten="<boundary cast>", node=name)
             value = builder.cast(value, "float32")
+        if outputs.get(name):  # a graph output that may be empty at run time (boundary.pad_empty_output)
+            builder.provenance = Provenance(aten="<boundary pad>", node=name)
+            value, axis = pad_empty_output(builder, value, list(outputs[name] or []), ir.bound_symbols)
+            if axis >= 0:
+                program.padded_outputs[name] = axis
         program.outputs.append(value.id)
     program.probes = [name for name, _ in probes]
 

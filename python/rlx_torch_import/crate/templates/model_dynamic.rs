@@ -174,10 +174,9 @@ impl Model {
             .iter()
             .zip(raw)
             .zip(compiled.outputs.clone())
-            .map(|((spec, (data, _)), dims)| HostTensor {
-                dtype: spec.dtype.to_string(),
-                dims,
-                data: from_carrier(data, spec.carrier, spec.dtype),
+            .map(|((spec, (data, _)), dims)| {
+                let t = HostTensor { dtype: spec.dtype.to_string(), dims, data: from_carrier(data, spec.carrier, spec.dtype) };
+                host::unpad(spec, t)
             })
             .collect())
     }

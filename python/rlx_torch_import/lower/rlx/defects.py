@@ -455,7 +455,9 @@ DEFECTS: tuple[Defect, ...] = (
         "backend's run_typed)",
         "0.2.19",
         "a call whose tensor outputs all have zero elements computes nothing: each output is an empty constant "
-        "(`boundary.empty_outputs`)",
+        "(`boundary.empty_outputs`); an F64/I64/I32 graph output that may be empty at run time (a size a stage "
+        "computes, 0 in its range) is read flattened with one padding element, cut on the host "
+        "(`boundary.pad_empty_output`)",
         hits.never,  # a property of a call's output sizes: checked by registry.lower before each lowering
         probes.zero_size_output,
     ),

@@ -35,6 +35,7 @@ pub const INPUTS: &[TensorSpec] = &[TensorSpec {
     dims: &[3, 4],
     dtype: "float32",
     carrier: DType::F32,
+    padded: None,
 }];
 
 /// Graph outputs, in order.
@@ -43,6 +44,7 @@ pub const OUTPUTS: &[TensorSpec] = &[TensorSpec {
     dims: &[3, 2],
     dtype: "float32",
     carrier: DType::F32,
+    padded: None,
 }];
 
 /// Parameters by `state_dict` name, in declaration order, with the dtype the graph computes them in.

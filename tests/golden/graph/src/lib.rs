@@ -33,6 +33,7 @@ pub const INPUTS: &[TensorSpec] = &[TensorSpec {
     dims: &[2, 4],
     dtype: "float32",
     carrier: DType::F32,
+    padded: None,
 }];
 
 /// Graph outputs, in order.
@@ -41,6 +42,7 @@ pub const OUTPUTS: &[TensorSpec] = &[TensorSpec {
     dims: &[2, 2],
     dtype: "float32",
     carrier: DType::F32,
+    padded: None,
 }];
 
 /// Parameters by `state_dict` name, in declaration order, with the dtype the graph computes them in.

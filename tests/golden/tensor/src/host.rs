@@ -29,6 +29,9 @@ pub struct TensorSpec {
     pub dtype: &'static str,
     /// The dtype the value has inside RLX at the boundary.
     pub carrier: DType,
+    /// An output that may be empty at run time is read flattened with one padding element after it
+    /// (RLX cannot read an empty int64/float64 output): the axis whose size may be 0.
+    pub padded: Option<usize>,
 }
 
 /// A parameter: its `state_dict` name and the dtype the graph computes it in.
@@ -343,6 +346,24 @@ pub fn from_carrier(data: Vec<u8>, carrier: DType, dtype: &str) -> Vec<u8> {
             .collect(),
         other => panic!("dtype {other} does not travel as f32"),
     }
+}
+
+/// An output read flattened with one padding element after it (`TensorSpec::padded`) given back its
+/// shape (`spec.dims` with the padded axis sized from the element count) and its elements.
+pub fn unpad(spec: &TensorSpec, mut t: HostTensor) -> HostTensor {
+    let Some(axis) = spec.padded else { return t };
+    let n = t.dims.iter().product::<usize>().saturating_sub(1);
+    let others: usize = spec
+        .dims
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != axis)
+        .map(|(_, &d)| d)
+        .product();
+    t.data.truncate(t.data.len() / (n + 1) * n);
+    t.dims = spec.dims.to_vec();
+    t.dims[axis] = if others == 0 { 0 } else { n / others };
+    t
 }
 
 /// How far a result may be from PyTorch and still pass.

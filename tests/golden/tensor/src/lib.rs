@@ -36,6 +36,7 @@ pub const INPUTS: &[TensorSpec] = &[TensorSpec {
     dims: &[1, 1, 4, 4],
     dtype: "float32",
     carrier: DType::F32,
+    padded: None,
 }];
 
 /// Graph outputs, in order.
@@ -44,6 +45,7 @@ pub const OUTPUTS: &[TensorSpec] = &[TensorSpec {
     dims: &[1, 3],
     dtype: "float32",
     carrier: DType::F32,
+    padded: None,
 }];
 
 /// Parameters by `state_dict` name, in declaration order, with the dtype the graph computes them in.
