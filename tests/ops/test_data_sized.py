@@ -1,8 +1,8 @@
 """Parity samples of the ops whose result size depends on tensor values (lower/ops/data_sized.py): nonzero
-(1-d, 2-d, 3-d, bool and float inputs), masked_select (mask broadcast against self), unique (sorted: ints and
+(1-d, 2-d, 3-d, bool and float inputs) and argwhere, masked_select (mask broadcast against self), unique (sorted: ints and
 floats with repeats), bincount (with minlength and weights), repeat_interleave with tensor repeats (zeros
 among them); and what is refused. Each runs as a size stage plus the main graph (docs/design.md, decision
-aq); tests/test_stages.py runs them at several sizes, 0 included."""
+ax); tests/test_stages.py runs them at several sizes, 0 included."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ SAMPLES: list[Sample] = [
     ("nonzero_1d", of_inputs(lambda a: torch.nonzero(a > 0)), (_r(9),)),
     ("nonzero_2d_float", of_inputs(lambda a: torch.nonzero(torch.relu(a))), (_r(4, 5),)),
     ("nonzero_3d_bool", of_inputs(lambda a: torch.nonzero(a > 0.3)), (_r(2, 3, 4),)),
+    ("argwhere_2d", of_inputs(lambda a: torch.argwhere(a > 0.2)), (_r(3, 4),)),
     ("masked_select_broadcast", of_inputs(lambda a, m: torch.masked_select(a, m)), (_r(3, 5), _r(5) > 0)),
     ("masked_select_same", of_inputs(lambda a: torch.masked_select(a, a < 0)), (_r(4, 4),)),
     ("unique_int", of_inputs(lambda a: torch.unique(a)), (torch.tensor([[3, 1, 3], [7, 1, -2]]),)),

@@ -21,6 +21,7 @@ from .provenance import op_name
 # The ops whose result size (or value, for `.item()`) a size stage can compute.
 DEFINERS = {
     "aten.nonzero.default": "the number of nonzero elements",
+    "aten.argwhere.default": "the number of nonzero elements",
     "aten.index.Tensor": "the number of True elements of the boolean mask",
     "aten.masked_select.default": "the number of True elements of the (broadcast) mask",
     "aten._unique2.default": "the number of distinct values",

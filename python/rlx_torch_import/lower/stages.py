@@ -87,7 +87,7 @@ def _size_nodes(node: Node, sym: Symbol, make: _Nodes) -> str:
     """Nodes computing `sym` (the size `node` gives) from `node`'s inputs; the name of the int64 scalar."""
     args = node.args
     t = node.target
-    if t == "aten.nonzero.default":
+    if t in ("aten.nonzero.default", "aten.argwhere.default"):
         return make.count_true(_tensor(args[0]))
     if t == "aten.index.Tensor":
         masks = [a for a in args[1]["list"] if "tensor" in a]

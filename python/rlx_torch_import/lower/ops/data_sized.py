@@ -34,9 +34,10 @@ def _check_nonzero(call: Call) -> str | None:
     return positions_fit(call["self"].numel)
 
 
-@lowers("aten.nonzero.default", check=_check_nonzero, kind="movement")
+@lowers("aten.nonzero.default", "aten.argwhere.default", check=_check_nonzero, kind="movement")
 def nonzero(b: Builder, call: Call) -> Value:
-    """[count, rank] int64 coordinates of the nonzero elements in row-major order (torch.nonzero):
+    """[count, rank] int64 coordinates of the nonzero elements in row-major order (torch.nonzero; argwhere,
+    which the `aten` level keeps, is the same):
     their flat positions (`true_positions`) unravelled by integer division."""
     x = call.tensor("self")
     count = call.out_dims[0]
