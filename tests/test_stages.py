@@ -36,6 +36,12 @@ class Unique(nn.Module):
         return torch.unique(x, sorted=True) * 3
 
 
+class UniqueCounts(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        values, inverse, counts = torch.unique(x, return_inverse=True, return_counts=True)
+        return values * 3, inverse, counts
+
+
 class Bincount(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.bincount(x, minlength=3) + 1
@@ -121,6 +127,15 @@ CASES: dict[str, tuple[nn.Module, tuple[torch.Tensor, ...], list[tuple[torch.Ten
         Unique(),
         (torch.tensor([3, 1, 3, 7, 1, 0, 9, 9]),),
         [(torch.tensor([5, 5, 5, 5, 5, 5, 5, 5]),), (torch.arange(8) - 4,), (torch.tensor([2, 1, 2, 1, 2, 1, 2, 1]),)],
+    ),
+    "unique_counts": (
+        UniqueCounts(),
+        (torch.tensor([[3, 1, 3, 7], [1, 0, 9, 9]]),),
+        [
+            (torch.full((2, 4), 5),),
+            (torch.arange(8).reshape(2, 4) - 4,),
+            (torch.tensor([[2, 1, 2, 1], [2, 1, 2, 1]]),),
+        ],
     ),
     "bincount": (
         Bincount(),

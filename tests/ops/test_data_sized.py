@@ -29,6 +29,13 @@ SAMPLES: list[Sample] = [
     ("masked_select_same", of_inputs(lambda a: torch.masked_select(a, a < 0)), (_r(4, 4),)),
     ("unique_int", of_inputs(lambda a: torch.unique(a)), (torch.tensor([[3, 1, 3], [7, 1, -2]]),)),
     ("unique_float", of_inputs(lambda a: torch.unique(torch.round(a))), (_r(12),)),
+    (
+        "unique_inverse_counts",
+        of_inputs(lambda a: torch.unique(a, return_inverse=True, return_counts=True)),
+        (torch.tensor([[3, 1, 3], [7, 1, -2]]),),
+    ),
+    ("unique_inverse_float", of_inputs(lambda a: torch.unique(torch.round(a), return_inverse=True)), (_r(3, 4),)),
+    ("unique_counts", of_inputs(lambda a: torch.unique(a, return_counts=True)), (torch.tensor([4, 4, 4, 0, 4]),)),
     ("bincount", of_inputs(lambda a: torch.bincount(a)), (torch.tensor([0, 4, 1, 1, 2, 4, 4]),)),
     ("bincount_minlength", of_inputs(lambda a: torch.bincount(a, minlength=9)), (torch.tensor([0, 4, 1, 1]),)),
     (
@@ -54,7 +61,7 @@ def test_op_sample(name: str, module: nn.Module, inputs: tuple[torch.Tensor, ...
 @pytest.mark.parametrize(
     ("model", "inputs", "why"),
     [
-        (of_inputs(lambda a: torch.unique(a, return_counts=True)), (torch.tensor([1, 1, 2]),), "return_counts"),
+        (of_inputs(lambda a: torch.unique(a, return_inverse=True)), (torch.arange(5000),), "return_inverse"),
         (of_inputs(lambda a: torch.nonzero(a)), (torch.tensor(1.0),), "0-d"),
     ],
 )

@@ -71,24 +71,38 @@ def masked_select(b: Builder, call: Call) -> Value:
 
 
 def _check_unique(call: Call) -> str | None:
-    if call.get("return_inverse", False) or call.get("return_counts", False):
-        return "unique with return_inverse or return_counts is not supported"
     if call["self"].numel < 2:
         return "unique of fewer than 2 elements is not supported"
+    if call.get("return_inverse", False) and (pairs := call["self"].numel ** 2) > MAX_PAIRS:
+        return f"return_inverse: {pairs} > {MAX_PAIRS} element x distinct value pairs (a dense compare)"
     return positions_fit(call["self"].numel)
 
 
 @lowers("aten._unique2.default", check=_check_unique, kind="movement")
 def unique(b: Builder, call: Call) -> list[Value | None]:
     """The distinct values in ascending order (torch.unique on CPU sorts whether or not `sorted`): a Sort,
-    then the first element of each run of equal values (its neighbour before it differs)."""
+    then the first element of each run of equal values (its neighbour before it differs). `return_inverse`:
+    for each element, how many distinct values are below it (a dense compare, summed in float32: exact);
+    `return_counts`: the distance from each run's first position to the next one's (or to n)."""
     x = call.tensor("self")
-    n = x.numel
+    n, count = x.numel, call.out_dims[0]
     ordered = b.emit({"Sort": {"axis": 0, "descending": False}}, [b.reshape(x, (n,))], (n,), x.dtype)
     differ = b.compare("Ne", b.narrow(ordered, 0, 1, n - 1), b.narrow(ordered, 0, 0, n - 1))
     first = b.emit({"Concat": {"axis": 0}}, [b.const(np.array([True]), "bool"), differ], (n,), "bool")
-    at = true_positions(b, first, call.out_dims[0])
-    return [b.emit({"Gather": {"axis": 0}}, [ordered, at], call.out_dims, x.dtype), None, None]
+    at = true_positions(b, first, count)
+    values = b.emit({"Gather": {"axis": 0}}, [ordered, at], call.out_dims, x.dtype)
+    inverse = counts = None
+    if call.get("return_inverse", False):
+        pairs = (n, count)
+        below = b.compare("Lt", b.expand(b.reshape(values, (1, count)), pairs), b.expand(b.reshape(x, (n, 1)), pairs))
+        total = b.reduce("Sum", b.cast(below, "float32"), [1], False)
+        inverse = b.reshape(b.cast(total, "int64"), x.dims)
+    if call.get("return_counts", False):
+        starts = b.cast(at, "float32")  # positions below 2**23 (`positions_fit`): exact
+        ends = [b.narrow(starts, 0, 1, count - 1), b.const(np.array([n], dtype=np.float32), "float32")]
+        ends_at = b.emit({"Concat": {"axis": 0}}, ends, (count,), "float32")
+        counts = b.cast(b.binary("Sub", ends_at, starts), "int64")
+    return [values, inverse, counts]
 
 
 def _check_pairs(call: Call, name: str) -> str | None:
