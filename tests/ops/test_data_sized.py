@@ -1,8 +1,9 @@
 """Parity samples of the ops whose result size depends on tensor values (lower/ops/data_sized.py): nonzero
-(1-d, 2-d, 3-d, bool and float inputs) and argwhere, masked_select (mask broadcast against self), unique (sorted: ints and
-floats with repeats), bincount (with minlength and weights), repeat_interleave with tensor repeats (zeros
-among them); and what is refused. Each runs as a size stage plus the main graph (docs/design.md, decision
-ax); tests/test_stages.py runs them at several sizes, 0 included."""
+(1-d, 2-d, 3-d, bool and float inputs) and argwhere, masked_select (mask broadcast against self), unique
+(sorted: ints and floats with repeats; with inverse and counts), bincount (with minlength and weights),
+repeat_interleave with tensor repeats (zeros among them); and what is refused. Each runs as a size stage
+plus the main graph (docs/design.md, decision ax); tests/test_stages.py runs them at several sizes, 0
+included."""
 
 from __future__ import annotations
 
