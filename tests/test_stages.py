@@ -352,8 +352,8 @@ def test_a_size_that_is_not_a_line_of_a_staged_size_is_derived_by_the_stage(tmp_
 class Hits(nn.Module):
     """Outputs RLX cannot read when they are empty (int64 and float64): read padded (empty-output)."""
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.nonzero(x > 0.5), x[x > 0.7].double() * 3
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return torch.nonzero(x > 0.5), x[x > 0.7].double() * 3, torch.arange((x > 0.9).sum().item()) * 2
 
 
 def test_int64_and_float64_outputs_of_size_0_are_read(tmp_path: Path) -> None:
@@ -365,7 +365,7 @@ def test_int64_and_float64_outputs_of_size_0_are_read(tmp_path: Path) -> None:
     assert report.ok and all(r.ok for r in report.input_sets), report.summary()
     assert not any("cannot run" in n for n in report.notes), report.notes
     model = rti.BundleModel(tmp_path / "h" / "bundle")
-    assert [o.get("padded_axis") for o in model.meta["outputs"]] == [0, 0]
+    assert [o.get("padded_axis") for o in model.meta["outputs"]] == [0, 0, 0]
     for value in (torch.zeros(4, 5), torch.full((4, 5), 0.6), x):
         got = model.run([value.numpy()])
         with torch.no_grad():

@@ -277,7 +277,9 @@ def probe_bindings(symbols: Sequence[Symbol]) -> list[dict[str, int]]:
     (a narrow range is probed past its max where it must be: the sweep still checks every
     point in range), start a little above the minimum (sizes no weight dim or small
     constant is likely to have), differ between symbols at each probe, and step by
-    patterns no two of which are proportional. Raises InputError past six symbols."""
+    patterns no two of which are proportional. A size a stage computes stays in its range where
+    any start fits (it may slice a weight exactly as long as its max: past it, the graph
+    differs). Raises InputError past six symbols."""
     if len(symbols) > len(_WIDE):
         raise InputError(f"{len(symbols)} dynamic symbols; this version generalizes at most {len(_WIDE)}")
     columns: list[list[int]] = []
@@ -289,10 +291,25 @@ def probe_bindings(symbols: Sequence[Symbol]) -> list[dict[str, int]]:
             start, pattern = lo + skip, _WIDE[i]
         else:  # staggered, so two symbols never take one size at one probe (equal sizes share constants)
             start, pattern = max(lo, 3) + 4 * i, _NARROW[i]
-        while any(start + k in (c[j] for c in columns) for j, k in enumerate(pattern)):
+            if s.stage and s.max is not None:  # a computed size may slice a tensor its max fits: stay below it
+                used = {tuple(v - c[0] for v in c) for c in columns}
+                fits = [
+                    (v, p)
+                    for p in (_NARROW[i], *_NARROW)
+                    if p not in used
+                    for v in range(max(lo, 3), s.max - 3)
+                    if not _collides(v, p, columns)
+                ]
+                start, pattern = fits[0] if fits else (start, pattern)
+        while _collides(start, pattern, columns):
             start += 1
         columns.append([start + k for k in pattern])
     return [{s.name: col[k] for s, col in zip(symbols, columns, strict=True)} for k in range(PROBES)]
+
+
+def _collides(start: int, pattern: Sequence[int], columns: list[list[int]]) -> bool:
+    """Whether probing at `start` + `pattern` gives a size another symbol's column has at the same probe."""
+    return any(start + k in (c[j] for c in columns) for j, k in enumerate(pattern))
 
 
 @dataclass

@@ -137,8 +137,8 @@ def _least(node: torch.fx.Node, target: str) -> int:
     of a non-empty tensor give at least one value (bincount at least minlength)."""
     arg = node.args[0] if node.args else None
     val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
-    if not isinstance(val, torch.Tensor) or val.numel() == 0:
-        return 0
+    if not isinstance(val, torch.Tensor) or not all(isinstance(d, int) for d in val.shape) or val.numel() == 0:
+        return 0  # empty, or sized by tensor values itself (it may be empty: a chain)
     if target == "aten._unique2.default":
         return 1
     if target == "aten.bincount.default":

@@ -431,8 +431,9 @@ def _declare_outputs(
         if outputs.get(name):  # a graph output that may be empty at run time (boundary.pad_empty_output)
             builder.provenance = Provenance(aten="<boundary pad>", node=name)
             value, axis = pad_empty_output(builder, value, list(outputs[name] or []), ir.bound_symbols)
-            if axis >= 0:
+            if axis >= 0:  # its size follows a size: never folded to a constant (`fold_constants`)
                 program.padded_outputs[name] = axis
+                program.size_dependent.add(name)
         program.outputs.append(value.id)
     program.probes = [name for name, _ in probes]
 

@@ -200,6 +200,19 @@ def pairwise(b: Builder, op: str, x: Value, axes: list[int], keep_dim: bool) -> 
     return b.reshape(y, reduced_dims(x, axes, keep_dim))
 
 
+def running_total(b: Builder, x: Value, axes: list[int], keep_dim: bool) -> Value:
+    """The int64 sum over `axes` of x as the last element of RLX's Cumsum (exact for I64) over the axes
+    merged last with one 0 after them (so the scan is never empty: RLX's CPU Cumsum divides by its length).
+    One graph at every length, where `pairwise`'s halving is a tree shaped by the length: for a sum over a
+    size that differs between runs (a dynamic dim, a size a stage computes)."""
+    y = last_axes(b, x, axes)
+    n, last = y.dims[-1], y.rank - 1
+    zero = b.expand(b.const(0, y.dtype), (*y.dims[:-1], 1))
+    padded = b.emit({"Concat": {"axis": last}}, [y, zero], (*y.dims[:-1], n + 1), y.dtype)
+    running = b.emit({"Cumsum": {"axis": -1, "exclusive": False}}, [padded], padded.dims, y.dtype)
+    return b.reshape(b.narrow(running, last, n, 1), reduced_dims(x, axes, keep_dim))
+
+
 def scan(b: Builder, op: str, x: Value, identity: float | None = None) -> Value:
     """Inclusive scan of the last axis with Binary `op` (Add/Mul, or Max/Min with their `identity`) in
     log2(n) steps (Hillis-Steele): y_k = y_{k-1} op shift(y_{k-1}, 2**(k-1)), the shift filled with op's
