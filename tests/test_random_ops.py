@@ -202,3 +202,18 @@ def test_draws_of_a_model_that_seeds_itself_are_kept_as_constants(tmp_path: Path
     assert any("seeds torch's generator itself" in n and "aten.randn.default" in n for n in report.notes), report.notes
     histogram = json.loads((tmp_path / "o" / "bundle" / "meta.json").read_text())["op_histogram"]
     assert not any(op.startswith("Rng") for op in histogram), histogram
+
+
+class SeededSelection(nn.Module):
+    """Seeded in forward, but the draw is sized by tensor values: its values cannot be kept as a constant."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        torch.manual_seed(1)
+        s = x[x > 0]
+        return s + torch.rand_like(s), x * 2
+
+
+def test_a_seeded_draw_that_cannot_be_kept_gives_the_outputs_it_reaches_the_random_verdict(tmp_path: Path) -> None:
+    report = rti.from_torch(SeededSelection(), (torch.tensor([1.0, -2, 3, 4, -1]),), tmp_path / "o", verify_inputs=[])
+    assert report.verdict == "RANDOM" and report.random_outputs == ["output_0"], report.summary()
+    assert [o.ok for o in report.outputs] == [False, True], report.summary()

@@ -143,13 +143,13 @@ class BundleModel:
                 _bind(model, name, t)
         return model
 
-    def binding(self, inputs: Mapping[str, Any]) -> dict[str, int]:
-        """The binding (symbol label -> size) that `inputs` give; {} for a static bundle.
-
-        Raises InputError naming the input, axis, symbol and range when a size is outside
+    def binding(self, inputs: Mapping[str, Any] | Sequence[Any]) -> dict[str, int]:
+        """The binding (symbol label -> size) that `inputs` (as `run` takes them) give; {} for a static
+        bundle. Raises InputError naming the input, axis, symbol and range when a size is outside
         its range or two inputs disagree (`symbolic.infer_binding`)."""
         if not self.symbols:
             return {}
+        inputs = inputs if isinstance(inputs, Mapping) else dict(zip(self.input_names, inputs, strict=False))
         shapes = {spec["name"]: _shape_of(inputs, spec["name"]) for spec in self.meta["inputs"]}
         dims = [s for s in self.symbols if not s.stage]
         found = infer_binding(dims, [(i["name"], i["shape"]) for i in self.meta["inputs"]], shapes) if dims else {}

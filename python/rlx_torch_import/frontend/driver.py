@@ -246,9 +246,10 @@ class FrontEnd:
     def _random_outputs(self, cap: Captured, ep: Any, prog: Progress, state: ModelState) -> bool:
         """A graph with random ops: the outputs whose eager values depend on the draws, into `ir.random_outputs`
         (`frontend.randomness`); where the model seeds torch's generator itself, its draws made constants
-        instead (returns True: `cap.ir` changed)."""
+        instead (returns True: `cap.ir` changed), or where they cannot be (a draw sized by tensor values), the
+        outputs computed from them."""
         from ..timeout import user_code
-        from .randomness import bake_draws, random_targets, seed_dependent_outputs
+        from .randomness import bake_draws, drawn_outputs, random_targets, seed_dependent_outputs
 
         if not random_targets(ep.graph_module):
             return False
@@ -256,6 +257,8 @@ class FrontEnd:
             changed, fixed = seed_dependent_outputs(self.model, self.pristine, state)
         if fixed and bake_draws(cap.ir, cap.weights, fixed):
             return True
+        if fixed:  # seeded by the model, but its draws did not pair up with the graph's (a data-sized draw)
+            changed = [*changed, *drawn_outputs(cap.ir)]
         cap.ir.random_outputs = [o.name for o in cap.ir.outputs if o.name in set(changed)]
         return False
 

@@ -128,3 +128,24 @@ def bake_draws(ir: TorchIR, weights: dict[str, torch.Tensor], draws: list[torch.
         )
     ir.nodes[:] = [n for n in ir.nodes if n not in nodes]
     return True
+
+
+def drawn_outputs(ir: TorchIR) -> list[str]:
+    """Names of `ir`'s outputs computed (through any chain of nodes) from a random node's draws."""
+    from ..verify.randomness import random_node
+
+    drawn = {o.name for n in ir.nodes if random_node(n) for o in n.outputs}
+    for node in ir.nodes:
+        if _tensors(node.args + list(node.kwargs.values())) & drawn:
+            drawn |= {o.name for o in node.outputs}
+    return [o.name for o in ir.outputs if o.value in drawn]
+
+
+def _tensors(args: list[Any]) -> set[str]:
+    found: set[str] = set()
+    for a in args:
+        if isinstance(a, dict) and "tensor" in a:
+            found.add(str(a["tensor"]))
+        elif isinstance(a, dict) and "list" in a:
+            found |= _tensors(a["list"])
+    return found

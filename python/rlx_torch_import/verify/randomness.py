@@ -27,7 +27,7 @@ HOW_TO_VERIFY = (
     "the model (eval() for dropout, pass the random values in as inputs, or take the random op out) or "
     "compare statistics (mean/std over many runs of each side) instead of values"
 )
-OUTPUT_NOTE = "depends on random draws (its eager value changed with torch's seed): not comparable value for value"
+OUTPUT_NOTE = "depends on random draws (torch-ir random_outputs): not comparable value for value"
 NODE_NOTE = "a random draw: RLX's generator is not torch's, so its values are not compared"
 DRIFT = "the failing outputs depend on random draws (the random nodes' values are not compared): no divergence"
 
