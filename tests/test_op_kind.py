@@ -82,6 +82,7 @@ _DECLARED_SINCE = {
     "aten._fft_r2c.default": "reduction",
     "aten._neg_view.default": "exact",
     "aten._unique2.default": "movement",
+    "aten.argwhere.default": "movement",
     "aten.bucketize.Scalar": "exact",
     "aten.bucketize.Tensor": "exact",
     "aten.complex.default": "movement",

@@ -61,29 +61,34 @@ class _Draws(TorchDispatchMode):
 
     def __init__(self) -> None:
         super().__init__()
-        self.values: list[torch.Tensor] = []
+        self.values: list[tuple[str, torch.Tensor]] = []  # (ATen overload, what it drew)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
         if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()) and isinstance(out, torch.Tensor):
-            self.values.append(out.detach().clone())
+            self.values.append((str(func), out.detach().clone()))
         return out
 
 
-def seed_dependent_outputs(model: Any, inputs: ModelInputs, state: ModelState) -> tuple[list[str], list[torch.Tensor]]:
+def seed_dependent_outputs(
+    model: Any, inputs: ModelInputs, state: ModelState
+) -> tuple[list[str], list[tuple[str, torch.Tensor]]]:
     """Names (as torch-ir's `outputs`, `frontend.outputs.output_names`) of the outputs whose eager values
-    differ between runs under the torch seeds `SEEDS`; and the values the random ops drew when every run
-    drew the same ones (the model seeds torch's generator itself: Reformer's LSH `hash_seed`), else [].
+    differ between runs under the torch seeds `SEEDS`; and what the random ops drew ((ATen overload, values),
+    in call order) when the model seeds torch's generator itself (Reformer's LSH `hash_seed`: every run
+    leaves the generator in one state, and drew the same), else [].
     Each run starts from `state` and the caller's RNG state is given back afterwards. Raises what
     `eager_outputs` raises."""
     runs = []
-    draws: list[list[torch.Tensor]] = []
+    draws: list[list[tuple[str, torch.Tensor]]] = []
+    after: list[torch.Tensor] = []  # the generator's state after each run
     with torch.random.fork_rng(devices=[]):
         for seed in SEEDS:
             torch.manual_seed(seed)
             with _Draws() as drawn:
                 runs.append(eager_outputs(model, inputs, state=state).outputs)
             draws.append(drawn.values)
+            after.append(torch.get_rng_state())
     first, _ = pytree.tree_flatten_with_path(runs[0])
     others = [pytree.tree_leaves(run) for run in runs[1:]]
     names = output_names([path for path, _ in first])
@@ -92,27 +97,33 @@ def seed_dependent_outputs(model: Any, inputs: ModelInputs, state: ModelState) -
         for i, (name, (_, leaf)) in enumerate(zip(names, first, strict=True))
         if not all(_same(leaf, other[i]) for other in others)
     ]
-    fixed = all(len(d) == len(draws[0]) and all(map(_same, d, draws[0])) for d in draws[1:])
+    # the model seeded the generator itself when every run, started from another seed, left it in one state
+    seeded = all(torch.equal(a, after[0]) for a in after[1:])
+    fixed = seeded and all(
+        len(d) == len(draws[0]) and all(a[0] == b[0] and _same(a[1], b[1]) for a, b in zip(d, draws[0], strict=True))
+        for d in draws[1:]
+    )
     return changed, draws[0] if fixed else []
 
 
-def bake_draws(ir: TorchIR, weights: dict[str, torch.Tensor], draws: list[torch.Tensor]) -> bool:
-    """Make each random node of `ir` a constant holding what it drew in eager PyTorch (`draws`, in call
-    order), with its tensor in `weights`, when the model seeds torch's generator itself (decision aw):
-    its draws are then part of the model, as a weight is. Returns False and changes nothing when the
-    random nodes and the draws do not pair up one to one by shape and dtype."""
+def bake_draws(ir: TorchIR, weights: dict[str, torch.Tensor], draws: list[tuple[str, torch.Tensor]]) -> bool:
+    """Make each random node of `ir` a constant holding what it drew in eager PyTorch (`draws`: (ATen
+    overload, values) in call order), with its tensor in `weights`, when every eager run drew the same
+    (decision aw): its draws are then part of the model, as a weight is. Returns False and changes nothing
+    when the random nodes and the draws do not pair up one to one by ATen overload, shape and dtype (a
+    decomposed graph draws with other ops than eager PyTorch called)."""
     from ..dtypes import torch_name
     from ..verify.randomness import random_node
 
     nodes = [n for n in ir.nodes if random_node(n)]
     if not nodes or len(nodes) != len(draws):
         return False
-    for node, value in zip(nodes, draws, strict=True):
-        if len(node.outputs) != 1 or node.outputs[0].shape != list(value.shape):
+    for node, (target, value) in zip(nodes, draws, strict=True):
+        if len(node.outputs) != 1 or node.outputs[0].shape != list(value.shape) or node.target != target:
             return False
         if node.outputs[0].dtype != torch_name(value.dtype):
             return False
-    for node, value in zip(nodes, draws, strict=True):
+    for node, (_, value) in zip(nodes, draws, strict=True):
         key = f"rlx_draws.{node.name}"
         out = node.outputs[0]
         ir.weights.append(WeightSpec(out.name, key, "constant", list(value.shape), out.dtype))
