@@ -362,7 +362,7 @@ pub fn unpad(spec: &TensorSpec, mut t: HostTensor) -> HostTensor {
         .product();
     t.data.truncate(t.data.len() / (n + 1) * n);
     t.dims = spec.dims.to_vec();
-    t.dims[axis] = if others == 0 { 0 } else { n / others };
+    t.dims[axis] = n.checked_div(others).unwrap_or(0);
     t
 }
 
