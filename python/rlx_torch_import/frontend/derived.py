@@ -48,14 +48,11 @@ class _Deriver:
             if isinstance(node.op, ast.USub) and isinstance(inner, ast.UnaryOp) and isinstance(inner.op, ast.USub):
                 return inner.operand  # -(-d0): d0
             return node
-        line = isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub))
-        scaled = isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)
-        if scaled and all(free_symbols(ast.unparse(side)) for side in (node.left, node.right)):  # type: ignore[attr-defined]
-            scaled = False  # a product of two sizes
-        if line or scaled:
-            assert isinstance(node, ast.BinOp)
-            node.left, node.right = self._walk(node.left), self._walk(node.right)
-            return node
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+            sized = [bool(free_symbols(ast.unparse(side))) for side in (node.left, node.right)]
+            if not isinstance(node.op, ast.Mult) or not all(sized):  # a sum, or a product with a constant
+                node.left, node.right = self._walk(node.left), self._walk(node.right)
+                return node
         if not names <= set(self.staged):
             return node  # mixed with an input dim: left as it is (generalize names the node if it must)
         return self._replacement(ast.unparse(node), sorted(names))
