@@ -147,16 +147,6 @@ def drawn_outputs(ir: TorchIR) -> list[str]:
 
     drawn = {o.name for n in ir.nodes if random_node(n) for o in n.outputs}
     for node in ir.nodes:
-        if _tensors(node.args + list(node.kwargs.values())) & drawn:
+        if drawn.intersection(node.reads()):
             drawn |= {o.name for o in node.outputs}
     return [o.name for o in ir.outputs if o.value in drawn]
-
-
-def _tensors(args: list[Any]) -> set[str]:
-    found: set[str] = set()
-    for a in args:
-        if isinstance(a, dict) and "tensor" in a:
-            found.add(str(a["tensor"]))
-        elif isinstance(a, dict) and "list" in a:
-            found |= _tensors(a["list"])
-    return found

@@ -245,24 +245,8 @@ def _needed(ir: TorchIR, wanted: set[str]) -> list[Node]:
         if node.name in keep:
             continue
         keep.add(node.name)
-        stack += [v for v in _reads(node) if v in producer]
+        stack += [v for v in node.reads() if v in producer]
     return [n for n in ir.nodes if n.name in keep]
-
-
-def _reads(node: Node) -> list[str]:
-    found: list[str] = []
-
-    def walk(a: dict[str, Any]) -> None:
-        tag, payload = next(iter(a.items()))
-        if tag == "tensor":
-            found.append(payload)
-        elif tag == "list":
-            for x in payload:
-                walk(x)
-
-    for a in [*node.args, *node.kwargs.values()]:
-        walk(a)
-    return found
 
 
 def stage_ir(ir: TorchIR, stage: int = 1) -> tuple[TorchIR, list[Symbol]]:
@@ -284,9 +268,9 @@ def stage_ir(ir: TorchIR, stage: int = 1) -> tuple[TorchIR, list[Symbol]]:
         scalars[sym.name] = _derived_nodes(sym, scalars, make) if sym.derived else _size_nodes(node, sym, make)
         extra += make.nodes
     outputs = [OutputSpec(output_name(sym), scalars[sym.name], [], "int64") for sym in symbols]
-    reads = {v for n in extra for v in _reads(n)} | {o.value for o in outputs}
+    reads = {v for n in extra for v in n.reads()} | {o.value for o in outputs}
     nodes = [n for n in _needed(ir, reads) if n not in extra] + extra
-    used_weights = {v for n in nodes for v in _reads(n)}
+    used_weights = {v for n in nodes for v in n.reads()}
     program = TorchIR(
         name=f"{ir.name}_stage{stage}",
         decomposition=ir.decomposition,

@@ -29,6 +29,7 @@ from .schema import (
     TensorSpec,
     TorchIR,
     WeightSpec,
+    arg_reads,
     decode_float,
     encode_float,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "TorchIR",
     "TorchIRError",
     "WeightSpec",
+    "arg_reads",
     "check_ops",
     "check_output_tree",
     "check_weights",

@@ -89,6 +89,22 @@ class Node:
     # Omitted from the file when empty.
     sym: str = ""
 
+    def reads(self) -> list[str]:
+        """The value names its arguments read, in order (`arg_reads` of each arg and kwarg)."""
+        return [name for a in [*self.args, *self.kwargs.values()] for name in arg_reads(a)]
+
+
+def arg_reads(arg: Any) -> list[str]:
+    """The value names one tagged argument reads: `{"tensor": name}`, and those in a `{"list": [...]}`."""
+    if not isinstance(arg, dict) or len(arg) != 1:
+        return []
+    ((tag, payload),) = arg.items()
+    if tag == "tensor":
+        return [payload]
+    if tag == "list":
+        return [name for item in payload for name in arg_reads(item)]
+    return []
+
 
 # Ops that read their input's storage rather than its logical elements; capture records their layouts.
 LAYOUT_SENSITIVE = ("aten.as_strided.default", "aten.as_strided_copy.default", "aten.as_strided_scatter.default")

@@ -21,25 +21,11 @@ Outputs and per-node cumulative values are judged with their value's criterion; 
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..dtypes import COMPLEX_PARTS, RECORDS
-from ..torchir import TensorSpec, TorchIR, WeightSpec
+from ..torchir import TensorSpec, TorchIR, WeightSpec, arg_reads
 
 # float and complex dtypes (a complex value is float pairs: judged as its parts are)
 _FLOAT = {r.name for r in RECORDS.values() if r.eps is not None} | set(COMPLEX_PARTS)
-
-
-def _tensors(arg: Any) -> list[str]:
-    """The value names a torch-ir argument (`{"tensor": name}`, `{"list": [...]}`, ...) reads."""
-    if not isinstance(arg, dict) or len(arg) != 1:
-        return []
-    ((tag, payload),) = arg.items()
-    if tag == "tensor":
-        return [payload]
-    if tag == "list":
-        return [name for item in payload for name in _tensors(item)]
-    return []
 
 
 def complex_names(ir: TorchIR) -> set[str]:
@@ -59,7 +45,7 @@ def exact_values(ir: TorchIR) -> set[str]:
     known = {s.name for s in ir.inputs} | {w.name for w in ir.weights if w.key not in quantized}
     complex_values = complex_names(ir)
     for node in ir.nodes:
-        reads = [name for a in [*node.args, *node.kwargs.values()] for name in _tensors(a)]
+        reads = node.reads()
         # an op's complex form (`lower.complexes.complex_kind`: complex abs, multiply, ...) has its own kind
         complex_form = complex_kind(node, complex_values)
         exact = all(name in known for name in reads) and (
@@ -71,7 +57,7 @@ def exact_values(ir: TorchIR) -> set[str]:
         elif written := written_arguments(node.target):  # later reads see what the node wrote
             names = _schema(node.target)[0]
             given = dict(zip(names, node.args, strict=False)) | dict(node.kwargs)
-            known -= {t for i in written if i < len(names) for t in _tensors(given.get(names[i]))}
+            known -= {t for i in written if i < len(names) for t in arg_reads(given.get(names[i]))}
     return known
 
 

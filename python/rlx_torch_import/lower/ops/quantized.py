@@ -216,17 +216,6 @@ def _op_name(target: str) -> str:
     return parts[1] if len(parts) == 3 else target
 
 
-def _tensor_args(args: Any) -> list[str]:
-    """The value names of a torch-ir node's tagged arguments (`{"tensor": name}`, in lists too)."""
-    if isinstance(args, dict):
-        if len(args) == 1 and isinstance(args.get("tensor"), str):
-            return [args["tensor"]]
-        return [n for v in args.values() for n in _tensor_args(v)]
-    if isinstance(args, list):
-        return [n for v in args for n in _tensor_args(v)]
-    return []
-
-
 def pt2e_note(nodes: list[Any]) -> str | None:
     """The report's line on a PT2E quantized graph (torch-ir `nodes`), or None when it has no quantize ops: how
     many quantize/dequantize ops, and how many linears/matmuls and convolutions (transposed ones included) read
@@ -239,7 +228,7 @@ def pt2e_note(nodes: list[Any]) -> str | None:
     dequantized: set[str] = set()
     linears = convolutions = 0
     for n in nodes:
-        reads = any(name in dequantized for name in _tensor_args([n.args, n.kwargs]))
+        reads = any(name in dequantized for name in n.reads())
         lowering = REGISTRY.get(n.target)
         if ".dequantize_" in n.target or (reads and lowering is not None and lowering.kind == "movement"):
             dequantized.update(o.name for o in n.outputs)
