@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -21,6 +20,7 @@ from rlx_torch_import.frontend import quantize as front_quantize
 from rlx_torch_import.lower.ops.quantized import pt2e_note
 from rlx_torch_import.quantize import BLOCK, F16_MIN_NORMAL, SCHEMES, dequantize, pack, scale_fault
 from rlx_torch_import.quantize_report import FEATURE_LIMIT, feature_errors, feature_magnitude
+from rlx_torch_import.torchir import Node, TensorSpec
 
 DIVISOR = {"int8": 127, "int4": 8}  # a block's scale is its largest |w| over this
 
@@ -194,8 +194,8 @@ def test_a_destroyed_feature_is_flagged_though_cosine_is_1(tmp_path: Path, monke
     assert [c["flagged_features"] for c in doc["quantization"]["accuracy_cost"]] == [1]
 
 
-def _node(name: str, target: str, *args: Any) -> SimpleNamespace:
-    return SimpleNamespace(name=name, target=target, args=list(args), kwargs={}, outputs=[SimpleNamespace(name=name)])
+def _node(name: str, target: str, *args: Any) -> Node:
+    return Node(name=name, target=target, args=list(args), kwargs={}, outputs=[TensorSpec(name, [1], "float32")])
 
 
 def _t(name: str) -> dict[str, str]:
