@@ -143,3 +143,37 @@ def test_no_cycle_in_frontend() -> None:
     graph = import_graph()
     inside = [c for c in cycles(graph) if any(m.startswith(f"{PACKAGE}.frontend") for m in c)]
     assert not inside, f"import cycles through frontend/: {inside}"
+
+
+def _seam_side(module: str) -> bool:
+    """The back half and the verifier: they reach a front end only through `door.py` (docs/design.md, bc)."""
+    return module == f"{PACKAGE}.backend" or module == f"{PACKAGE}.verify" or module.startswith(f"{PACKAGE}.verify.")
+
+
+def test_the_back_half_and_the_verifier_import_no_front_end() -> None:
+    graph = import_graph()
+    assert f"{PACKAGE}.door" in graph[f"{PACKAGE}.backend"]  # the graph holds the seam's own imports
+    found = {
+        module: sorted(t for t in targets if t.startswith(f"{PACKAGE}.frontend"))
+        for module, targets in graph.items()
+        if _seam_side(module)
+    }
+    bad = {m: t for m, t in found.items() if t}
+    assert not bad, f"backend.py and verify/ import front-end modules (go through door.py): {bad}"
+
+
+def test_every_door_plugs_in_through_the_door_table() -> None:
+    """Each front end in `door.FRONT_ENDS` is a module under frontend/ that registers the door of its name;
+    a boundary-only door has the program hook, the oracle and the repro writer."""
+    from rlx_torch_import import door
+
+    graph = import_graph()
+    assert set(door.FRONT_ENDS) == {"torch", "onnx"}
+    for name, module in door.FRONT_ENDS.items():
+        assert module.startswith(f"{PACKAGE}.frontend.") and module in graph, module
+    doors = door.front_ends()
+    assert {n: d.name for n, d in doors.items()} == {"torch": "torch", "onnx": "onnx"}
+    assert (doors["torch"].label, doors["onnx"].label) == ("PyTorch", "ONNX Runtime")
+    onnx = doors["onnx"]
+    assert onnx.program and onnx.node_values and onnx.write_repro and onnx.op_kind
+    assert onnx.op_kind("MatMul", "float32") == "contraction" and onnx.op_kind("Relu", "float32") == "movement"

@@ -232,7 +232,7 @@ def from_onnx(
     ModelLoadError (not an ONNX model, missing external data, ONNX Runtime cannot run it),
     UnsupportedOpsError (exit 3: every op type, dtype and node the importer cannot take, listed
     together), DeviceError (exit 7), WriteError (exit 8). Parity failure is reported, not raised."""
-    from .onnx_convert import ROUTES, Request, convert
+    from .frontend.onnx.convert import ROUTES, Request, convert
 
     if route not in ROUTES:
         raise InputError(f"route {route!r} is not one of {', '.join(ROUTES)}")

@@ -11,6 +11,7 @@ from typing import Any
 from .bundle.format import META, write_meta
 from .bundle.write import write_bundle
 from .conversion import Conversion
+from .door import front_end
 from .errors import InputError
 from .layout import REFERENCE, WEIGHTS
 from .lower import registry
@@ -27,12 +28,10 @@ def lower_program(conv: Conversion, program: Program | None) -> tuple[Program, s
     the one the front end lowered from this torch-ir (`registry.try_lower`), used as it is (static) or
     as the example-size lowering `lower_symbolic` generalizes (dynamic); without it, `lower` runs here."""
     ir = conv.ir
-    if ir.decomposition == "onnx":  # the program is RLX's importer's, from the folder's source.onnx
-        if program is None:
-            from .frontend.onnx.driver import reimport
-
-            program = reimport(conv.directory, ir.name)
-        return program, None, {}
+    if ir.boundary_only:  # the program is the front end's (RLX's ONNX importer's, from source.onnx)
+        hook = front_end(ir).program
+        assert hook is not None  # `front_end` refuses a boundary-only door without one
+        return (program if program is not None else hook(conv)), None, {}
     if not ir.is_dynamic:
         return (program if program is not None else registry.lower(ir)), None, {}
     from .lower.symbolic import lower_symbolic  # dynamic dims only

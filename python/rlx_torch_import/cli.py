@@ -1,5 +1,5 @@
 """Command line: `rlx-torch-import MODEL.py -o OUT ...`, `rlx-torch-import onnx MODEL.onnx -o OUT ...`
-(`cli_onnx.py`), `rlx-torch-import build DIR`,
+(`frontend/onnx/cli.py`), `rlx-torch-import build DIR`,
 `rlx-torch-import verify OUT`, `rlx-torch-import run BUNDLE --inputs FILE` and
 `rlx-torch-import defects`. (The Core ATen coverage run is a developer tool of the repository:
 `python -m tools.coverage`.)
@@ -343,7 +343,7 @@ def _run(argv: Sequence[str]) -> int:
 
         return defects_main()
     if argv and argv[0] == "onnx":
-        from .cli_onnx import convert
+        from .frontend.onnx.cli import convert
 
         report = convert(argv[1:])
     elif argv and argv[0] == "build":

@@ -163,12 +163,14 @@ class UnsupportedOpsError(RtiError):
     # The decomposition level the graph was exported at ("" when unknown). At `core` everything
     # is already Core ATen, so the hint does not suggest it again.
     decomposition: str = ""
+    # A front end whose own importer decides what converts gives its hint here (the ONNX door's).
+    frontend_hint: str = ""
 
     def __post_init__(self) -> None:
         targets = sorted({i.target for i in self.items})
         lines = "\n".join(f"  - {i.line()}" for i in self.items)
-        if self.decomposition == "onnx":  # the ONNX front end: RLX's importer decides (docs/onnx.md)
-            hint = "see docs/onnx.md for what RLX's ONNX importer takes and the pre-pass rewrites"
+        if self.frontend_hint:
+            hint = self.frontend_hint
         elif all(i.target.startswith(("<quantize", "quantized_decomposed.")) for i in self.items):
             # quantization schemes: neither decomposing nor a new lowering of an ATen op helps
             hint = "see README.md, 'Quantized models', for the schemes RLX runs"

@@ -62,7 +62,7 @@ def meta_for(
         "name": program.name,
         "rlx_version": _core.rlx_version(),
         "producer": {**ir.producer, "name": "rlx-torch-import", "version": __version__},
-        "decomposition": ir.decomposition,
+        "decomposition": ir.made_by,
         "inputs": _inputs_meta(program, ir, rlxmodel is not None),
         # The example call's positional arguments, by forward's parameter names (BundleModel.call).
         "call_args": list(ir.call_args),

@@ -1,5 +1,5 @@
 """Values across RLX's boundary: numpy inputs checked and carried in the dtype RLX takes
-(`as_input`, `to_carrier`), results read back (`from_carrier`), weights bound (`_bind`)."""
+(`as_input`, `to_carrier`), results read back (`from_carrier`), weights bound (`bind_weight`)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def as_input(name: str, value: Any, declared: str) -> np.ndarray:
 _BIND_SLICE = 16 << 20
 
 
-def _bind(model: Any, name: str, t: safetensors_io.RawTensor) -> None:
+def bind_weight(model: Any, name: str, t: safetensors_io.RawTensor) -> None:
     """Bind weight `t` to RLX parameter `name`, then drop its file pages (RLX holds its own copy)."""
     if t.dtype == "float32" and t.data.nbytes > _BIND_SLICE:
         for start in range(0, t.data.nbytes, _BIND_SLICE):

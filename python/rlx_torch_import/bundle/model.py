@@ -20,7 +20,7 @@ from ..limits import regular_file, short
 from ..outdir import stranded_hint
 from ..symbolic import Symbol, evaluate, evaluate_shape, infer_binding
 from .format import HIR, META, SYMBOLIC, WEIGHTS, check_meta, check_params, meta_text, read_meta
-from .host import _bind, _thunk_profile, as_input, check_baked, decode_outputs, encode_feed, unpad_outputs
+from .host import _thunk_profile, as_input, bind_weight, check_baked, decode_outputs, encode_feed, unpad_outputs
 from .ranges import check_ranges, check_weight_ranges
 from .stages import StageRunner, compile_failure, empty_note
 
@@ -140,7 +140,7 @@ class BundleModel:
         model.set_flush_denormals(self.flush_denormals)
         for name, t in safetensors_io.read(self.path / WEIGHTS).items():
             if only is None or name in only:
-                _bind(model, name, t)
+                bind_weight(model, name, t)
         return model
 
     def binding(self, inputs: Mapping[str, Any] | Sequence[Any]) -> dict[str, int]:

@@ -219,8 +219,9 @@ def program_ranges(program: Any, sources: set[str] | None = None) -> list[dict[s
 
 def bundle_ranges(program: Any, ir: Any) -> list[dict[str, Any]]:
     """meta.json's `index_ranges` for a bundle: torch's rules from the torch-ir (`index_ranges`), or for
-    a program RLX's ONNX importer made (torch-ir without nodes) the kernels' (`program_ranges`)."""
-    if ir.decomposition == "onnx":
+    a program its front end made (torch-ir holding its boundary only: RLX's ONNX importer's) the
+    kernels' (`program_ranges`)."""
+    if ir.boundary_only:
         return program_ranges(program)
     return index_ranges(ir, [v.name for v in program.inputs])
 
@@ -232,7 +233,7 @@ def weight_ranges(program: Any, ir: Any) -> list[dict[str, Any]]:
     left out). `BundleModel` checks the stored values once, when it loads the bundle
     (`check_weight_ranges`), so a hand-edited weights.safetensors cannot make RLX read out of bounds."""
     params = {v.name for v in program.params}
-    if ir.decomposition == "onnx":
+    if ir.boundary_only:
         entries = program_ranges(program, params)
     else:
         stored = [w for w in ir.weights if w.key in params]  # bound by state_dict key

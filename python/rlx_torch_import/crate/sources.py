@@ -75,7 +75,7 @@ def _header(program: Program, ir: TorchIR, style: str) -> str:
         "VERSION": __version__,
         "TORCH": comment(str(ir.producer.get("torch", "?"))),
         "RLX": _core.rlx_version(),
-        "DECOMPOSITION": code_span(ir.decomposition),
+        "DECOMPOSITION": code_span(ir.made_by),
         "STYLE": style,
         "ATEN": [f"- {code_span(op)} x {n}" for op, n in program.aten_histogram().items()],
     }

@@ -13,7 +13,7 @@ example sizes, which `lower.symbolic.lower_symbolic` generalizes), so nothing is
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -110,6 +110,9 @@ class FrontEnd:
     # lowering packs those weights ({}: a float conversion)
     quantize: dict[str, Any] = field(default_factory=dict)
     scheme: Scheme | None = None  # `--quantize`: the Linear weights' scheme (None: a float conversion)
+    # Another door driving this front end (the ONNX torch route) settles the boundary of each capture here,
+    # before it is lowered and written once: its names, producer entries and reference outputs.
+    settle: Callable[[Captured], None] | None = None
 
     @classmethod
     def check(
@@ -209,6 +212,8 @@ class FrontEnd:
                 shape_log=shape_log,
             )
             found.ir.quantize = self.quantize
+            if self.settle is not None:
+                self.settle(found)
             return found
 
         with prog.phase("capture"):

@@ -18,6 +18,7 @@ from .check import check_ops, check_weights
 from .parse import check_output_tree, load, parse
 from .schema import (
     ARG_TAGS,
+    BOUNDARY_ONLY,
     DECOMPOSITIONS,
     FORMAT,
     LAYOUT_SENSITIVE,
@@ -36,6 +37,7 @@ from .schema import (
 
 __all__ = [
     "ARG_TAGS",
+    "BOUNDARY_ONLY",
     "DECOMPOSITIONS",
     "FORMAT",
     "LAYOUT_SENSITIVE",

@@ -17,6 +17,7 @@ from ..quantize import parse_record
 from ..symbolic import Dim, Symbol, evaluate_shape, free_symbols
 from .schema import (
     ARG_TAGS,
+    BOUNDARY_ONLY,
     DECOMPOSITIONS,
     FORMAT,
     READABLE_VERSIONS,
@@ -304,8 +305,15 @@ def parse(doc: Any, source: str = TORCH_IR) -> TorchIR:
         outputs.append(OutputSpec(spec.name, _need(d, "value", str, where), spec.shape, spec.dtype))
     extras = _optional_fields(doc, source, symbols, outputs)
     decomposition = _need(doc, "decomposition", str, source)
-    if decomposition not in DECOMPOSITIONS:
-        raise TorchIRError(f"{source}: decomposition: {short(decomposition)} is not one of {', '.join(DECOMPOSITIONS)}")
+    old = doc["version"] < 4
+    if decomposition == "onnx" and old:  # the ONNX front end, once spelled as a decomposition
+        decomposition = BOUNDARY_ONLY
+        extras["producer"].setdefault("frontend", "onnx")
+    elif decomposition not in DECOMPOSITIONS and (decomposition != BOUNDARY_ONLY or old):
+        raise TorchIRError(
+            f"{source}: decomposition: {short(decomposition)} is not one of {', '.join(DECOMPOSITIONS)} "
+            '(or "": the boundary only, the front end\'s program)'
+        )
     ir = TorchIR(
         name=_need(doc, "name", str, source),
         decomposition=decomposition,
@@ -460,11 +468,14 @@ def _check_declared_sizes(ir: TorchIR, symbols: list[Symbol], sweep: list[dict[s
 
 
 def _check_wiring(ir: TorchIR, source: str) -> None:
-    """Every tensor argument and output must name a value defined earlier. An ONNX conversion's
-    torch-ir holds the boundary only (no nodes; its outputs are the program's, `frontend/onnx`)."""
-    if ir.decomposition == "onnx":
+    """Every tensor argument and output must name a value defined earlier. A torch-ir without a
+    decomposition holds the boundary only (no nodes; its outputs are the front end's program's)."""
+    if ir.boundary_only:
         if ir.nodes:
-            raise TorchIRError(f"{source}: nodes: an ONNX conversion's torch-ir holds no nodes, found {len(ir.nodes)}")
+            raise TorchIRError(
+                f"{source}: nodes: a torch-ir without a decomposition holds its boundary only, "
+                f"found {len(ir.nodes)} nodes"
+            )
         return
     defined = {s.name for s in ir.inputs} | {w.name for w in ir.weights}
 

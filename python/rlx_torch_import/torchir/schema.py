@@ -18,14 +18,18 @@ from ..outdir import write_text
 from ..symbolic import Dim, Symbol
 
 FORMAT = "rlx-torch-ir"
-VERSION = 3
-# Version 1 files (static shapes only) read as version 2 files without symbols.
-READABLE_VERSIONS = (1, 2, 3)
+VERSION = 4
+# Version 1 files (static shapes only) read as version 2 files without symbols. Versions up to 3 wrote
+# decomposition "onnx" for a torch-ir holding its boundary only: read as "" (`BOUNDARY_ONLY`), the ONNX
+# front end named in `producer["frontend"]`.
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 # The export levels (`frontend.export.DECOMPOSITION_LEVELS`) and the weight kinds capture writes.
-# "onnx": the graph came from an ONNX file (`frontend/onnx`): torch-ir then holds its boundary only
-# (inputs, outputs, weights, no nodes) and the program is RLX's importer's.
-DECOMPOSITIONS = ("aten", "high", "core", "onnx")
+DECOMPOSITIONS = ("aten", "high", "core")
+# No decomposition: no ATen graph at all. Torch-ir then holds the graph's boundary only (inputs, outputs,
+# weights, no nodes) and the program comes from its front end's program hook (`door.Door.program`:
+# an ONNX file through RLX's importer).
+BOUNDARY_ONLY = ""
 WEIGHT_KINDS = ("parameter", "buffer", "constant")
 
 ARG_TAGS = (
@@ -177,6 +181,22 @@ class TorchIR:
     @property
     def is_dynamic(self) -> bool:
         return bool(self.symbols)
+
+    @property
+    def frontend(self) -> str:
+        """The front end that wrote this torch-ir (`producer["frontend"]`; "torch" when unnamed)."""
+        return self.producer.get("frontend", "torch")
+
+    @property
+    def boundary_only(self) -> bool:
+        """Whether torch-ir holds the graph's boundary only: its program is the front end's (`BOUNDARY_ONLY`)."""
+        return self.decomposition == BOUNDARY_ONLY
+
+    @property
+    def made_by(self) -> str:
+        """How the program was made, as bundles and reports name it: the decomposition level, or for a
+        torch-ir holding its boundary only, the front end whose program hook made the program ("onnx")."""
+        return self.frontend if self.boundary_only else self.decomposition
 
     def to_json(self) -> str:
         """Strict JSON text (no NaN/Infinity tokens)."""

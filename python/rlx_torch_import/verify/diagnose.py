@@ -18,6 +18,7 @@ from typing import Any
 from .. import _core, safetensors_io
 from ..conversion import Conversion
 from ..crate.rust_names import code_span, comment
+from ..door import front_end
 from ..errors import InputError
 from ..layout import REFERENCE, REPORT, TORCH_IR
 from ..outdir import path_component, write_text
@@ -56,26 +57,25 @@ def diagnose(directory: Path | str, *, node: str | None = None, repro_dir: Path 
         doc = json.loads(report_json.read_text(encoding="utf-8"))
         random = set(doc.get("random_outputs", []))
         outputs_ok = all(o.get("ok", True) or o.get("name") in random for o in doc.get("outputs", []))
-    if (directory / "source.onnx").is_file() and Conversion.load(directory).ir.decomposition == "onnx":
-        from ..frontend.onnx.repro import diagnose as diagnose_onnx
-
-        found, chosen, target = diagnose_onnx(
-            directory, outputs_ok, node, None if repro_dir is None else Path(repro_dir)
-        )
-        return Diagnosis(found, chosen, target)
-    found = node_parity(Conversion.load(directory), outputs_ok=outputs_ok)
+    conv = Conversion.load(directory)
+    found = node_parity(conv, outputs_ok=outputs_ok)
     chosen = found.first_divergence
     if node is not None:
         chosen = next((r for r in found.nodes if node in (r.node, r.value)), None)
         if chosen is None:
             raise InputError(
-                f"{directory}: no node {node!r} with a tensor output in torch-ir.json",
+                f"{directory}: no node {node!r} among the {len(found.nodes)} values per-node parity compares",
                 hint="`rlx-torch-import diagnose OUT --all` lists every node",
             )
     if chosen is None:
         return Diagnosis(found, None, None)
     target = Path(repro_dir) if repro_dir is not None else directory / f"repro-{path_component(chosen.node, 'node')}"
-    write_repro(found, chosen, target)
+    if conv.ir.boundary_only:  # the node is the front end's graph's (an ONNX node): its own repro folder
+        repro = front_end(conv.ir).write_repro
+        assert repro is not None, f"front end {conv.ir.frontend!r} writes no repro folder"
+        repro(directory, found, chosen, target)
+    else:
+        write_repro(found, chosen, target)
     return Diagnosis(found, chosen, target)
 
 

@@ -25,6 +25,7 @@ their scale, K the reduction length. Cumulative budgets are the output budgets
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -32,6 +33,7 @@ import numpy as np
 
 from .. import _core, torchir
 from ..conversion import Conversion
+from ..door import front_end
 from ..dtypes import COMPLEX_PARTS, NARROW_DTYPES, RECORDS
 from ..layout import input_key
 from ..program import Program
@@ -130,7 +132,7 @@ def _run_debug(
     """Lower `ir` with every intermediate an output, compile it for `device`, run it on `feed`;
     the RLX value of each torch-ir value it computes (narrow ints/bool as themselves, halves
     rounded, as the bundle gives its outputs). Raises DeviceError when `device` cannot run it."""
-    from ..bundle.host import _bind, from_carrier, to_carrier
+    from ..bundle.host import bind_weight, from_carrier, to_carrier
     from ..dtypes import from_rlx
     from ..errors import DeviceError
     from ..lower import registry
@@ -141,7 +143,7 @@ def _run_debug(
     try:
         model = _core.CompiledModel(_core.program_to_hir_json(program.to_core_json()), device)
         for p in program.params:
-            _bind(model, p.name, weights[p.name] if p.name in weights else _derived(program, p.name, weights))
+            bind_weight(model, p.name, weights[p.name] if p.name in weights else _derived(program, p.name, weights))
         raw = model.run(args)
     except _core.DeviceError as e:
         raise DeviceError(f"per-node values on {device}: {e}") from None
@@ -214,43 +216,71 @@ def _scale(node: Node, magnitude: Any, kind: str, top: float) -> float:
 
 
 @dataclass
-class _Values:
-    """Both RLX values of each node against PyTorch's, filling a row's `local`, `cumulative` and `note`."""
+class NodeValues:
+    """What the one per-node comparison (`compare_nodes`) reads, whichever front end wrote the conversion:
+    torch-ir's nodes run by PyTorch (`node_parity`), or a boundary-only conversion's front-end oracle
+    (`door.Door.node_values`: ONNX Runtime's intermediates and RLX's importer's).
 
-    env: dict[str, Any]  # PyTorch's values
-    local: dict[str, np.ndarray]  # RLX's reference-fed values
-    cumulative: dict[str, np.ndarray]  # RLX's values fed the model inputs
-    alone: dict[str, str]  # node -> why it has no local value
-    magnitude: Any  # value name -> its largest finite magnitude
-    exact: set[str] = field(default_factory=set)  # values exactly determined by the inputs (bit-exact)
+    `rows`: one per value the graph computes, in graph order, with its kind, dtype, shape (and, without a
+    torch-ir node, its reduction length) set; a row whose `note` is set already is not compared (a random
+    node, a value the reference runtime lacks). Its torch-ir node (or None) gives the reduction length,
+    a contraction's scale and the tie choice of a topk/sort. `reference(row)` is the reference runtime's
+    value of a row (an array of the row's dtype); `local`/`cumulative` RLX's values (value name -> array);
+    `alone`: node name -> why it has no local value; `value_notes`: value name -> why it has no RLX value;
+    `exact`: values judged bit for bit (`verify/exactness.py`); `magnitude`: value name -> its largest finite
+    magnitude; `fit`: RLX's values may differ from the reference's shape by size-1 axes (RLX has no rank-0
+    tensor; ONNX's [] is [1]); `label`: the reference runtime's name in notes; `expected`: the reference
+    values a repro folder reads."""
 
-    def compare(self, row: NodeParity, node: Node, value: np.ndarray) -> None:
-        """Fill `row` (of `node`'s output `row.value`, PyTorch's value `value`): PyTorch's value prepared
+    rows: list[tuple[NodeParity, Node | None]]
+    reference: Callable[[NodeParity], Any]
+    local: dict[str, np.ndarray]
+    cumulative: dict[str, np.ndarray]
+    alone: dict[str, str] = field(default_factory=dict)
+    value_notes: dict[str, str] = field(default_factory=dict)
+    exact: set[str] = field(default_factory=set)
+    magnitude: Callable[[str], float] | None = None
+    env: dict[str, Any] = field(default_factory=dict)  # PyTorch's values of a torch-ir graph (reduction, ties)
+    fit: bool = False
+    label: str = "PyTorch"
+    expected: dict[str, Any] = field(default_factory=dict)
+    ir: TorchIR | None = None
+
+    def compare(self, row: NodeParity, node: Node | None, value: np.ndarray) -> None:
+        """Fill `row` (its value `row.value`, the reference's value `value`): the reference value prepared
         once (`metrics.Expected`), measured against the local and the cumulative RLX value."""
         name, dtype = row.value, row.dtype
         expected = Expected(value, dtype)
-        if row.kind in ("contraction", "reduction"):
+        if node is not None and row.kind in ("contraction", "reduction"):
             row.reduction = _reduction_length(node, self.env, row.kind, value.size)
         from ..lower.registry import VALUE_EXACT_KINDS
 
         if name in self.local:
-            m = measure(self.local[name], expected, bits=row.kind in VALUE_EXACT_KINDS)
+            m = measure(self._fit(self.local[name], value), expected, bits=row.kind in VALUE_EXACT_KINDS)
             row.local = local_error(m, dtype, row.kind, row.reduction, m.top)
-            if not row.local.ok and row.kind in ("contraction", "reduction"):  # measured against its inputs
-                scale = _scale(node, self.magnitude, row.kind, m.top)
+            if not row.local.ok and node is not None and self.magnitude is not None and row.kind in _SCALED:
+                scale = _scale(node, self.magnitude, row.kind, m.top)  # measured against its inputs
                 row.local = local_error(m, dtype, row.kind, row.reduction, scale)
         if name in self.cumulative:
             bit_exact = name in self.exact
-            m = measure(self.cumulative[name], expected, bits=bit_exact)
+            m = measure(self._fit(self.cumulative[name], value), expected, bits=bit_exact)
             row.cumulative = cumulative_error(m, dtype, bit_exact=bit_exact)
-        if row.local is not None and not row.local.ok and tie_ordered(node):
+        if node is not None and row.local is not None and not row.local.ok and tie_ordered(node):
             self._tie_choice(row, node)
-        if node.name in self.alone:
-            row.note = self.alone[node.name]
+        if row.node in self.alone:
+            row.note = self.alone[row.node]
+        elif name in self.value_notes:
+            row.note = self.value_notes[name]
         elif row.local is None and row.cumulative is None:
             row.note = "no RLX value: the node's lowering does not compute this output (e.g. an unused index)"
         elif row.local is None:
-            row.note = "no local RLX value (an input of the node has no PyTorch value)"
+            row.note = f"no local RLX value (an input of the node has no {self.label} value)"
+
+    def _fit(self, actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
+        """RLX's value at the reference's shape where `fit` allows and they differ only by size-1 axes."""
+        if self.fit and actual.shape != expected.shape and _squeezed(actual.shape) == _squeezed(expected.shape):
+            return actual.reshape(expected.shape)
+        return actual
 
     def _tie_choice(self, row: NodeParity, node: Node) -> None:
         """A topk/sort/kthvalue/median output whose local value differs from PyTorch's only by RLX's choice among
@@ -273,6 +303,13 @@ class _Values:
         row.note = f"{count} index(es) differ from PyTorch's only among tied values: RLX's tie choice"
 
 
+_SCALED = ("contraction", "reduction")
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d for d in shape if d != 1)
+
+
 @dataclass
 class NodeReport:
     """Per-node parity of a conversion directory (see module docstring)."""
@@ -292,8 +329,38 @@ def node_parity(
 ) -> NodeReport:
     """Per-node parity of the conversion `conv` (torch-ir.json, weights.safetensors,
     reference.safetensors; each read and checked once, `conversion.Conversion`) at the example inputs,
-    RLX running on `device`. `outputs_ok` (whether the outputs passed) decides whether an
-    all-local-pass result is reported as accumulated drift. `progress` shows a bar over the nodes."""
+    RLX running on `device`: a torch-ir graph's nodes against PyTorch's values of them, a boundary-only
+    conversion's against its front end's oracle (`door.Door.node_values`: ONNX Runtime's). `outputs_ok`
+    (whether the outputs passed) decides whether an all-local-pass result is reported as accumulated drift.
+    `progress` shows a bar over the nodes."""
+    progress = progress or Progress(False)
+    if conv.ir.boundary_only:
+        oracle = front_end(conv.ir).node_values
+        assert oracle is not None  # `front_end` refuses a boundary-only door without one
+        return compare_nodes(oracle(conv, device, progress), outputs_ok, progress)
+    import torch
+
+    with torch.no_grad():
+        return compare_nodes(_torch_ir_values(conv, device), outputs_ok, progress)
+
+
+def compare_nodes(found: NodeValues, outputs_ok: bool, progress: Progress) -> NodeReport:
+    """The one per-node comparison: each row of `found` compared (`NodeValues.compare`), the first node
+    whose local error is over budget the first divergence, else (outputs failed) where the drift grows."""
+    report = NodeReport(ir=found.ir, expected=found.expected, local=found.local)
+    for row, node in progress.items(found.rows, "nodes"):
+        report.nodes.append(row)
+        if not row.note:
+            found.compare(row, node, found.reference(row))
+    report.first_divergence = next((r for r in report.nodes if r.local is not None and not r.local.ok), None)
+    if report.first_divergence is None and not outputs_ok:
+        report.drift = _drift(report.nodes)
+    return report
+
+
+def _torch_ir_values(conv: Conversion, device: str) -> NodeValues:
+    """A torch-ir graph's rows: PyTorch's value of each node output (`torch_values`, the model not needed),
+    RLX's from the two debug builds (`_run_debug`, `_run_local`)."""
     import torch
 
     conv.check_ops()  # each node against torch's schema and meta kernels, before anything runs
@@ -327,44 +394,42 @@ def node_parity(
             tops[name] = top
         return tops[name]
 
+    def reference(row: NodeParity) -> np.ndarray:
+        expected = hosted.pop(row.value, None)  # not needed again: the copy goes
+        return expected if expected is not None else _numpy(env[row.value], row.dtype)
+
     feed = {s.name: host(s.name, s.dtype) for s in ir.inputs}
     cumulative = _run_debug(ir, feed, raw_weights, device)
     local, alone = _run_local(ir, env, host, raw_weights, device)
-
-    report = NodeReport(ir=ir, expected=env, local=local)
     from ..lower.complexes import complex_kind
 
     complexes = complex_names(ir)  # a node on them may run an op's complex form, with its own kind
-    values = _Values(env, local, cumulative, alone, magnitude, exact_values(ir))
-    with torch.no_grad():
-        for node in (progress or Progress(False)).items(ir.nodes, "nodes"):
-            for spec in node.outputs:
-                if spec.dtype == "none":
-                    continue
-                row = NodeParity(
-                    index=len(report.nodes),
-                    node=node.name,
-                    value=spec.name,
-                    aten=node.target,
-                    module_path=node.module_path,
-                    source=node.source,
-                    shape=list(sizes(spec.shape)),
-                    dtype=COMPLEX_PARTS.get(spec.dtype, spec.dtype),  # complex: compared as its float pairs
-                    kind=complex_kind(node, complexes)
-                    or op_kind(node.target, COMPLEX_PARTS.get(spec.dtype, spec.dtype)),
-                )
-                report.nodes.append(row)
-                if random_node(node):
-                    row.note = NODE_NOTE
-                elif spec.name in env:
-                    expected = hosted.pop(spec.name, None)  # not needed again: the copy goes
-                    values.compare(row, node, expected if expected is not None else _numpy(env[spec.name], spec.dtype))
-                else:
-                    row.note = missing.get(node.name, "no PyTorch value (an input of it has none)")
-    report.first_divergence = next((r for r in report.nodes if r.local is not None and not r.local.ok), None)
-    if report.first_divergence is None and not outputs_ok:
-        report.drift = _drift(report.nodes)
-    return report
+    rows: list[tuple[NodeParity, Node | None]] = []
+    for node in ir.nodes:
+        for spec in node.outputs:
+            if spec.dtype == "none":
+                continue
+            dtype = COMPLEX_PARTS.get(spec.dtype, spec.dtype)  # complex: compared as its float pairs
+            row = NodeParity(
+                index=len(rows),
+                node=node.name,
+                value=spec.name,
+                aten=node.target,
+                module_path=node.module_path,
+                source=node.source,
+                shape=list(sizes(spec.shape)),
+                dtype=dtype,
+                kind=complex_kind(node, complexes) or op_kind(node.target, dtype),
+            )
+            if random_node(node):
+                row.note = NODE_NOTE
+            elif spec.name not in env:
+                row.note = missing.get(node.name, "no PyTorch value (an input of it has none)")
+            rows.append((row, node))
+    return NodeValues(
+        rows, reference, local, cumulative, alone, exact=exact_values(ir), magnitude=magnitude, env=env,
+        expected=env, ir=ir,
+    )  # fmt: skip
 
 
 def _drift(rows: list[NodeParity]) -> str:

@@ -19,6 +19,7 @@ from .. import _core, torchir
 from ..bundle.model import BundleModel, tree_children
 from ..conversion import Conversion
 from ..devices import check_device
+from ..door import front_end
 from ..errors import BundleError, InputError, RlxError, RtiError, TorchIRError
 from ..layout import TORCH_IR, output_key, report_stem, set_prefix, sweep_prefix
 from ..lower.ops.quantized import pt2e_note
@@ -54,8 +55,8 @@ def new_report(
         rlx_version=_core.rlx_version(),
         torch_version=ir.producer.get("torch", ""),
         notes=_notes(ir),
-        reference="ONNX Runtime" if ir.producer.get("frontend") == "onnx" else "PyTorch",
-        node_reference="PyTorch" if ir.producer.get("route") == "torch" else "",
+        reference=front_end(ir).label,
+        node_reference=front_end(ir).node_label(ir),
     )
 
 
@@ -98,25 +99,9 @@ def verify_bundle(
         report.ok = report.ok and all(r.ok for r in report.input_sets)
 
 
-# How an ONNX conversion's bundle was made (torch-ir `producer["route"]`; `onnx_convert.py`).
-ONNX_ROUTES = {
-    "importer": "RLX's ONNX importer (rlx-onnx-import, after the pre-pass)",
-    "torch": "the torch route (the ONNX graph as a torch module, through torch.export and the ATen registry)",
-}
-
-
 def _notes(ir: torchir.TorchIR) -> list[str]:
-    """What the front end baked in, inlined or left out, one line each."""
-    if ir.producer.get("frontend") == "onnx" or ir.decomposition == "onnx":  # the ONNX front end's notes
-        route = ONNX_ROUTES.get(ir.producer.get("route", ""))
-        notes = [f"route: {route}"] if route else []
-        notes += [v for k, v in sorted(ir.producer.items(), key=lambda kv: kv[0]) if k.startswith("note.")]
-    else:
-        notes = [
-            f"input {c['path']} = {c['value']!r} baked in (torch.export specializes on it)"
-            for c in ir.constant_inputs
-            if not c.get("default")  # a default forward used: not something the caller passed
-        ]
+    """What the front end baked in, inlined or left out, one line each (its own first: `Door.notes`)."""
+    notes = front_end(ir).notes(ir)
     notes += [  # dims asked to be dynamic that torch.export fixed (Dim.AUTO; a named Dim is an error): decision ba
         f"input {s['input']!r} axis {s['axis']} ({s['label']}) was asked to be dynamic but is static at size "
         f"{s['size']}: {s['reason']}"
@@ -437,8 +422,6 @@ def add_node_parity(
     verdict: if they cannot be computed, a note says why."""
     from .nodes import node_parity
 
-    if conv.ir.decomposition == "onnx":  # against ONNX Runtime's intermediates
-        from ..frontend.onnx.nodes import node_parity
     prog = prog or Progress(False)
     skipped = auto_skips_nodes(report, conv) if per_node == "auto" else ""
     if not per_node or skipped:

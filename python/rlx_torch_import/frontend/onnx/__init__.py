@@ -7,6 +7,7 @@ everything the importer cannot take, all at once; `prepass` writes the static mo
 reads (`operands` bakes in the inputs that fix shapes, `rewrite` rewrites forms it lacks, `expand`
 inlines ONNX's own function definitions); `program` replays the importer's graph through our RLX
 defect layer; `reference` runs ONNX Runtime (graph optimizations off); `driver` writes the conversion
-folder; `nodes` is per-node parity against ONNX Runtime and `repro` the `diagnose` repro folder.
+folder; `nodes` is the intermediates oracle per-node parity reads (ONNX Runtime's values and the importer's)
+and `repro` the `diagnose` repro folder; `door` plugs them into the one back half and verifier (`door.py`).
 Torch route (`torch_route/`): the graph translated into a torch module for the PyTorch path, where the
-importer cannot (`onnx_convert.py` chooses)."""
+importer cannot. `convert` chooses the route (`from_onnx`'s steps) and `cli` is `rlx-torch-import onnx`."""

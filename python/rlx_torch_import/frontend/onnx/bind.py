@@ -12,6 +12,7 @@ import numpy as np
 
 from ...dtypes import numpy_dtype
 from ...errors import InputError, Unsupported, UnsupportedOpsError
+from .gaps import HINT
 from .source import OnnxSource, TensorInfo, elem_name
 
 # Random integer inputs are drawn from [0, INT_HIGH): valid as indices into any axis of size >= 4.
@@ -148,7 +149,7 @@ def make_inputs(
         if dtype is None:
             raise UnsupportedOpsError(
                 [Unsupported(f"<input dtype {elem_name(spec.elem_type)}>", spec.name, "", "a bundle cannot take it")],
-                decomposition="onnx",
+                frontend_hint=HINT,
             )
         if given is not None and spec.name in given:
             arr = given[spec.name]

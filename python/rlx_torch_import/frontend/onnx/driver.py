@@ -1,7 +1,7 @@
 """The ONNX front end's run: read the file, list every gap, bind the sizes and inputs, run ONNX
 Runtime for the reference, import through the core, and write the conversion folder the back half
 (`backend.lower_write_verify`) takes: torch-ir.json holding the graph's boundary only (inputs,
-outputs, weights; `decomposition: "onnx"`, no nodes: the program is the importer's), the static
+outputs, weights; no decomposition and no nodes, `TorchIR.boundary_only`: the program is the importer's), the static
 model the importer read (`source.onnx`), weights.safetensors keyed by initializer name and
 reference.safetensors with ONNX Runtime's outputs."""
 
@@ -22,13 +22,12 @@ from ...layout import REFERENCE, WEIGHTS, input_key, output_key
 from ...program import Program
 from ...progress import Progress
 from ...symbolic import Dim
-from ...torchir import OutputSpec, TensorSpec, TorchIR, WeightSpec
+from ...torchir import BOUNDARY_ONLY, OutputSpec, TensorSpec, TorchIR, WeightSpec
 from . import bind, expand, gaps, prepass, reference, source
 from .program import Edge, to_program
 
 # The static model the importer read, kept in the conversion folder (`build` imports it again).
 SOURCE = "source.onnx"
-DECOMPOSITION = "onnx"
 # Rounds of function expansion (a function body may use another function op the importer lacks).
 EXPAND_ROUNDS = 3
 
@@ -87,7 +86,7 @@ def import_static(src: source.OnnxSource, path: Path, sizes: dict[str, int], nam
     try:
         result = _core.onnx_import(str(path), sizes, False)
     except (_core.CheckError, _core.RlxFailure) as e:
-        raise UnsupportedOpsError([gaps.failure(str(e))], decomposition=DECOMPOSITION) from None
+        raise UnsupportedOpsError([gaps.failure(str(e))], frontend_hint=gaps.HINT) from None
     gaps.raise_all(gaps.importer_gaps(src, model, json.loads(result[2])))
     return _imported(src, model, result, name)
 
@@ -164,7 +163,7 @@ def _boundary_ir(src: source.OnnxSource, name: str, program: Program, out: dict[
     weights = [WeightSpec(p.name, p.name, "parameter", list(p.dims), from_rlx(p.dtype)) for p in program.params]
     return TorchIR(
         name=name,
-        decomposition=DECOMPOSITION,
+        decomposition=BOUNDARY_ONLY,
         inputs=inputs,
         weights=weights,
         nodes=[],

@@ -12,6 +12,8 @@ from typing import Any
 from ...errors import Unsupported, UnsupportedOpsError
 from .source import OnnxSource, TensorInfo, elem_name
 
+# The hint of the ONNX door's UnsupportedOpsError: RLX's importer decides what converts.
+HINT = "see docs/onnx.md for what RLX's ONNX importer takes and the pre-pass rewrites"
 # The domains whose op types the importer reads ("" is ai.onnx).
 KNOWN_DOMAINS = frozenset({"", "ai.onnx", "com.microsoft"})
 # Element types the importer carries across a graph's inputs and outputs (it reads any other as
@@ -114,4 +116,4 @@ def failure(text: str) -> Unsupported:
 def raise_all(found: list[Unsupported]) -> None:
     """Raise UnsupportedOpsError listing every gap in `found` together (nothing if none)."""
     if found:
-        raise UnsupportedOpsError(found, decomposition="onnx")
+        raise UnsupportedOpsError(found, frontend_hint=HINT)

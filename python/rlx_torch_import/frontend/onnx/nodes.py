@@ -1,5 +1,6 @@
-"""Per-node parity of an ONNX conversion: where along the ONNX graph RLX's numbers leave ONNX
-Runtime's, in the same rows and budgets as the torch path (`verify.nodes`).
+"""The ONNX door's intermediates oracle (`door.Door.node_values`): what per-node parity of an importer
+conversion compares, in the one comparison every door shares (`verify.nodes.compare_nodes`), so where
+along the ONNX graph RLX's numbers leave ONNX Runtime's is judged in the same rows and budgets.
 
 For every float32 value an ONNX node computes, two comparisons (bit-exact where the value is exactly
 determined, `exact_values`, as `verify.nodes` judges a torch-ir graph):
@@ -10,7 +11,7 @@ determined, `exact_values`, as `verify.nodes` judges a torch-ir graph):
   graph inputs, integer and bool ones as constants holding ORT's values, since the importer reads
   shapes and indices at import), so its error is the node's lowering alone.
 
-The first node whose local error is over budget is the first divergence: the ONNX node the importer
+The first node whose local error is over budget is then the first divergence: the ONNX node the importer
 lowers wrongly. Both RLX runs are debug imports, never the shipped graph."""
 
 from __future__ import annotations
@@ -24,16 +25,14 @@ from typing import Any
 import numpy as np
 
 from ... import _core
-from ...bundle.host import _bind, from_carrier, to_carrier
+from ...bundle.host import bind_weight, from_carrier, to_carrier
 from ...conversion import Conversion
 from ...dtypes import from_rlx
 from ...errors import DeviceError
 from ...layout import input_key
-from ...lower.registry import VALUE_EXACT_KINDS
 from ...progress import Progress
 from ...safetensors_io import RawTensor
-from ...verify.metrics import cumulative_error, local_error, measure
-from ...verify.nodes import NodeReport, _drift
+from ...verify.nodes import NodeValues
 from ...verify.report import NodeParity
 from . import prepass, reference
 from .driver import SOURCE, import_static, squeezed
@@ -59,7 +58,7 @@ def _run(
         model = _core.CompiledModel(_core.program_to_hir_json(program.to_core_json()), device)
         for p in program.params:
             dt, shape, data = weights[p.name]
-            _bind(model, p.name, RawTensor(dt, shape, memoryview(data)))
+            bind_weight(model, p.name, RawTensor(dt, shape, memoryview(data)))
         raw = model.run(args)
     except _core.DeviceError as e:
         raise DeviceError(f"per-node values on {device}: {e}") from None
@@ -158,11 +157,11 @@ def _local_values(
     return local, alone
 
 
-def node_parity(
-    conv: Conversion, *, outputs_ok: bool = True, device: str = "cpu", progress: Progress | None = None
-) -> NodeReport:
-    """Per-node parity of the ONNX conversion `conv` (its source.onnx, weights and reference) at the
-    example inputs, RLX running on `device` (module docstring)."""
+def node_values(conv: Conversion, device: str = "cpu", progress: Progress | None = None) -> NodeValues:
+    """The ONNX door's intermediates oracle (`door.Door.node_values`): each float32 value the ONNX
+    conversion `conv`'s graph computes (its source.onnx, weights and reference, at the example inputs), ONNX
+    Runtime's value and RLX's two debug values on `device` (module docstring), for the one per-node
+    comparison (`verify.nodes.compare_nodes`)."""
     src = read(conv.path(SOURCE))
     model = src.model
     ref = conv.reference
@@ -175,8 +174,6 @@ def node_parity(
     exposed = prepass.infer(model)
     added = prepass.expose(exposed, [o for _, _, o in wanted])
     ort = reference.run(exposed, feed, [o.name for o in exposed.graph.output])
-    report = NodeReport()
-    exact = exact_values(exposed)
     with tempfile.TemporaryDirectory(prefix="rti-onnx-nodes-") as tmp:
         cumulative: dict[str, np.ndarray] = {}
         notes: dict[str, str] = {}
@@ -191,9 +188,11 @@ def node_parity(
             note = f"no cumulative RLX value: the debug import failed ({str(e)[:160]})"
             notes = {o: note for o in added}
         local, alone = _local_values(src, model, {**feed, **ort}, wanted, Path(tmp), device)
-    for index, (i, node, value) in enumerate((progress or Progress(False)).items(wanted, "nodes")):
+    rows: list[tuple[NodeParity, Any]] = []
+    by_node: dict[str, str] = {}
+    dtype = elem_dtype(1) or "float32"
+    for index, (i, node, value) in enumerate(wanted):
         expected = ort.get(value)
-        dtype = elem_dtype(1) or "float32"
         row = NodeParity(
             index=index,
             node=node.name or f"{node.op_type}_{i}",
@@ -205,35 +204,25 @@ def node_parity(
             dtype=dtype,
             kind=op_kind(node.op_type, dtype),
         )
-        report.nodes.append(row)
         if expected is None:
             row.note = "no ONNX Runtime value"
-            continue
-        if value in local:
-            m = measure(_fit(local[value], expected), expected, dtype, bits=row.kind in VALUE_EXACT_KINDS)
-            row.local = local_error(m, dtype, row.kind, _reduction(node, ort, expected), m.top)
-        if value in cumulative:
-            bit_exact = value in exact
-            m = measure(_fit(cumulative[value], expected), expected, dtype, bits=bit_exact)
-            row.cumulative = cumulative_error(m, dtype, bit_exact=bit_exact)
+        elif row.kind in ("contraction", "reduction"):
+            row.reduction = _reduction(node, ort, expected)
         if i in alone:
-            row.note = alone[i]
-        elif value in notes:
-            row.note = notes[value]
-        elif row.local is None and row.cumulative is None:
-            row.note = "no RLX value"
-    report.expected, report.local = {**feed, **ort}, local  # for a repro folder (`frontend.onnx.repro`)
-    report.first_divergence = next((r for r in report.nodes if r.local is not None and not r.local.ok), None)
-    if report.first_divergence is None and not outputs_ok:
-        report.drift = _drift(report.nodes)
-    return report
-
-
-def _fit(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
-    """RLX's value at ORT's shape when they differ only by size-1 axes (RLX has no rank-0 tensor)."""
-    if actual.shape != expected.shape and squeezed(actual.shape) == squeezed(expected.shape):
-        return actual.reshape(expected.shape)
-    return actual
+            by_node[row.node] = alone[i]
+        rows.append((row, None))
+    return NodeValues(
+        rows,
+        lambda row: ort[row.value],
+        local,
+        cumulative,
+        alone=by_node,
+        value_notes=notes,
+        exact=exact_values(exposed),
+        fit=True,
+        label="ONNX Runtime",
+        expected={**feed, **ort},  # for a repro folder (`repro.write_repro`)
+    )
 
 
 def _reduction(node: Any, values: dict[str, np.ndarray], expected: np.ndarray) -> int:

@@ -23,6 +23,7 @@ from ...lower.rlx.audit import audit
 from ...lower.rlx.boundary import protect_outputs
 from ...lower.rlx.routing import RlxLimit
 from ...program import Program, Provenance, ValueDecl
+from .gaps import HINT
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ def to_program(
             limits.append(Unsupported(b.provenance.aten, b.provenance.node, "", str(e)))
             values[n["id"]] = Value(n["id"], dims, from_rlx(rlx))
     if limits:
-        raise UnsupportedOpsError(limits, decomposition="onnx")
+        raise UnsupportedOpsError(limits, frontend_hint=HINT)
     for edge, out in zip(outputs, doc["outputs"], strict=False):
         b.provenance = Provenance(aten="<boundary cast>", node=edge.name)
         value = _to(b, values[out], edge.dtype, edge.dims)

@@ -1,5 +1,5 @@
-"""`rlx-torch-import diagnose OUT/` on an ONNX conversion: per-node parity against ONNX Runtime
-(`nodes.node_parity`) and a self-contained repro folder for the chosen node: `node.onnx` (the
+"""The ONNX door's repro folder (`door.Door.write_repro`, which `verify.diagnose` calls for the node
+per-node parity chose against ONNX Runtime, `nodes.node_values`): `node.onnx` (the
 node alone; its float inputs are graph inputs, its integer and bool inputs constants holding ONNX
 Runtime's values), `inputs.safetensors` (ONNX Runtime's values of those inputs), `outputs.safetensors`
 (`onnxruntime.<i>`, `rlx.<i>`), `node.json` and `repro.py`, which runs the node in ONNX Runtime and
@@ -14,35 +14,13 @@ from typing import Any
 import numpy as np
 
 from ... import safetensors_io
-from ...conversion import Conversion
 from ...errors import InputError
-from ...outdir import path_component, write_text
+from ...outdir import write_text
 from ...verify.nodes import NodeReport
 from ...verify.report import NodeParity
 from .driver import SOURCE
-from .nodes import local_model, node_parity
+from .nodes import local_model
 from .source import read
-
-
-def diagnose(
-    directory: Path, outputs_ok: bool, node: str | None, repro_dir: Path | None
-) -> tuple[NodeReport, NodeParity | None, Path | None]:
-    """Per-node parity of the ONNX conversion in `directory`; a repro folder for `node` (an ONNX node
-    or value name; default: the first divergence). InputError for a name the graph lacks."""
-    found = node_parity(Conversion.load(directory), outputs_ok=outputs_ok)
-    chosen = found.first_divergence
-    if node is not None:
-        chosen = next((r for r in found.nodes if node in (r.node, r.value)), None)
-        if chosen is None:
-            raise InputError(
-                f"{directory}: no ONNX node {node!r} with a float output in {SOURCE}",
-                hint="`rlx-torch-import diagnose OUT --all` lists every node",
-            )
-    if chosen is None:
-        return found, None, None
-    target = repro_dir if repro_dir is not None else directory / f"repro-{path_component(chosen.node, 'node')}"
-    write_repro(directory, found, chosen, target)
-    return found, chosen, target
 
 
 def write_repro(directory: Path, found: NodeReport, row: NodeParity, target: Path) -> Path:

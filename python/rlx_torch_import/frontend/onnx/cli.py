@@ -6,10 +6,10 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .cli_args import add_device_arg, add_emit_args, add_threads_arg, add_verify_args, emits, model_name
+from ...cli_args import add_device_arg, add_emit_args, add_threads_arg, add_verify_args, emits, model_name
 
 if TYPE_CHECKING:
-    from .verify.report import ParityReport
+    from ...verify.report import ParityReport
 
 ONNX_EXIT_CODES = (
     "exit codes: 0 ok, 1 parity failed (against ONNX Runtime), 2 bad input (file, inputs, a symbolic dim "
@@ -58,7 +58,7 @@ def parser() -> argparse.ArgumentParser:
 
 def convert(argv: Sequence[str]) -> ParityReport:
     """Parse `argv` (after `onnx`) and run `api.from_onnx`."""
-    from . import api
+    from ... import api
 
     args = parser().parse_args(argv)
     return api.from_onnx(

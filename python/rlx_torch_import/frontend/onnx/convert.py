@@ -12,16 +12,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import safetensors_io, torchir
-from .backend import lower_write_verify
-from .dtypes import numpy_dtype
-from .errors import BundleError, IndexRangeError, LoweringError, RtiError, Unsupported, UnsupportedOpsError
-from .layout import BUNDLE, REFERENCE, input_key, output_key
-from .progress import Progress
-from .verify.report import ParityReport
-from .verify.run import add_node_parity, write_reports
+import numpy as np
 
-IMPORTER_ROUTE, TORCH_ROUTE = "importer", "torch"  # torch-ir producer["route"]; its note: verify.run.ONNX_ROUTES
+from ... import torchir
+from ...backend import lower_write_verify
+from ...dtypes import numpy_dtype
+from ...errors import BundleError, IndexRangeError, LoweringError, RtiError, Unsupported, UnsupportedOpsError
+from ...layout import BUNDLE, input_key, output_key
+from ...program import Program
+from ...progress import Progress
+from ...verify.report import ParityReport
+from ...verify.run import add_node_parity, write_reports
+from ..to_torchir import Captured
+from . import gaps
+
+IMPORTER_ROUTE, TORCH_ROUTE = "importer", "torch"  # torch-ir producer["route"]; its note: door.ROUTES
 
 
 @dataclass
@@ -115,7 +120,7 @@ def _replace(stage: Path, other: Path) -> None:
 
 
 def _importer_route(req: Request, stage: Path) -> ParityReport:
-    from .frontend.onnx.driver import convert as importer_convert
+    from .driver import convert as importer_convert
 
     _ir, program = importer_convert(
         req.path, stage, req.prog, inputs=req.inputs, dims=req.dims, name=req.name, verify=req.verify
@@ -123,10 +128,11 @@ def _importer_route(req: Request, stage: Path) -> ParityReport:
     return _back_half(req, stage, program)
 
 
-def _back_half(req: Request, stage: Path, program: Any) -> ParityReport:
+def _back_half(req: Request, stage: Path, program: Program, captured: bool = False) -> ParityReport:
+    """The one back half on the front end's program (`captured`: torch-ir from `from_torch`'s front end)."""
     report, conv = lower_write_verify(
         stage, stage / BUNDLE, req.verify, req.prog, out_dir=req.out_dir, crate=req.crate, device=req.device,
-        program=program,
+        program=program, captured=captured,
     )  # fmt: skip
     if req.verify:
         add_node_parity(report, conv, req.prog, device=req.device, per_node=req.per_node)
@@ -149,16 +155,16 @@ def _combined(first: RtiError, second: UnsupportedOpsError) -> UnsupportedOpsErr
         for i in items
     ]
     merged += [i for i in second.items if i.node not in {m.node for m in items}]
-    return UnsupportedOpsError(merged, decomposition="onnx")
+    return UnsupportedOpsError(merged, frontend_hint=gaps.HINT)
 
 
 def _torch_route(req: Request, stage: Path) -> ParityReport:
     """The ONNX graph as a torch module (`torch_route.to_module`) through `from_torch`'s front end; the
     reference's outputs are ONNX Runtime's. Raises UntranslatableError for what it cannot translate."""
-    from .frontend.onnx import bind, prepass, reference
-    from .frontend.onnx.driver import read_and_bind, route_producer
-    from .frontend.onnx.operands import bake_inputs
-    from .frontend.onnx.torch_route import Untranslatable, to_module
+    from . import bind, prepass, reference
+    from .driver import read_and_bind, route_producer
+    from .operands import bake_inputs
+    from .torch_route import Untranslatable, to_module
 
     src, given, sizes, shapes = read_and_bind(req.path, req.inputs, req.dims)
     static, baked = prepass.prepare(src.model, shapes, given)
@@ -171,7 +177,7 @@ def _torch_route(req: Request, stage: Path) -> ParityReport:
             more = [n for n in e.inputs_needed_constant if n not in baked and given and n in given]
             if not more or len(more) < len(e.inputs_needed_constant):
                 raise UntranslatableError(
-                    [Unsupported(target, node, "", reason) for node, target, reason in e.items], decomposition="onnx"
+                    [Unsupported(target, node, "", reason) for node, target, reason in e.items], frontend_hint=gaps.HINT
                 ) from None
             bake_inputs(static, more, feed)
             baked.update({n: "a shape computed from it" for n in more})
@@ -179,9 +185,49 @@ def _torch_route(req: Request, stage: Path) -> ParityReport:
     if sizes:
         notes.append("symbolic dims specialized: " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
     constants = [{"path": n, "value": feed[n].tolist()} for n in baked]
-    producer = {**src.producer(), **route_producer("torch", src)}
-    _torch_front(module, args, names, [o.name for o in src.outputs], stage, req, out, notes, constants, producer)
-    return _back_half(req, stage, None)
+    producer = {**src.producer(), **route_producer("torch", src), **{f"note.{k}": n for k, n in enumerate(notes)}}
+    boundary = _Boundary(names, [o.name for o in src.outputs], out, constants, producer)
+    program = _torch_front(module, args, boundary, stage, req)
+    return _back_half(req, stage, program, captured=True)
+
+
+@dataclass
+class _Boundary:
+    """What the torch route settles on each capture of the translated module (`FrontEnd.settle`), so the
+    one torch-ir and reference written, and the program lowered from them, carry the ONNX graph's boundary:
+    its input names (in order), its output names, ONNX Runtime's outputs (`out`; empty without
+    verification: eager PyTorch's stay), the inputs baked in and the producer entries (route, notes)."""
+
+    inputs: list[str]
+    outputs: list[str]
+    out: dict[str, Any]
+    constants: list[dict[str, Any]]
+    producer: dict[str, str]
+
+    def __call__(self, cap: Captured) -> None:
+        import torch
+
+        ir = cap.ir
+        renamed = dict(zip((s.name for s in ir.inputs), self.inputs, strict=True))
+        old_outputs = [o.name for o in ir.outputs]
+        cap.ir = ir = _onnx_names(ir, renamed, self.outputs)
+        ir.producer.update(self.producer)
+        ir.constant_inputs = list(self.constants)  # they fix shapes: the bundle may be given them, unchanged
+        ref = cap.reference
+        tensors = {input_key(new): ref[input_key(old)] for old, new in renamed.items()}
+        for spec, old in zip(ir.outputs, old_outputs, strict=True):
+            if spec.name not in self.out:  # without verification: eager PyTorch's, as the torch path keeps
+                tensors[output_key(spec.name)] = ref[output_key(old)]
+                continue
+            arr = self.out[spec.name]
+            if arr.dtype != numpy_dtype(spec.dtype) or list(arr.shape) != [int(d) for d in spec.shape]:
+                raise LoweringError(
+                    f"torch route: output {spec.name!r} is {spec.dtype}{list(spec.shape)}, ONNX Runtime gives "
+                    f"{arr.dtype}{list(arr.shape)}"
+                )
+            value = torch.from_numpy(np.array(arr, order="C", copy=True))
+            tensors[output_key(spec.name)] = value.view(torch.bfloat16) if spec.dtype == "bfloat16" else value
+        cap.reference = tensors
 
 
 def _onnx_names(ir: torchir.TorchIR, inputs: dict[str, str], outputs: list[str]) -> torchir.TorchIR:
@@ -205,53 +251,17 @@ def _onnx_names(ir: torchir.TorchIR, inputs: dict[str, str], outputs: list[str])
     return replace(ir, inputs=specs, nodes=nodes, outputs=outs, output_tree={})
 
 
-def _torch_front(
-    module: Any,
-    args: tuple[Any, ...],
-    names: list[str],
-    onnx_outputs: list[str],
-    stage: Path,
-    req: Request,
-    out: dict[str, Any],
-    notes: list[str],
-    constants: list[dict[str, Any]],
-    producer: dict[str, str],
-) -> None:
-    """`from_torch`'s front end on the translated module into `stage`; then the torch-ir's inputs and
-    outputs take the ONNX names, its producer the notes, and reference.safetensors ONNX Runtime's
-    outputs. The back half lowers the renamed torch-ir."""
-    from .frontend.driver import FrontEnd, eval_mode
-    from .frontend.state import kept_state
+def _torch_front(module: Any, args: tuple[Any, ...], boundary: _Boundary, stage: Path, req: Request) -> Program:
+    """`from_torch`'s front end on the translated module into `stage`, each capture's boundary settled by
+    `boundary` before it is lowered and written: returns the program it lowered, which the back half uses."""
+    from ..driver import FrontEnd, eval_mode
+    from ..state import kept_state
 
     front = FrontEnd.check(
         module, args, None, req.name or req.path.stem, None,
         decomposition="high", strict=False, timeout=None, rounds=4, set_specs=[],
     )  # fmt: skip
+    front.settle = boundary
     with eval_mode(module), kept_state(module) as state:
-        ir, _program, _skipped = front.run(stage, req.prog, state)
-    renamed = dict(zip((s.name for s in ir.inputs), names, strict=True))
-    old_outputs = [o.name for o in ir.outputs]
-    ir = _onnx_names(ir, renamed, onnx_outputs)
-    ir.producer.update(producer)
-    ir.producer.update({f"note.{k}": n for k, n in enumerate(notes)})
-    ir.constant_inputs = constants  # inputs baked in (they fix shapes): the bundle may be given them, unchanged
-    ir.save(stage)
-    ref = safetensors_io.read(stage / REFERENCE)
-    tensors: dict[str, safetensors_io.TensorEntry] = {}
-    for old, new in renamed.items():
-        t = ref[input_key(old)]
-        tensors[input_key(new)] = (t.dtype, t.shape, bytes(t.data))
-    for spec, old in zip(ir.outputs, old_outputs, strict=True):
-        if spec.name not in out:  # without verification: eager PyTorch's, as the torch path keeps
-            t = ref[output_key(old)]
-            tensors[output_key(spec.name)] = (t.dtype, t.shape, bytes(t.data))
-            continue
-        arr = out[spec.name]
-        if arr.dtype != numpy_dtype(spec.dtype) or list(arr.shape) != [int(d) for d in spec.shape]:
-            raise LoweringError(
-                f"torch route: output {spec.name!r} is {spec.dtype}{list(spec.shape)}, ONNX Runtime gives "
-                f"{arr.dtype}{list(arr.shape)}"
-            )
-        tensors[output_key(spec.name)] = (spec.dtype, tuple(arr.shape), arr.tobytes())
-    del ref
-    safetensors_io.write(stage / REFERENCE, tensors)
+        _ir, program, _skipped = front.run(stage, req.prog, state)
+    return program
