@@ -1,19 +1,43 @@
-"""Byte-identity check for refactors: convert a fixed set of test models (bundle, and a crate in each
-style) and record the SHA-256 of every file written except the reports (which hold timings).
+"""Byte-identity check for refactors: convert a fixed set of test models and record the SHA-256 of every
+file written except the reports (which hold timings).
 
     python tools/identity.py --write base.json   # at the commit before the change
     python tools/identity.py --check base.json   # after it: exit 1 naming every file that differs
+    python tools/identity.py --check base.json --keep DIR   # and keep the conversions under DIR/out/<case>
 
-The models come from tests/models.py (seeded), so two runs of one commit give the same digests
-(tests/test_determinism.py holds that property)."""
+The cases (`cases()`): PyTorch models from tests/models.py (a bundle, and a crate in each style; dtypes,
+nested inputs, a dynamic batch); an ONNX file (tests/onnx_models.py's torch-exported ConvAndMlp) through
+each `from_onnx` route: "importer" (with a crate), "torch", and "auto" on a Gather graph whose example
+holds negative ids, which the importer route refuses and the torch route takes (the case checks that the
+fallback happened); a PT2E-quantized MLP (torchao's prepare_pt2e / convert_pt2e, XNNPACK quantizer); a
+weight-only int8 MLP (`quantize="int8"`, one Linear kept float); and a tiny random-weight Llama as a
+decode step with a KV cache (`generate.hf_decode_step`, dynamic seq and cache lengths). Every model is
+built here, seeded, in the run's temporary folder; no download.
+
+Normalization, the only one: torch-ir.json is compared as JSON, not as bytes: its top-level "version" is
+left out, and so is its top-level "decomposition" where `producer["frontend"] == "onnx"` (an ONNX
+conversion, either route: "onnx" from the importer, "high" from the torch route), then it is hashed as
+`json.dumps(doc, sort_keys=True)`. Every other file must match byte for byte, the copies included:
+bundle/meta.json holds torch-ir's decomposition and producer (its own "version" is the bundle format's),
+and a crate's src/lib.rs and src/graph.rs name the decomposition in their header comment.
+
+The ONNX files are passed by a path relative to the temporary folder (the tool runs there), since
+torch-ir's and meta.json's `producer["source"]` record the path as given. The models are seeded, so two
+runs of one commit give the same digests (tests/test_determinism.py holds that property)."""
 
 from __future__ import annotations
 
 import argparse
 import hashlib
 import json
+import os
 import sys
 import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from functools import partial
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -21,58 +45,221 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 REPORTS = {"report.json", "report.md", "report.html"}
+TORCH_IR = "torch-ir.json"
+NORMALIZATION = (
+    f"{TORCH_IR}: compared as JSON (sort_keys) without its top-level 'version', and without its top-level "
+    "'decomposition' where producer['frontend'] == 'onnx'; every other file byte for byte; reports left out"
+)
+ONNX_DIR = Path("onnx")  # the ONNX files, relative to the run's folder (the tool's working directory)
 
 
-def digests(root: Path) -> dict[str, str]:
-    """SHA-256 of every file under `root` by relative path, the reports left out."""
-    return {
-        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name not in REPORTS
-    }
+def torch_ir_digest(data: bytes) -> tuple[str, list[str]]:
+    """SHA-256 of torch-ir.json normalized (module docstring) and the keys left out."""
+    doc = json.loads(data)
+    dropped = []
+    if "version" in doc:
+        dropped.append(f"version ({doc.pop('version')!r})")
+    if (doc.get("producer") or {}).get("frontend") == "onnx" and "decomposition" in doc:
+        dropped.append(f"decomposition ({doc.pop('decomposition')!r})")
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest(), dropped
 
 
-def cases() -> list[tuple[str, Any]]:
-    """(case name, conversion keyword arguments) for each conversion compared."""
+def digests(root: Path) -> tuple[dict[str, str], list[str]]:
+    """SHA-256 of every file under `root` by relative path, the reports left out (torch-ir.json
+    normalized), and what the normalization left out of each torch-ir.json."""
+    found: dict[str, str] = {}
+    dropped: list[str] = []
+    for p in sorted(root.rglob("*")):
+        if not p.is_file() or p.name in REPORTS:
+            continue
+        rel = p.relative_to(root).as_posix()
+        if p.name == TORCH_IR:
+            found[rel], keys = torch_ir_digest(p.read_bytes())
+            dropped.append(f"{rel} without {', '.join(keys)}")
+        else:
+            found[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return found, dropped
+
+
+# A case: (name, convert) where convert(out_dir) writes the conversion into out_dir.
+Case = tuple[str, Callable[[Path], Any]]
+
+
+def _from_torch(make: Callable[[], tuple[Any, tuple[Any, ...]]], **kwargs: Any) -> Callable[[Path], Any]:
+    """A case converting the model and example inputs `make()` builds (seeded) with `kwargs`."""
+
+    def convert(out: Path) -> Any:
+        import rlx_torch_import as rti
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # transformers' and torchao's deprecation warnings
+            model, inputs = make()
+            return rti.from_torch(model, inputs, out, per_node=False, **kwargs)
+
+    return convert
+
+
+def _torch_cases() -> list[Case]:
+    """The PyTorch models of tests/models.py: a crate in each style, dtypes, nested inputs, a dynamic batch."""
     import torch
     from torch.export import Dim
 
-    from models import make
+    make = import_module("models").make  # tests/models.py
 
-    found: list[tuple[str, Any]] = []
+    found: list[Case] = []
     for model_name, style in (("mlp", "graph"), ("cnn", "tensor"), ("transformer_block", "flow")):
-        model, inputs = make(model_name)
-        found.append(
-            (f"{model_name}-{style}", dict(model=model, example_inputs=inputs, emit="crate", emit_style=style))
-        )
+        found.append((f"{model_name}-{style}", _from_torch(partial(make, model_name), emit="crate", emit_style=style)))
     for model_name in ("dtype_zoo", "nested_io"):
-        model, inputs = make(model_name)
-        found.append((model_name, dict(model=model, example_inputs=inputs)))
-    model, _ = make("mlp")
-    found.append(
-        (
-            "mlp-dynamic",
-            dict(
-                model=model,
-                example_inputs=(torch.randn(6, 32),),
-                dynamic_shapes=({0: Dim("batch", min=1, max=64)},),
-                emit="crate",
-            ),
-        )
-    )
+        found.append((model_name, _from_torch(partial(make, model_name))))
+
+    def mlp_batch() -> tuple[Any, tuple[Any, ...]]:
+        model, _ = make("mlp")
+        return model, (torch.randn(6, 32),)
+
+    dims = ({0: Dim("batch", min=1, max=64)},)
+    found.append(("mlp-dynamic", _from_torch(mlp_batch, dynamic_shapes=dims, emit="crate")))
     return found
 
 
-def collect() -> dict[str, dict[str, str]]:
+def _onnx_pair() -> Path:
+    """tests/onnx_models.py's ConvAndMlp (seeded, TorchScript exporter), written once."""
+    path = ONNX_DIR / "pair.onnx"
+    if not path.is_file():
+        ONNX_DIR.mkdir(exist_ok=True)
+        import_module("onnx_models").export_conv_and_mlp(path)  # tests/onnx_models.py
+    return path
+
+
+def _negative_gather() -> tuple[Path, dict[str, Any]]:
+    """Gather rows of a [10, 4] table by ids int64[3] (tests/test_index_ranges.py) and an example holding
+    negative ids: the importer's bundle cannot serve them (IndexRangeError), the torch route wraps them as
+    ONNX Runtime does, so the "auto" route falls back."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    table = np.arange(40, dtype=np.float32).reshape(10, 4)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)],
+        "g",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+        [numpy_helper.from_array(table, "table")],
+    )
+    path = ONNX_DIR / "gather.onnx"
+    ONNX_DIR.mkdir(exist_ok=True)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path, {"ids": np.array([1, -1, -10], np.int64)}
+
+
+def _onnx_cases() -> list[Case]:
     import rlx_torch_import as rti
 
+    def importer(out: Path) -> Any:
+        return rti.from_onnx(_onnx_pair(), out, route="importer", emit="crate", per_node=False)
+
+    def torch_route(out: Path) -> Any:
+        return rti.from_onnx(_onnx_pair(), out, route="torch", per_node=False)
+
+    def fallback(out: Path) -> Any:
+        path, inputs = _negative_gather()
+        report = rti.from_onnx(path, out, inputs=inputs, route="auto", per_node=False)
+        if not any("torch route" in n for n in report.notes):
+            raise SystemExit(f"onnx-auto-fallback: the auto route no longer falls back: {report.notes}")
+        return report
+
+    return [("onnx-importer", importer), ("onnx-torch", torch_route), ("onnx-auto-fallback", fallback)]
+
+
+def _pt2e_mlp() -> tuple[Any, tuple[Any, ...]]:
+    """An MLP through the PT2E flow as tests/test_quantized_pt2e.py runs it: export, prepare with the
+    XNNPACK quantizer (static, per-channel), calibrate on four seeded batches, convert."""
+    import torch
+    from torch import nn
+
+    pt2e = import_module("torchao.quantization.pt2e.quantize_pt2e")
+    xnnpack = import_module("torchao.testing.pt2e._xnnpack_quantizer")  # tests/test_quantized_pt2e.py's
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 10)).eval()
+    x = torch.randn(4, 16)
+    torch.manual_seed(1)
+    exported = torch.export.export(model, (x,)).module()
+    quantizer = xnnpack.XNNPACKQuantizer().set_global(xnnpack.get_symmetric_quantization_config(is_per_channel=True))
+    prepared = pt2e.prepare_pt2e(exported, quantizer)
+    with torch.no_grad():
+        for _ in range(4):
+            prepared(x + 0.1 * torch.randn_like(x))
+    return pt2e.convert_pt2e(prepared), (x,)
+
+
+def _int8_mlp() -> tuple[Any, tuple[Any, ...]]:
+    """Three Linears (tests/test_quantize_weights.py): two packed, the last kept float (in_features 10)."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 96), nn.GELU(), nn.Linear(96, 10), nn.ReLU(), nn.Linear(10, 3)).eval()
+    return model, (torch.randn(2, 5, 64),)
+
+
+def _decode_step(out: Path) -> Any:
+    """A tiny random-weight Llama (tests/test_generate.py's) as a decode step (`hf_decode_step`), exported
+    with `hf_decode_inputs`'s seeded example and dynamic seq (1..16) and cache (0..64) lengths."""
+    import torch
+    import transformers
+
+    import rlx_torch_import as rti
+    from rlx_torch_import.generate import hf_decode_inputs, hf_decode_step
+
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        num_hidden_layers=2,
+        hidden_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        vocab_size=256,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        llama = transformers.LlamaForCausalLM(cfg).eval()
+        args, dims = hf_decode_inputs(cfg, max_seq=16, max_cache=64)
+        return rti.from_torch(hf_decode_step(llama), args, out, dynamic_shapes=dims, per_node=False)
+
+
+def cases() -> list[Case]:
+    """(case name, convert(out_dir)) for each conversion compared."""
+    return [
+        *_torch_cases(),
+        *_onnx_cases(),
+        ("pt2e-int8", _from_torch(_pt2e_mlp)),
+        ("weight-int8", _from_torch(_int8_mlp, quantize="int8", emit="crate")),
+        ("decode-step", _decode_step),
+    ]
+
+
+def collect(keep: Path | None = None) -> dict[str, dict[str, str]]:
+    """Each case's digests; the conversions are written under `keep` (kept) or a temporary folder."""
+    print(f"normalization: {NORMALIZATION}", file=sys.stderr)
     out: dict[str, dict[str, str]] = {}
+    here = Path.cwd()
     with tempfile.TemporaryDirectory() as tmp:
-        for name, kwargs in cases():
-            target = Path(tmp) / name
-            rti.from_torch(out_dir=target, per_node=False, **kwargs)
-            out[name] = digests(target)
-            print(f"{name}: {len(out[name])} files", file=sys.stderr)
+        root = Path(tmp) if keep is None else keep.resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        os.chdir(root)  # the ONNX files' paths, relative to it, are recorded as given (module docstring)
+        try:
+            for name, convert in cases():
+                start = time.perf_counter()
+                target = root / "out" / name
+                report = convert(target)
+                out[name], dropped = digests(target)
+                took = time.perf_counter() - start
+                left_out = f"; {', '.join(dropped)}" if dropped else ""
+                failed = "" if report.ok else " (its verification FAILED: see its report)"
+                print(f"{name}: {len(out[name])} files, {took:.1f} s{left_out}{failed}", file=sys.stderr)
+        finally:
+            os.chdir(here)
     return out
 
 
@@ -81,13 +268,15 @@ def main() -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", type=Path, help="record the digests in this JSON file")
     mode.add_argument("--check", type=Path, help="compare with the digests recorded in this JSON file")
+    parser.add_argument("--keep", type=Path, help="write the conversions under this folder (kept) to inspect them")
     args = parser.parse_args()
-    found = collect()
+    path = (args.write or args.check).resolve()  # before collect() changes the working directory
+    found = collect(args.keep)
     if args.write:
-        args.write.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
-        print(f"wrote {sum(map(len, found.values()))} digests to {args.write}")
+        path.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
+        print(f"wrote {sum(map(len, found.values()))} digests to {path}")
         return 0
-    base = json.loads(args.check.read_text())
+    base = json.loads(path.read_text())
     bad = []
     for case in sorted(base.keys() | found.keys()):
         a, b = base.get(case, {}), found.get(case, {})
@@ -99,7 +288,7 @@ def main() -> int:
     for line in bad:
         print(line)
     total = sum(map(len, base.values()))
-    print(f"{total - len(bad)} of {total} files byte-identical" + ("" if bad else ": all"))
+    print(f"{total - len(bad)} of {total} files identical ({NORMALIZATION})" + ("" if bad else ": all"))
     return 1 if bad else 0
 
 
