@@ -15,9 +15,9 @@ decode step with a KV cache (`generate.hf_decode_step`, dynamic seq and cache le
 built here, seeded, in the run's temporary folder; no download.
 
 Normalization, the only one: torch-ir.json is compared as JSON, not as bytes: its top-level "version" is
-left out, and so is its top-level "decomposition" where `producer["frontend"] == "onnx"` (an ONNX
-conversion, either route: "onnx" from the importer, "high" from the torch route), then it is hashed as
-`json.dumps(doc, sort_keys=True)`. Every other file must match byte for byte, the copies included:
+left out, and its top-level "decomposition" is compared as torch-ir version 4 means it: "onnx" (what
+versions up to 3 wrote for an ONNX importer conversion, which holds its boundary only) as "" (version 4's
+boundary only; docs/design.md (bc)); then it is hashed as `json.dumps(doc, sort_keys=True)`. Every other file must match byte for byte, the copies included:
 bundle/meta.json holds torch-ir's decomposition and producer (its own "version" is the bundle format's),
 and a crate's src/lib.rs and src/graph.rs name the decomposition in their header comment.
 
@@ -47,8 +47,8 @@ sys.path.insert(0, str(REPO / "tests"))
 REPORTS = {"report.json", "report.md", "report.html"}
 TORCH_IR = "torch-ir.json"
 NORMALIZATION = (
-    f"{TORCH_IR}: compared as JSON (sort_keys) without its top-level 'version', and without its top-level "
-    "'decomposition' where producer['frontend'] == 'onnx'; every other file byte for byte; reports left out"
+    f"{TORCH_IR}: compared as JSON (sort_keys) without its top-level 'version', its 'decomposition' \"onnx\" "
+    "(versions up to 3) read as \"\" (version 4: boundary only); every other file byte for byte; reports left out"
 )
 ONNX_DIR = Path("onnx")  # the ONNX files, relative to the run's folder (the tool's working directory)
 
@@ -59,8 +59,9 @@ def torch_ir_digest(data: bytes) -> tuple[str, list[str]]:
     dropped = []
     if "version" in doc:
         dropped.append(f"version ({doc.pop('version')!r})")
-    if (doc.get("producer") or {}).get("frontend") == "onnx" and "decomposition" in doc:
-        dropped.append(f"decomposition ({doc.pop('decomposition')!r})")
+    if doc.get("decomposition") == "onnx":
+        doc["decomposition"] = ""
+        dropped.append("decomposition 'onnx' read as ''")
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest(), dropped
 
 

@@ -28,6 +28,7 @@ from .schema import (
     TorchIR,
     WeightSpec,
 )
+from .wiring import check_wiring
 
 
 def _need(doc: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -339,7 +340,7 @@ def parse(doc: Any, source: str = TORCH_IR) -> TorchIR:
         origin=source,
     )
     _check_declared_sizes(ir, symbols, extras["sweep"], source)
-    _check_wiring(ir, source)
+    check_wiring(ir, source)
     return ir
 
 
@@ -465,38 +466,6 @@ def _check_declared_sizes(ir: TorchIR, symbols: list[Symbol], sweep: list[dict[s
         if key not in checked:
             checked.add(key)
             _check_size(spec.shape, spec.dtype, f"{source}: {where}", bindings)
-
-
-def _check_wiring(ir: TorchIR, source: str) -> None:
-    """Every tensor argument and output must name a value defined earlier. A torch-ir without a
-    decomposition holds the boundary only (no nodes; its outputs are the front end's program's)."""
-    if ir.boundary_only:
-        if ir.nodes:
-            raise TorchIRError(
-                f"{source}: nodes: a torch-ir without a decomposition holds its boundary only, "
-                f"found {len(ir.nodes)} nodes"
-            )
-        return
-    defined = {s.name for s in ir.inputs} | {w.name for w in ir.weights}
-
-    def walk(arg: dict[str, Any], where: str) -> None:
-        tag, payload = next(iter(arg.items()))
-        if tag == "tensor" and payload not in defined:
-            raise TorchIRError(f"{where}: tensor {payload!r} is used before it is defined")
-        if tag == "list":
-            for item in payload:
-                walk(item, where)
-
-    for i, node in enumerate(ir.nodes):
-        where = f"{source}: nodes[{i}] ({node.name})"
-        for a in node.args:
-            walk(a, where)
-        for a in node.kwargs.values():
-            walk(a, where)
-        defined.update(o.name for o in node.outputs)
-    for i, out in enumerate(ir.outputs):
-        if out.value not in defined:
-            raise TorchIRError(f"{source}: outputs[{i}]: value {out.value!r} is not defined")
 
 
 def load(directory: Path) -> TorchIR:

@@ -50,7 +50,7 @@ def new_report(
         device_settings=list(info.settings) if info else [],
         op_histogram=ops,
         aten_histogram=aten if aten is not None else dict(Counter(n.target for n in ir.nodes)),
-        decomposition=ir.decomposition,
+        decomposition=ir.made_by,
         auto_decomposed_ops=list(ir.auto_decomposed),
         rlx_version=_core.rlx_version(),
         torch_version=ir.producer.get("torch", ""),
