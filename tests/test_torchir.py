@@ -33,7 +33,7 @@ def test_round_trip_and_strict_json(tmp_path) -> None:
     rti.from_torch(model, (torch.randn(2, 4),), tmp_path / "o")
     text = (tmp_path / "o" / "torch-ir.json").read_text()
     doc = _strict(text)
-    assert doc["format"] == "rlx-torch-ir" and doc["version"] == torchir.VERSION == 3
+    assert doc["format"] == "rlx-torch-ir" and doc["version"] == torchir.VERSION == 4
     ir = torchir.parse(doc)
     assert ir.to_json() == text
     assert {w.key for w in ir.weights} == set(model.state_dict())
