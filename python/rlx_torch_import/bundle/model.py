@@ -62,7 +62,7 @@ class BundleModel:
     Python work goes on meanwhile; a dynamic bundle's runs at different bindings, and runs of
     different models, overlap. Results are the same as single-threaded runs, bit for bit.
     `profile` is the exception: RLX's timer is process-wide, so profile while no other thread runs.
-    A `generate.Decoder` keeps caches resident in a compiled graph between its calls and holds
+    A `decode.generate.Decoder` keeps caches resident in a compiled graph between its calls and holds
     `sequence_lock` while it binds, runs and copies rows; a plain `run` of the same binding meanwhile
     unbinds them, and the Decoder's next step then fails (BundleError) rather than read another cache.
     """
@@ -109,7 +109,7 @@ class BundleModel:
         )
         self._compiled: OrderedDict[tuple[tuple[str, int], ...], Any] = OrderedDict()
         self._compiling = threading.Lock()  # guards _compiled and compiles (threads share a model)
-        # Held by a caller whose calls on one compiled graph must follow each other (generate.Decoder:
+        # Held by a caller whose calls on one compiled graph must follow each other (decode.generate.Decoder:
         # bind the resident caches, run, copy the new rows in); plain `run` does not take it.
         self.sequence_lock = threading.RLock()
         self.compiles = 0  # bindings compiled so far (a dynamic bundle compiles each new one)
