@@ -25,7 +25,7 @@ from ..layout import REFERENCE, WEIGHTS
 from ..lower import registry
 from ..program import Program
 from ..progress import Progress
-from ..quantize import BLOCK, Scheme, check_scheme
+from ..quant.schemes import BLOCK, Scheme, check_scheme
 from ..torchir import TorchIR
 from ..verify.report import ParityReport
 from .dynamic import DynamicShapes, parse_dynamic_shapes

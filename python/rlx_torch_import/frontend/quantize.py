@@ -18,8 +18,8 @@ import torch
 
 from .. import safetensors_io
 from ..layout import input_key, output_key, set_prefix
-from ..quantize import BLOCK, Scheme, dequantize, scale_fault
-from ..quantize_report import feature_errors, feature_magnitude
+from ..quant.report import feature_errors, feature_magnitude
+from ..quant.schemes import BLOCK, Scheme, dequantize, scale_fault
 from ..torchir import TorchIR
 from .inputs import ModelInputs
 from .reference import eager_point
@@ -120,7 +120,7 @@ def accuracy_cost(
     a vocabulary on their last axis: one named `*logits*` or `*scores*`, or the model's only float output. Each
     output feature (last-axis element) is also measured against its own magnitude, its largest |float value|
     over the rows of every point (so a feature near 0 on one input set of identical rows is judged by its size
-    over all of them), and flagged past `quantize_report.FEATURE_LIMIT` (`quantize_report.feature_errors`):
+    over all of them), and flagged past `quant.report.FEATURE_LIMIT` (`quant.report.feature_errors`):
     cosine over the whole output hides a small feature that quantization destroyed."""
     stored = safetensors_io.read(reference)
     points: list[tuple[str, str, tuple[torch.Tensor, ...]]] = [("example", "", example.tensors)]

@@ -145,7 +145,7 @@ class ParityReport:
     drift: str = ""
     # Extra input sets verified beside the example (`verify_inputs`), one row each.
     input_sets: list[InputSetRow] = field(default_factory=list)
-    # Weight-only quantization (`--quantize`; `quantize_report.summary`): {} for a float conversion.
+    # Weight-only quantization (`--quantize`; `quant.report.summary`): {} for a float conversion.
     quantization: dict[str, Any] = field(default_factory=dict)
     # Outputs that depend on random draws (torch-ir `random_outputs`; `verify/randomness.py`).
     random_outputs: list[str] = field(default_factory=list)

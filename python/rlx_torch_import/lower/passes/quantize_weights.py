@@ -19,7 +19,7 @@ import math
 from typing import Any
 
 from ...program import DerivedParam, Program, QuantizedWeight, RlxNode, ValueDecl
-from ...quantize import BLOCK, SCHEMES, packed_size
+from ...quant.schemes import BLOCK, SCHEMES, packed_size
 from ._common import op_variant, splice, value_dims
 
 
