@@ -1,4 +1,4 @@
-"""Per-output parity metrics (`compare_output`), judged by the budgets of `verify/budgets.py`.
+"""Per-output parity metrics (`compare_output`), judged by the budgets of `budgets.py`.
 
 A float output passes when shapes and dtypes match, NaN/±inf sit at the same positions, cosine
 similarity of the finite values is at least `min_cosine`, and every finite element is within its
@@ -39,13 +39,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import safetensors_io
+from ..budgets import JUDGE_FACTOR, JUDGED, Budget, budget_for, is_exact
 from ..complex_edge import compared, stored
 from ..dtypes import is_complex
 from ..errors import BundleError
 from ..layout import TORCH_IR, input_key, output_key, set_prefix, sweep_prefix
 from ..symbolic import Dim, evaluate_known, evaluate_shape, values_of
 from .bitexact import CRITERION, bit_differences, bits_text
-from .budgets import JUDGE_FACTOR, JUDGED, Budget, budget_for, is_exact
 
 if TYPE_CHECKING:
     from ..torchir import TorchIR

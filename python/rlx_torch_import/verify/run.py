@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import _core, torchir
+from ..budgets import is_exact
 from ..bundle.model import BundleModel, tree_children
 from ..conversion import Conversion
 from ..devices import check_device
@@ -26,7 +27,6 @@ from ..outdir import write_texts
 from ..progress import Progress
 from ..symbolic import evaluate_shape, values_of
 from . import ties
-from .budgets import is_exact
 from .codes import quantizes
 from .compare import OutputParity, compare_output
 from .judge import Judge
