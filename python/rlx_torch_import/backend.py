@@ -70,7 +70,7 @@ def lower_write_verify(
         conv = Conversion.load(src)
         if captured:
             conv.mark_ops_checked()
-        conv.check_ops()  # each node against torch's schema and meta kernels (TorchIRError, exit 2)
+        conv.check_ops(registry.REGISTRY)  # each node against torch's schema and meta kernels (TorchIRError, exit 2)
         # The files are checked against torch-ir before anything is lowered (BundleError, exit 2).
         weights = conv.weights
         if (verify or crate is not None) and conv.has_reference:

@@ -296,7 +296,9 @@ def node_parity(
     all-local-pass result is reported as accumulated drift. `progress` shows a bar over the nodes."""
     import torch
 
-    conv.check_ops()  # each node against torch's schema and meta kernels, before anything runs
+    from ..lower import REGISTRY
+
+    conv.check_ops(REGISTRY)  # each node against torch's schema and meta kernels, before anything runs
     ref = conv.reference  # BundleError naming a missing/mismatched tensor
     raw_weights = conv.weights
     ir = torchir.specialize(conv.ir, values_of(conv.ir.symbols)) if conv.ir.is_dynamic else conv.ir
