@@ -36,7 +36,7 @@ def lower_program(conv: Conversion, program: Program | None) -> tuple[Program, s
         return program, None, {}
     if not ir.is_dynamic:
         return (program if program is not None else registry.lower(ir)), None, {}
-    from .lower.symbolic import lower_symbolic  # dynamic dims only
+    from .lower.generalize import lower_symbolic  # dynamic dims only
 
     symbolic = lower_symbolic(ir, example=program)
     labels = {s.name: s.label for s in ir.symbols}

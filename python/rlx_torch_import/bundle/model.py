@@ -18,7 +18,7 @@ from ..errors import BundleError, DeviceError, InputError, RlxError, RtiError
 from ..layout import BUNDLE
 from ..limits import regular_file, short
 from ..outdir import stranded_hint
-from ..symbolic import Symbol, evaluate, evaluate_shape, infer_binding
+from ..sizes import Symbol, evaluate, evaluate_shape, infer_binding
 from .format import HIR, META, SYMBOLIC, WEIGHTS, check_meta, check_params, meta_text, read_meta
 from .host import _bind, _thunk_profile, as_input, check_baked, decode_outputs, encode_feed, unpad_outputs
 from .ranges import check_ranges, check_weight_ranges
@@ -146,7 +146,7 @@ class BundleModel:
     def binding(self, inputs: Mapping[str, Any] | Sequence[Any]) -> dict[str, int]:
         """The binding (symbol label -> size) that `inputs` (as `run` takes them) give; {} for a static
         bundle. Raises InputError naming the input, axis, symbol and range when a size is outside
-        its range or two inputs disagree (`symbolic.infer_binding`)."""
+        its range or two inputs disagree (`sizes.infer_binding`)."""
         if not self.symbols:
             return {}
         inputs = inputs if isinstance(inputs, Mapping) else dict(zip(self.input_names, inputs, strict=False))

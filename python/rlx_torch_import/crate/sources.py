@@ -22,7 +22,7 @@ from ..complex_edge import stored
 from ..dtypes import to_rlx
 from ..layout import sweep_prefix
 from ..program import Program
-from ..symbolic import evaluate, free_symbols, line_of, sizes, values_of
+from ..sizes import evaluate, free_symbols, line_of, sizes, values_of
 from ..torchir import TorchIR, specialize
 from ..version import __version__
 from .graph import CONSTANTS_FILE, graph_statements, use_lines

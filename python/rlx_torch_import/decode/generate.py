@@ -210,7 +210,7 @@ class Decoder:
             return None
         sizes = (feed[self.spec.ids].shape, shape)
         binding = self._bindings.get(sizes)
-        if binding is None:  # inferred once per shape (symbolic.infer_binding: ~0.5 ms a step otherwise)
+        if binding is None:  # inferred once per shape (sizes.infer_binding: ~0.5 ms a step otherwise)
             stand_ins = {c.input: np.broadcast_to(np.float32(0), shape) for c in caches}
             binding = self.model.binding({**feed, **stand_ins})
             if len(self._bindings) >= 256:

@@ -7,7 +7,7 @@ weights.safetensors and reference.safetensors, plus the program lowered from tha
 
 The lowering here is the capability pass and the bundle's lowering in one (`lower.registry.try_lower`):
 the program of the last capture that lowered is the one `api` writes (a dynamic program's at its
-example sizes, which `lower.symbolic.lower_symbolic` generalizes), so nothing is lowered twice.
+example sizes, which `lower.generalize.lower_symbolic` generalizes), so nothing is lowered twice.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from ..dtypes import is_complex
 from ..errors import BundleError, TorchIRError
 from ..layout import TORCH_IR, input_key, output_key, set_prefix, sweep_prefix
 from ..limits import short
-from ..symbolic import Dim, evaluate, evaluate_known, evaluate_shape, values_of
+from ..sizes import Dim, evaluate, evaluate_known, evaluate_shape, values_of
 from .schema import LAYOUT_SENSITIVE, Node, TensorSpec, TorchIR, WeightSpec, decode_float
 
 # Targets that are not torch ops: Python operators on sizes (the registry lowers them itself).

@@ -36,7 +36,7 @@ from ..dtypes import COMPLEX_PARTS, NARROW_DTYPES, RECORDS
 from ..layout import input_key
 from ..program import Program
 from ..progress import Progress
-from ..symbolic import sizes, values_of
+from ..sizes import sizes, values_of
 from ..torchir import Node, OutputSpec, TensorSpec, TorchIR
 from .exactness import complex_names, exact_values
 from .metrics import Expected, cumulative_error, local_error, measure

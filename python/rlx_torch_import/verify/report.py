@@ -106,7 +106,7 @@ class ParityReport:
     """Result of one conversion: `ok` is True only when every output passed (or verify was off).
 
     `outputs` is the check at the example inputs; a dynamic program also has one `sweep`
-    row per sweep point (`symbolic.sweep_points`), and `ok` needs every row to pass."""
+    row per sweep point (`sizes.sweep_points`), and `ok` needs every row to pass."""
 
     name: str
     ok: bool

@@ -25,7 +25,7 @@ from ..layout import TORCH_IR, output_key, report_stem, set_prefix, sweep_prefix
 from ..lower.ops.quantized import pt2e_note
 from ..outdir import write_texts
 from ..progress import Progress
-from ..symbolic import evaluate_shape, values_of
+from ..sizes import evaluate_shape, values_of
 from . import ties
 from .codes import quantizes
 from .compare import OutputParity, compare_output
