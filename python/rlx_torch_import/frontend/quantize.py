@@ -1,4 +1,4 @@
-"""The torch side of weight-only quantization (`from_torch(..., quantize=...)`, `quantize.py`): which
+"""The torch side of weight-only quantization (`from_torch(..., quantize=...)`, `quant/schemes.py`): which
 `Linear` weights are quantized, the model run on their dequantized values (the exact reference of the
 quantized model) and, after, on its own float weights (the accuracy cost of quantizing).
 
@@ -29,7 +29,7 @@ from .state import ModelState
 def _float_reason(m: torch.nn.Linear | torch.nn.Embedding, scheme: Scheme) -> str:
     """Why `m`'s weight stays float ("" when it can be quantized): not float32, not a 2-D CPU weight, an inner
     dim that is not a multiple of 32, or float16 block scales that would overflow or lose precision
-    (`quantize.scale_fault`). An embedding table is quantized in the same blocks along its embedding dim and
+    (`quant.schemes.scale_fault`). An embedding table is quantized in the same blocks along its embedding dim and
     gathered as packed codes (`lower/ops/embedding.py`)."""
     w = m.weight
     if w.dtype != torch.float32:
@@ -71,7 +71,7 @@ def choose(model: torch.nn.Module, scheme: Scheme) -> tuple[dict[str, torch.nn.P
 
 @contextmanager
 def dequantized_weights(model: Any, scheme: Scheme | None) -> Iterator[dict[str, Any]]:
-    """Within: every chosen `Linear` weight of `model` holds its dequantized values (`quantize.dequantize`);
+    """Within: every chosen `Linear` weight of `model` holds its dequantized values (`quant.schemes.dequantize`);
     yields torch-ir's `quantize` record ({} without a scheme or a torch module). The float storage is
     put back on exit, error or not."""
     if scheme is None or not isinstance(model, torch.nn.Module):

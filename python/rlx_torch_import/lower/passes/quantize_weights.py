@@ -1,4 +1,4 @@
-"""`quantize_weights`: a `Linear` whose weight the conversion quantized (`quantize.py`, torch-ir's
+"""`quantize_weights`: a `Linear` whose weight the conversion quantized (`quant/schemes.py`, torch-ir's
 `quantize` record) runs on RLX's `DequantMatMul` over the weight's packed blocks.
 
 After `fold_param_layouts`, `aten.linear` is `MatMul(x, W.T)` with `W.T` a parameter derived from W by a
