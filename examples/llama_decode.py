@@ -38,7 +38,8 @@ if __name__ == "__main__":
     from _common import finish, parse_args, show
 
     import rlx_torch_import as rti
-    from rlx_torch_import.generate import Decoder, generate, hf_decode_inputs, hf_decode_step
+    from rlx_torch_import.decode.generate import Decoder, generate
+    from rlx_torch_import.decode.hf_export import hf_decode_inputs, hf_decode_step
 
     args = parse_args(__doc__)
     out = args.out / "llama_decode"

@@ -378,7 +378,7 @@ def test_build_notes_undeclared_weights(copy: Path, capsys: pytest.CaptureFixtur
 
 
 def test_reference_sweep_and_set_entries_are_checked(conversion: Path) -> None:
-    from rlx_torch_import.verify.compare import check_reference
+    from rlx_torch_import.torchir import check_reference
 
     ir = torchir.load(conversion)
     ref = conversion / "reference.safetensors"

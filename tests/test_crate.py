@@ -138,9 +138,9 @@ def rust_budgets(host_rs: str) -> dict[str, tuple[float, float, float]]:
 
 
 def test_crate_budgets_are_the_python_verifier_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
-    """host.rs gets its float budgets from verify/budgets.py when written, so the two cannot drift."""
+    """host.rs gets its float budgets from budgets.py when written, so the two cannot drift."""
+    from rlx_torch_import import budgets
     from rlx_torch_import.crate import sources
-    from rlx_torch_import.verify import budgets
 
     python = {d: (b.atol, b.rtol, b.min_cosine) for d, b in budgets.float_budgets().items()}
     assert rust_budgets(sources.host_rs()) == python
@@ -152,7 +152,7 @@ def test_crate_budgets_are_the_python_verifier_budgets(monkeypatch: pytest.Monke
 
 
 def test_generated_crate_carries_the_budgets(tmp_path: Path) -> None:
-    from rlx_torch_import.verify.budgets import float_budgets
+    from rlx_torch_import.budgets import float_budgets
 
     crate = convert("mlp", tmp_path / "o", "graph")
     python = {d: (b.atol, b.rtol, b.min_cosine) for d, b in float_budgets().items()}

@@ -7,7 +7,7 @@ import pytest
 
 from rlx_torch_import.errors import InputError
 from rlx_torch_import.frontend.derived import derive_sizes
-from rlx_torch_import.symbolic import Symbol
+from rlx_torch_import.sizes import Symbol
 from rlx_torch_import.torchir import Node, OutputSpec, TensorSpec, TorchIR
 
 S0 = Symbol(0, "s0", "x.0", 2, 64, 8)

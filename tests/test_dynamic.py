@@ -15,10 +15,11 @@ from torch.export import Dim
 
 import rlx_torch_import as rti
 from models import MaskedBlock, make
-from rlx_torch_import import safetensors_io, symbolic, torchir
+from rlx_torch_import import safetensors_io, sizes, torchir
 from rlx_torch_import.bundle.model import BundleModel
 from rlx_torch_import.cli import main as cli_main
 from rlx_torch_import.errors import DynamicShapeError, ExitCode, ExportError, InputError, TorchIRError
+from rlx_torch_import.lower import generalize
 
 TESTS = Path(__file__).resolve().parent
 
@@ -280,30 +281,30 @@ def test_cli_dynamic_spec_errors(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_symbolic_expressions_and_binding_inference() -> None:
     values = {"s0": 7, "s1": 3}
-    assert symbolic.evaluate("2*s0 + 1", values) == 15
-    assert symbolic.evaluate("((s0 + 1)//2)", values) == 4
-    assert symbolic.evaluate("Max(s0, 8)*s1", values) == 24
-    assert symbolic.evaluate("CeilDiv(s0, 2) + Mod(s0, s1)", values) == 5
+    assert sizes.evaluate("2*s0 + 1", values) == 15
+    assert sizes.evaluate("((s0 + 1)//2)", values) == 4
+    assert sizes.evaluate("Max(s0, 8)*s1", values) == 24
+    assert sizes.evaluate("CeilDiv(s0, 2) + Mod(s0, s1)", values) == 5
     with pytest.raises(InputError, match="not an integer expression"):
-        symbolic.evaluate("s0.real", values)
+        sizes.evaluate("s0.real", values)
     with pytest.raises(InputError, match="uses s9"):
-        symbolic.evaluate("s9 + 1", values)
-    syms = [symbolic.Symbol(0, "s0", "batch", 1, 8, 2), symbolic.Symbol(1, "s1", "seq", 2, 16, 4)]
+        sizes.evaluate("s9 + 1", values)
+    syms = [sizes.Symbol(0, "s0", "batch", 1, 8, 2), sizes.Symbol(1, "s1", "seq", 2, 16, 4)]
     inputs = [("x", ["s0", "s1", 4]), ("y", ["s0", "2*s1"])]
-    assert symbolic.infer_binding(syms, inputs, {"x": (3, 5, 4), "y": (3, 10)}) == {"s0": 3, "s1": 5}
+    assert sizes.infer_binding(syms, inputs, {"x": (3, 5, 4), "y": (3, 10)}) == {"s0": 3, "s1": 5}
     with pytest.raises(InputError, match=r"input 'y' axis 1 has size 9, which is no value of 2\*s1"):
-        symbolic.infer_binding(syms, inputs, {"x": (3, 5, 4), "y": (3, 9)})
+        sizes.infer_binding(syms, inputs, {"x": (3, 5, 4), "y": (3, 9)})
     with pytest.raises(InputError, match="rank 2"):
-        symbolic.infer_binding(syms, inputs, {"x": (3, 5), "y": (3, 10)})
+        sizes.infer_binding(syms, inputs, {"x": (3, 5), "y": (3, 10)})
 
 
 def test_probes_step_in_no_proportion_and_sweeps_cover_the_edges() -> None:
     syms = [
-        symbolic.Symbol(i, f"s{i}", f"d{i}", lo, hi, ex)
+        sizes.Symbol(i, f"s{i}", f"d{i}", lo, hi, ex)
         for i, (lo, hi, ex) in enumerate([(1, 4, 2), (2, 512, 8), (1, None, 3), (2, 5, 3), (0, 64, 4), (1, 9, 2)])
     ]
-    probes = symbolic.probe_bindings(syms)
-    assert len(probes) == symbolic.PROBES
+    probes = generalize.probe_bindings(syms)
+    assert len(probes) == generalize.PROBES
     steps = [[p[s.name] - probes[0][s.name] for p in probes[1:]] for s in syms]
     for p in probes:
         assert len(set(p.values())) == len(p), p  # no two symbols share a size at one probe
@@ -311,7 +312,7 @@ def test_probes_step_in_no_proportion_and_sweeps_cover_the_edges() -> None:
         assert all(v >= 2 for v in (p[syms[i].name] for p in probes)) and len(set(a)) == len(a)
         for b in steps[i + 1 :]:
             assert any(a[j] * b[k] != a[k] * b[j] for j in range(3) for k in range(3)), (a, b)
-    points = symbolic.sweep_points(syms[:2])
+    points = sizes.sweep_points(syms[:2])
     # d1's typical point is d0's (every symbol at its example); then the corners
     assert [p.label for p in points] == [
         "d0=min (1)",

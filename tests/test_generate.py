@@ -1,4 +1,4 @@
-"""Greedy decoding with a decode-step bundle (`rlx_torch_import.generate`): a tiny Llama exported as a
+"""Greedy decoding with a decode-step bundle (`rlx_torch_import.decode.generate`): a tiny Llama exported as a
 decode step with a dynamic cache length, converted once; `generate` must pick the same tokens as the
 same greedy loop in eager PyTorch (Hugging Face's DynamicCache) with each step's logits within the
 float32 parity budget, with the cache exact (bucket 1) or padded, and with a prompt longer than the
@@ -20,15 +20,14 @@ from torch import nn
 
 import rlx_torch_import as rti
 from rlx_torch_import import _core as rti_core
-from rlx_torch_import.generate import (
+from rlx_torch_import.decode.generate import (
     DecodeConventionError,
     Decoder,
     DecodeSpec,
     generate,
-    hf_decode_inputs,
-    hf_decode_step,
     prefill,
 )
+from rlx_torch_import.decode.hf_export import hf_decode_inputs, hf_decode_step
 from rlx_torch_import.verify.compare import compare_output
 
 MAX_SEQ, MAX_CACHE = 16, 64

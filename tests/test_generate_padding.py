@@ -1,4 +1,4 @@
-"""Batched decoding with padding (`rlx_torch_import.generate`), token for token against Hugging Face's
+"""Batched decoding with padding (`rlx_torch_import.decode.generate`), token for token against Hugging Face's
 greedy `generate`: tiny random-weight Llama, Qwen2, Mistral and GPT-2 models exported once each with
 `hf_decode_step` (ids, positions, token_mask, cache_mask, caches), batches of mixed prompt lengths
 left-padded (with and without `attention_mask`, HF inferring it from `pad_token_id`), right-padded,
@@ -19,15 +19,14 @@ import torch
 import transformers
 
 import rlx_torch_import as rti
-from rlx_torch_import.generate import (
+from rlx_torch_import.decode.generate import (
     DecodeConventionError,
     Decoder,
     DecodeSpec,
     generate,
-    hf_decode_inputs,
-    hf_decode_step,
     prefill,
 )
+from rlx_torch_import.decode.hf_export import hf_decode_inputs, hf_decode_step
 
 MAX_SEQ, MAX_CACHE, VOCAB, PAD = 16, 64, 64, 0
 SMALL = {"vocab_size": VOCAB, "num_hidden_layers": 2, "initializer_range": 0.1}

@@ -169,7 +169,7 @@ def test_every_door_plugs_in_through_the_door_table() -> None:
 
     graph = import_graph()
     assert set(door.FRONT_ENDS) == {"torch", "onnx"}
-    for name, module in door.FRONT_ENDS.items():
+    for module in door.FRONT_ENDS.values():
         assert module.startswith(f"{PACKAGE}.frontend.") and module in graph, module
     doors = door.front_ends()
     assert {n: d.name for n, d in doors.items()} == {"torch": "torch", "onnx": "onnx"}
@@ -177,3 +177,28 @@ def test_every_door_plugs_in_through_the_door_table() -> None:
     onnx = doors["onnx"]
     assert onnx.program and onnx.node_values and onnx.write_repro and onnx.op_kind
     assert onnx.op_kind("MatMul", "float32") == "contraction" and onnx.op_kind("Relu", "float32") == "movement"
+
+
+def _reaches(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every package module `start` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for m in graph[todo.pop()] - seen:
+            seen.add(m)
+            todo.append(m)
+    return seen
+
+
+def test_low_modules_import_no_stage() -> None:
+    """The records every stage may use stay below the stages (issue 40): `conversion` and `budgets` reach no
+    stage package, the crate writer no verifier module, and decoding's numpy runtime not the torch export."""
+    graph = import_graph()
+    stages = tuple(f"{PACKAGE}.{s}" for s in ("lower", "verify", "frontend", "crate", "bundle"))
+    for low in ("conversion", "budgets"):
+        found = sorted(m for m in _reaches(graph, f"{PACKAGE}.{low}") if m.startswith(stages))
+        assert not found, f"{low} reaches stage modules: {found}"
+    crate = sorted(m for c in graph if c.startswith(f"{PACKAGE}.crate") for m in graph[c] if ".verify" in m)
+    assert not crate, f"crate/ imports the verifier: {crate}"
+    for runtime in ("generate", "state", "convention"):
+        assert f"{PACKAGE}.decode.hf_export" not in _reaches(graph, f"{PACKAGE}.decode.{runtime}")

@@ -371,7 +371,7 @@ class ToyStep(nn.Module):
 
 
 def test_generate_refuses_ids_outside_the_vocabulary(tmp_path: Path) -> None:
-    from rlx_torch_import.generate import generate
+    from rlx_torch_import.decode.generate import generate
 
     t, s = Dim("T", min=1, max=4), Dim("S", min=0, max=16)
     example = (torch.tensor([[1, 2, 3]]), torch.zeros(1, 2, 8))

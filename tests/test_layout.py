@@ -16,8 +16,7 @@ from torch.export import Dim
 
 import rlx_torch_import as rti
 from rlx_torch_import import layout, safetensors_io, torchir
-from rlx_torch_import.lower import registry
-from rlx_torch_import.lower import symbolic as lower_symbolic_module
+from rlx_torch_import.lower import generalize, registry
 
 PACKAGE = Path(rti.__file__).parent
 CRATE_FILES = PACKAGE / "crate" / "templates"
@@ -53,7 +52,7 @@ def _count(monkeypatch: pytest.MonkeyPatch) -> tuple[list[dict[str, Any]], Count
         return real_load(directory)
 
     monkeypatch.setattr(registry, "lower", counted_lower)
-    monkeypatch.setattr(lower_symbolic_module, "lower", counted_lower)  # the probe lowerings of a dynamic program
+    monkeypatch.setattr(generalize, "lower", counted_lower)  # the probe lowerings of a dynamic program
     monkeypatch.setattr(safetensors_io, "read", counted_read)
     monkeypatch.setattr(torchir, "load", counted_load)
     return lowerings, reads

@@ -10,7 +10,7 @@ from torch import nn
 
 import rlx_torch_import as rti
 from rlx_torch_import import safetensors_io
-from rlx_torch_import.verify.budgets import budget_for
+from rlx_torch_import.budgets import budget_for
 from rlx_torch_import.verify.compare import compare_output
 from rlx_torch_import.verify.report import ParityReport
 
@@ -301,10 +301,10 @@ def test_planted_int64_error_fails_the_bundle_verdict(tmp_path) -> None:
 
 
 def test_readme_budget_table_is_the_verifier_table() -> None:
-    """README "Parity budgets" documents the budgets; they live in verify/budgets.py."""
+    """README "Parity budgets" documents the budgets; they live in budgets.py."""
     from pathlib import Path
 
-    from rlx_torch_import.verify.budgets import float_budgets
+    from rlx_torch_import.budgets import float_budgets
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme.split("## Parity budgets", 1)[1].split("\n## ", 1)[0]

@@ -18,8 +18,8 @@ from torch import nn
 import rlx_torch_import as rti
 from rlx_torch_import.frontend import quantize as front_quantize
 from rlx_torch_import.lower.ops.quantized import pt2e_note
-from rlx_torch_import.quantize import BLOCK, F16_MIN_NORMAL, SCHEMES, dequantize, pack, scale_fault
-from rlx_torch_import.quantize_report import FEATURE_LIMIT, feature_errors, feature_magnitude
+from rlx_torch_import.quant.report import FEATURE_LIMIT, feature_errors, feature_magnitude
+from rlx_torch_import.quant.schemes import BLOCK, F16_MIN_NORMAL, SCHEMES, dequantize, pack, scale_fault
 from rlx_torch_import.torchir import Node, TensorSpec
 
 DIVISOR = {"int8": 127, "int4": 8}  # a block's scale is its largest |w| over this

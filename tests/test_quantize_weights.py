@@ -20,7 +20,7 @@ from torch import nn
 import rlx_torch_import as rti
 from rlx_torch_import import safetensors_io
 from rlx_torch_import.errors import ExitCode, TorchIRError, UnsupportedOpsError
-from rlx_torch_import.quantize import SCHEMES, dequantize, pack, packed_size, parse_record, unpack
+from rlx_torch_import.quant.schemes import SCHEMES, dequantize, pack, packed_size, parse_record, unpack
 
 T = pytest.importorskip("transformers")
 REPO = Path(__file__).resolve().parents[1]

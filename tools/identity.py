@@ -11,13 +11,14 @@ each `from_onnx` route: "importer" (with a crate), "torch", and "auto" on a Gath
 holds negative ids, which the importer route refuses and the torch route takes (the case checks that the
 fallback happened); a PT2E-quantized MLP (torchao's prepare_pt2e / convert_pt2e, XNNPACK quantizer); a
 weight-only int8 MLP (`quantize="int8"`, one Linear kept float); and a tiny random-weight Llama as a
-decode step with a KV cache (`generate.hf_decode_step`, dynamic seq and cache lengths). Every model is
+decode step with a KV cache (`decode.hf_export.hf_decode_step`, dynamic seq and cache lengths). Every model is
 built here, seeded, in the run's temporary folder; no download.
 
 Normalization, the only one: torch-ir.json is compared as JSON, not as bytes: its top-level "version" is
 left out, and its top-level "decomposition" is compared as torch-ir version 4 means it: "onnx" (what
 versions up to 3 wrote for an ONNX importer conversion, which holds its boundary only) as "" (version 4's
-boundary only; docs/design.md (bc)); then it is hashed as `json.dumps(doc, sort_keys=True)`. Every other file must match byte for byte, the copies included:
+boundary only; docs/design.md (bc)); then it is hashed as `json.dumps(doc, sort_keys=True)`. Every other
+file must match byte for byte, the copies included:
 bundle/meta.json holds torch-ir's decomposition and producer (its own "version" is the bundle format's),
 and a crate's src/lib.rs and src/graph.rs name the decomposition in their header comment.
 
@@ -48,7 +49,7 @@ REPORTS = {"report.json", "report.md", "report.html"}
 TORCH_IR = "torch-ir.json"
 NORMALIZATION = (
     f"{TORCH_IR}: compared as JSON (sort_keys) without its top-level 'version', its 'decomposition' \"onnx\" "
-    "(versions up to 3) read as \"\" (version 4: boundary only); every other file byte for byte; reports left out"
+    '(versions up to 3) read as "" (version 4: boundary only); every other file byte for byte; reports left out'
 )
 ONNX_DIR = Path("onnx")  # the ONNX files, relative to the run's folder (the tool's working directory)
 
@@ -211,7 +212,7 @@ def _decode_step(out: Path) -> Any:
     import transformers
 
     import rlx_torch_import as rti
-    from rlx_torch_import.generate import hf_decode_inputs, hf_decode_step
+    from rlx_torch_import.decode.hf_export import hf_decode_inputs, hf_decode_step
 
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(

@@ -130,7 +130,7 @@ def from_torch(
     forward that calls `sys.exit()` raises ModelLoadError (`timeout.user_code`).
     With `quantize` ("int8" or "int4"; `quantize_block` elements a block, 32, the only size RLX's layouts
     have), every float32 `nn.Linear` weight whose in_features is a multiple of 32 is stored in the bundle
-    packed (RLX `GgufQ8_0` / `GgufQ4_0`) and runs on RLX's `DequantMatMul` (`quantize.py`); embeddings
+    packed (RLX `GgufQ8_0` / `GgufQ4_0`) and runs on RLX's `DequantMatMul` (`quant/schemes.py`); embeddings
     and other weights stay float. PyTorch's reference runs on the dequantized weights (the quantized
     model's exact reference, so the usual budgets apply; weights.safetensors holds them), and
     `report.quantization` lists what was packed and kept float (why), the bundle's weight bytes, and the

@@ -18,6 +18,7 @@ from .lower import registry
 from .outdir import staged
 from .program import Program
 from .progress import Progress
+from .quant import report as quant_report
 from .torchir import TorchIRError
 from .verify.report import ParityReport
 from .verify.run import new_report, verify_bundle
@@ -34,7 +35,7 @@ def lower_program(conv: Conversion, program: Program | None) -> tuple[Program, s
         return (program if program is not None else hook(conv)), None, {}
     if not ir.is_dynamic:
         return (program if program is not None else registry.lower(ir)), None, {}
-    from .lower.symbolic import lower_symbolic  # dynamic dims only
+    from .lower.generalize import lower_symbolic  # dynamic dims only
 
     symbolic = lower_symbolic(ir, example=program)
     labels = {s.name: s.label for s in ir.symbols}
@@ -68,7 +69,7 @@ def lower_write_verify(
         conv = Conversion.load(src)
         if captured:
             conv.mark_ops_checked()
-        conv.check_ops()  # each node against torch's schema and meta kernels (TorchIRError, exit 2)
+        conv.check_ops(registry.REGISTRY)  # each node against torch's schema and meta kernels (TorchIRError, exit 2)
         # The files are checked against torch-ir before anything is lowered (BundleError, exit 2).
         weights = conv.weights
         if (verify or crate is not None) and conv.has_reference:
@@ -98,15 +99,7 @@ def lower_write_verify(
                 write_crate(program, conv.ir, src / REFERENCE, crate_dir, crate, rlxmodel)
     report = new_report(conv.ir, out_dir, device if verify else None, program.op_histogram(), program.aten_histogram())
     report.notes += conv.weight_notes
-    if conv.ir.quantize:
-        from .quantize_report import summary
-
-        report.quantization = summary(program, conv.ir.quantize, {w.key: w.dtype for w in conv.ir.weights})
-        if not report.quantization["quantized"]:
-            report.notes.append(
-                f"quantize={conv.ir.quantize['scheme']}: no weight was packed (only float32 nn.Linear weights and "
-                "nn.Embedding tables whose inner dim is a multiple of 32 are; a PT2E graph is quantized already)"
-            )
+    quant_report.add_to(report, program, conv.ir)  # a weight-only quantized conversion's section
     if verify and conv.has_reference:
         verify_bundle(report, conv, bundle_dir, prog, device, meta=meta)
     elif verify:

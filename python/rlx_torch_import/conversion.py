@@ -1,25 +1,25 @@
 """One conversion folder loaded: its torch-ir, weights and reference, each file read and checked once,
 passed along the stages (`api.build`, `verify.run`, `verify.nodes`, `verify.diagnose`). The folder's
-names and key scheme are `layout`'s."""
+names and key scheme are `layout`'s. A low record every stage may use: it imports torch-ir and the
+leaves only, no stage (the op check takes the lowering registry's targets from its caller)."""
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import safetensors_io, torchir
 from .layout import REFERENCE, WEIGHTS, input_key
-from .lower.registry import REGISTRY
 from .safetensors_io import RawTensor
 from .torchir import TorchIR
-from .verify.compare import check_reference
 
 
 @dataclass
 class Conversion:
     """One conversion folder's torch-ir, weights and reference, each file read and checked once, when
-    first needed: `ir` on construction (`Conversion.load`), then `check_ops()`, `weights` (checked
+    first needed: `ir` on construction (`Conversion.load`), then `check_ops(...)`, `weights` (checked
     against torch-ir, its notes in `weight_notes`), `raw_weights` (read only) and `reference`
     (checked against torch-ir). A check that fails raises as the stage that needs it always has
     (TorchIRError, BundleError), and is tried again by the next stage that asks."""
@@ -45,10 +45,11 @@ class Conversion:
         shapes and dtypes are its meta kernels' own (`backend.lower_write_verify(captured=True)`)."""
         self._ops_checked = True
 
-    def check_ops(self) -> None:
-        """Each node against torch's schema and meta kernels (`torchir.check_ops`; TorchIRError), once."""
+    def check_ops(self, lowerable: Container[str]) -> None:
+        """Each node whose target is in `lowerable` (the lowering registry's targets, `lower.REGISTRY`) against
+        torch's schema and meta kernels (`torchir.check_ops`; TorchIRError), once."""
         if not self._ops_checked:
-            torchir.check_ops(self.ir, REGISTRY)
+            torchir.check_ops(self.ir, lowerable)
             self._ops_checked = True
 
     @property
@@ -72,9 +73,9 @@ class Conversion:
 
     @property
     def reference(self) -> dict[str, RawTensor]:
-        """reference.safetensors checked against torch-ir (`verify.compare.check_reference`; BundleError)."""
+        """reference.safetensors checked against torch-ir (`torchir.check_reference`; BundleError)."""
         if self._reference is None:
-            self._reference = check_reference(self.ir, self.path(REFERENCE))
+            self._reference = torchir.check_reference(self.ir, self.path(REFERENCE))
         return self._reference
 
     def check_reference(self) -> None:

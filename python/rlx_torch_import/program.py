@@ -105,7 +105,7 @@ class FoldedBatchNorm:
 @dataclass(frozen=True)
 class QuantizedWeight:
     """A `Linear` weight [n, k] (float32, `source`) stored packed for RLX's `DequantMatMul`: uint8
-    [packed bytes] in `scheme` (RLX's `QuantScheme` variant, "GgufQ8_0" or "GgufQ4_0"; `quantize.py`)."""
+    [packed bytes] in `scheme` (RLX's `QuantScheme` variant, "GgufQ8_0" or "GgufQ4_0"; `quant/schemes.py`)."""
 
     source: str
     scheme: str
@@ -120,7 +120,7 @@ class QuantizedWeight:
 
 @dataclass(frozen=True)
 class QuantizedTable:
-    """An embedding table [V, D] (float32, `source`) stored quantized for a gather (`quantize.table_parts`):
+    """An embedding table [V, D] (float32, `source`) stored quantized for a gather (`quant.schemes.table_parts`):
     `part` "words" (int64 [V, W], the code bytes 8 to a word) or "scales" (float16 [V, D / 32]), in
     `scheme` (RLX's `QuantScheme` variant name of the same blocks, "GgufQ8_0" or "GgufQ4_0")."""
 

@@ -41,7 +41,7 @@ def derived_spec(program: Program, name: str, weights: dict[str, Any]) -> tuple[
     if isinstance(d, QuantizedTable):
         return ("int64" if d.part == "words" else "float16"), next(p.dims for p in program.params if p.name == name)
     if isinstance(d, QuantizedWeight):
-        from .quantize import BY_RLX, packed_size
+        from .quant.schemes import BY_RLX, packed_size
 
         return "uint8", (packed_size(*d.dims, BY_RLX[d.scheme]),)
     source = d.source
@@ -54,7 +54,7 @@ def derived_spec(program: Program, name: str, weights: dict[str, Any]) -> tuple[
 def materialize(program: Program, name: str, weights: dict[str, Any]) -> tuple[str, np.ndarray]:
     """A parameter's stored dtype and elements, derived ones computed from `weights` (safetensors_io.RawTensor).
 
-    A quantized weight is its packed blocks, uint8 (`quantize.pack`). Moves keep the source's exact bytes
+    A quantized weight is its packed blocks, uint8 (`quant.schemes.pack`). Moves keep the source's exact bytes
     (the array holds them as unsigned integers of the element's size); a folded batch norm is float32.
     """
     d = program.derived_params.get(name)
@@ -66,13 +66,13 @@ def materialize(program: Program, name: str, weights: dict[str, Any]) -> tuple[s
         dtype, array = materialize(program, d.source, weights)
         return dtype, derive(array, d.steps)
     if isinstance(d, QuantizedWeight):
-        from .quantize import BY_RLX, pack
+        from .quant.schemes import BY_RLX, pack
 
         return "uint8", pack(_float_values(program, d.source, weights).astype("<f4").reshape(d.dims), BY_RLX[d.scheme])
     if isinstance(d, DequantizedWeight):
         return "float32", _dequantized(program, d, weights)
     if isinstance(d, QuantizedTable):
-        from .quantize import BY_RLX, table_parts
+        from .quant.schemes import BY_RLX, table_parts
 
         table = _float_values(program, d.source, weights).astype("<f4").reshape(d.dims)
         words, scales = table_parts(table, BY_RLX[d.scheme])

@@ -166,7 +166,7 @@ BLAS_NOTE = (
 DECODE_NOTE = (
     "The workload LLM users run (`bench/decode.py`): the benchmark Llama exported as a decode step that takes "
     "and returns its KV cache (dynamic cache length), run token by token on the bundle "
-    "(`rlx_torch_import.generate`), in eager PyTorch and in ONNX Runtime, same threads; runtimes interleaved."
+    "(`rlx_torch_import.decode.generate`), in eager PyTorch and in ONNX Runtime, same threads; runtimes interleaved."
 )
 
 

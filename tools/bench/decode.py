@@ -3,7 +3,7 @@ token with a KV cache, as LLM users run it.
 
     python -m tools.bench.decode [--threads N] [--runs N]
 
-The model is exported as a decode step (`rlx_torch_import.generate.hf_decode_step`: ids, positions, the
+The model is exported as a decode step (`rlx_torch_import.decode.hf_export.hf_decode_step`: ids, positions, the
 token and cache masks and 12 cache tensors in, logits and this step's keys/values out; cache length a
 dynamic dim 0..2048, new tokens 1..1024) and converted with `from_torch(..., dynamic_shapes=...)`.
 Each runtime is served by its own process, same threads, and they take turns pass by pass (a burst of
@@ -84,7 +84,7 @@ def convert(directory: Path, threads: int) -> None:
     import torch
 
     from rlx_torch_import.api import from_torch
-    from rlx_torch_import.generate import hf_decode_inputs, hf_decode_step
+    from rlx_torch_import.decode.hf_export import hf_decode_inputs, hf_decode_step
 
     torch.set_num_threads(threads)
     lm = _lm()
@@ -105,7 +105,7 @@ def convert(directory: Path, threads: int) -> None:
 
 def _rlx(model: Any, bucket: int | None = None) -> Runtime:
     """The bundle (a BundleModel) run by `generate.Decoder` with `bucket` (default: 128-slot buckets)."""
-    from rlx_torch_import.generate import Decoder, DecodeState, prefill
+    from rlx_torch_import.decode.generate import Decoder, DecodeState, prefill
 
     decoder = Decoder(model, bucket=bucket)
 

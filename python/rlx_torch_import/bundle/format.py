@@ -29,7 +29,7 @@ from ..dtypes import (
 from ..errors import BundleError, InputError
 from ..limits import check_tensor_size, is_dim, short
 from ..outdir import write_text
-from ..symbolic import free_symbols
+from ..sizes import free_symbols
 from ..torchir import check_output_tree
 from ..version import __version__
 from .ranges import bundle_ranges, check_meta_ranges, weight_ranges

@@ -15,7 +15,7 @@ from .. import _core, complex_edge, safetensors_io
 from ..dtypes import numpy_dtype, to_host, to_rlx
 from ..errors import InputError
 from ..limits import short
-from ..symbolic import evaluate_shape
+from ..sizes import evaluate_shape
 
 
 def as_input(name: str, value: Any, declared: str) -> np.ndarray:

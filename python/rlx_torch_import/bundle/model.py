@@ -18,7 +18,7 @@ from ..errors import BundleError, DeviceError, InputError, RlxError, RtiError
 from ..layout import BUNDLE
 from ..limits import regular_file, short
 from ..outdir import stranded_hint
-from ..symbolic import Symbol, evaluate, evaluate_shape, infer_binding
+from ..sizes import Symbol, evaluate, evaluate_shape, infer_binding
 from .format import HIR, META, SYMBOLIC, WEIGHTS, check_meta, check_params, meta_text, read_meta
 from .host import _thunk_profile, as_input, bind_weight, check_baked, decode_outputs, encode_feed, unpad_outputs
 from .ranges import check_ranges, check_weight_ranges
@@ -62,7 +62,7 @@ class BundleModel:
     Python work goes on meanwhile; a dynamic bundle's runs at different bindings, and runs of
     different models, overlap. Results are the same as single-threaded runs, bit for bit.
     `profile` is the exception: RLX's timer is process-wide, so profile while no other thread runs.
-    A `generate.Decoder` keeps caches resident in a compiled graph between its calls and holds
+    A `decode.generate.Decoder` keeps caches resident in a compiled graph between its calls and holds
     `sequence_lock` while it binds, runs and copies rows; a plain `run` of the same binding meanwhile
     unbinds them, and the Decoder's next step then fails (BundleError) rather than read another cache.
     """
@@ -109,7 +109,7 @@ class BundleModel:
         )
         self._compiled: OrderedDict[tuple[tuple[str, int], ...], Any] = OrderedDict()
         self._compiling = threading.Lock()  # guards _compiled and compiles (threads share a model)
-        # Held by a caller whose calls on one compiled graph must follow each other (generate.Decoder:
+        # Held by a caller whose calls on one compiled graph must follow each other (decode.generate.Decoder:
         # bind the resident caches, run, copy the new rows in); plain `run` does not take it.
         self.sequence_lock = threading.RLock()
         self.compiles = 0  # bindings compiled so far (a dynamic bundle compiles each new one)
@@ -146,7 +146,7 @@ class BundleModel:
     def binding(self, inputs: Mapping[str, Any] | Sequence[Any]) -> dict[str, int]:
         """The binding (symbol label -> size) that `inputs` (as `run` takes them) give; {} for a static
         bundle. Raises InputError naming the input, axis, symbol and range when a size is outside
-        its range or two inputs disagree (`symbolic.infer_binding`)."""
+        its range or two inputs disagree (`sizes.infer_binding`)."""
         if not self.symbols:
             return {}
         inputs = inputs if isinstance(inputs, Mapping) else dict(zip(self.input_names, inputs, strict=False))

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import BundleError, IndexRangeError
 from ..limits import short
-from ..symbolic import evaluate
+from ..sizes import evaluate
 
 # aten op -> (index operand's position and name, table operand's position and name, position and
 # name of its `dim` argument (None: axis 0), whether negative indices wrap as in Python).

@@ -21,7 +21,7 @@ from .. import _core
 from ..errors import BundleError, InputError, LoweringError, RlxError
 from ..outdir import write_text
 from ..program import Program
-from ..symbolic import Symbol
+from ..sizes import Symbol
 from ..torchir import TorchIR
 from .format import _inputs_meta, _outputs_meta
 from .host import decode_outputs, encode_feed

@@ -16,14 +16,14 @@ import os
 from importlib import resources
 
 from .. import _core
+from ..budgets import float_budgets
 from ..bundle.ranges import bundle_ranges
 from ..complex_edge import stored
 from ..dtypes import to_rlx
 from ..layout import sweep_prefix
 from ..program import Program
-from ..symbolic import evaluate, free_symbols, line_of, sizes, values_of
+from ..sizes import evaluate, free_symbols, line_of, sizes, values_of
 from ..torchir import TorchIR, specialize
-from ..verify.budgets import float_budgets
 from ..version import __version__
 from .graph import CONSTANTS_FILE, graph_statements, use_lines
 from .rust_names import CrateNames, RustNames, code_span, comment, fill, rust_str

@@ -48,7 +48,7 @@ def stage_files(ir: TorchIR) -> StageFiles:
     for k in sorted({s.stage for s in ir.symbols if s.stage}):
         program_ir, symbols = stage_ir(ir, k)
         if program_ir.is_dynamic:  # dynamic input dims: a symbolic graph, specialized per binding
-            from ..lower.symbolic import lower_symbolic
+            from ..lower.generalize import lower_symbolic
 
             symbolic = lower_symbolic(program_ir)
             program, name, text = symbolic.program, f"stage{k}.rlxmodel", symbolic.rlxmodel

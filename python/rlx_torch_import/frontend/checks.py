@@ -13,7 +13,7 @@ from .encode import data_dependent
 from .provenance import op_name, source_code, source_line
 
 # torch.export's runtime checks on sizes (`torch._check`, range asserts): the binding checks
-# (`symbolic.infer_binding`) make them before a run, so they are not graph nodes here.
+# (`sizes.infer_binding`) make them before a run, so they are not graph nodes here.
 SIZE_ASSERTS = {
     "aten._assert_scalar.default",
     "aten.sym_constrain_range.default",

@@ -130,7 +130,7 @@ _SIZE_ARITHMETIC = {
 
 def _affine(value: Any) -> bool:
     """Whether a SymInt is a*s + b of at most one symbol: the form the dynamic lowering computes
-    per binding from a size's one-element constant (`lower.symbolic._size_scalars`)."""
+    per binding from a size's one-element constant (`lower.generalize._size_scalars`)."""
     expr = value.node.expr
     free = list(expr.free_symbols)
     return len(free) <= 1 and (not free or (expr.is_polynomial(free[0]) and expr.as_poly(free[0]).degree() <= 1))

@@ -3,7 +3,7 @@
 A shape may use a staged size (torch's unbacked `u0`, `lower.stages`) through a function that is not
 a line: Reformer's axial position embeddings slice `ceil((max_id + 1) / 8)` columns, which torch
 prints `(u0//8) + 1`, and reshape to `8*(u0//8) + 8` rows. RLX generalizes a graph over sizes that
-are lines of its symbols only (`lower.symbolic`), so each such sub-expression (`u0//8`) becomes a
+are lines of its symbols only (`lower.generalize`), so each such sub-expression (`u0//8`) becomes a
 *derived* staged symbol of its own (`d0`), computed by the size stage of its symbols from theirs
 (`Symbol.derived` holds the expression); every shape is then a line of the symbols it uses.
 """
@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import InputError
-from ..symbolic import Dim, Symbol, evaluate, free_symbols
+from ..sizes import Dim, Symbol, evaluate, free_symbols
 from ..torchir import Node, TensorSpec, TorchIR
 
 # A range is found by evaluating the expression at every value of its one symbol up to this many.

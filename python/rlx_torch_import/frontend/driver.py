@@ -7,7 +7,7 @@ weights.safetensors and reference.safetensors, plus the program lowered from tha
 
 The lowering here is the capability pass and the bundle's lowering in one (`lower.registry.try_lower`):
 the program of the last capture that lowered is the one `api` writes (a dynamic program's at its
-example sizes, which `lower.symbolic.lower_symbolic` generalizes), so nothing is lowered twice.
+example sizes, which `lower.generalize.lower_symbolic` generalizes), so nothing is lowered twice.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ..layout import REFERENCE, WEIGHTS
 from ..lower import registry
 from ..program import Program
 from ..progress import Progress
-from ..quantize import BLOCK, Scheme, check_scheme
+from ..quant.schemes import BLOCK, Scheme, check_scheme
 from ..torchir import TorchIR
 from ..verify.report import ParityReport
 from .dynamic import DynamicShapes, parse_dynamic_shapes

@@ -14,7 +14,7 @@ from torch.export.graph_signature import OutputSpec as ExportOutputSpec
 
 from ..dtypes import torch_name
 from ..errors import ExportError, InputError
-from ..symbolic import evaluate, evaluate_shape
+from ..sizes import evaluate, evaluate_shape
 from ..torchir import OutputSpec, TensorSpec
 from .encode import ArgEncoder, data_dependent, scalar_dtype, spec_of, sym_text
 from .inputs import path_name

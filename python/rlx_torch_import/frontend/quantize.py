@@ -1,4 +1,4 @@
-"""The torch side of weight-only quantization (`from_torch(..., quantize=...)`, `quantize.py`): which
+"""The torch side of weight-only quantization (`from_torch(..., quantize=...)`, `quant/schemes.py`): which
 `Linear` weights are quantized, the model run on their dequantized values (the exact reference of the
 quantized model) and, after, on its own float weights (the accuracy cost of quantizing).
 
@@ -18,8 +18,8 @@ import torch
 
 from .. import safetensors_io
 from ..layout import input_key, output_key, set_prefix
-from ..quantize import BLOCK, Scheme, dequantize, scale_fault
-from ..quantize_report import feature_errors, feature_magnitude
+from ..quant.report import feature_errors, feature_magnitude
+from ..quant.schemes import BLOCK, Scheme, dequantize, scale_fault
 from ..torchir import TorchIR
 from .inputs import ModelInputs
 from .reference import eager_point
@@ -29,7 +29,7 @@ from .state import ModelState
 def _float_reason(m: torch.nn.Linear | torch.nn.Embedding, scheme: Scheme) -> str:
     """Why `m`'s weight stays float ("" when it can be quantized): not float32, not a 2-D CPU weight, an inner
     dim that is not a multiple of 32, or float16 block scales that would overflow or lose precision
-    (`quantize.scale_fault`). An embedding table is quantized in the same blocks along its embedding dim and
+    (`quant.schemes.scale_fault`). An embedding table is quantized in the same blocks along its embedding dim and
     gathered as packed codes (`lower/ops/embedding.py`)."""
     w = m.weight
     if w.dtype != torch.float32:
@@ -71,7 +71,7 @@ def choose(model: torch.nn.Module, scheme: Scheme) -> tuple[dict[str, torch.nn.P
 
 @contextmanager
 def dequantized_weights(model: Any, scheme: Scheme | None) -> Iterator[dict[str, Any]]:
-    """Within: every chosen `Linear` weight of `model` holds its dequantized values (`quantize.dequantize`);
+    """Within: every chosen `Linear` weight of `model` holds its dequantized values (`quant.schemes.dequantize`);
     yields torch-ir's `quantize` record ({} without a scheme or a torch module). The float storage is
     put back on exit, error or not."""
     if scheme is None or not isinstance(model, torch.nn.Module):
@@ -120,7 +120,7 @@ def accuracy_cost(
     a vocabulary on their last axis: one named `*logits*` or `*scores*`, or the model's only float output. Each
     output feature (last-axis element) is also measured against its own magnitude, its largest |float value|
     over the rows of every point (so a feature near 0 on one input set of identical rows is judged by its size
-    over all of them), and flagged past `quantize_report.FEATURE_LIMIT` (`quantize_report.feature_errors`):
+    over all of them), and flagged past `quant.report.FEATURE_LIMIT` (`quant.report.feature_errors`):
     cosine over the whole output hides a small feature that quantization destroyed."""
     stored = safetensors_io.read(reference)
     points: list[tuple[str, str, tuple[torch.Tensor, ...]]] = [("example", "", example.tensors)]

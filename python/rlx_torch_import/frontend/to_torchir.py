@@ -12,18 +12,18 @@ from torch.export.graph_signature import InputKind
 from ..dtypes import torch_name
 from ..errors import InputError
 from ..layout import input_key, output_key
-from ..symbolic import values_of
+from ..sizes import values_of
 from ..torchir import Node, TensorSpec, TorchIR, WeightSpec
 from ..version import __version__
 from .checks import ERROR_CHECKS, SIZE_ASSERTS, check_cone, dropped_check, only_checked
 from .control_flow import inline_control_flow
 from .derived import derive_sizes
 from .encode import ArgEncoder, data_dependent, layouts, scalar_dtype, spec_of, sym_text
+from .export_dims import program_symbols, specialized_axes
 from .inputs import CONSTANT_LEAVES, ModelInputs
 from .outputs import user_outputs, written_inputs
 from .provenance import at_module, module_info, op_name, source_line
 from .reference import EagerRun
-from .symbols import program_symbols, specialized_axes
 
 
 @dataclass

@@ -4,7 +4,7 @@
 (`call.py`) and appends RLX nodes with a `Builder` (`builder.py`). The op families are the modules
 of `ops/` (listed in `families.py`); everything RLX-specific (exact arithmetic, the defect
 catalogue and its probes, CUDA, the workaround layer) is `rlx/`; the conversion-time rewrites
-are `passes/`; dynamic dims are generalized by `symbolic.py`.
+are `passes/`; dynamic dims are generalized by `generalize.py`.
 """
 
 from . import families

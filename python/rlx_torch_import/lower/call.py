@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..symbolic import sizes
+from ..sizes import sizes
 from ..torchir import Node, decode_float
 
 

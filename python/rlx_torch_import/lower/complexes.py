@@ -119,7 +119,7 @@ def as_carried(value: Value, dtype: str) -> Value:
 
 def carried_spec(spec: TensorSpec) -> tuple[tuple[int, ...], str]:
     """(dims, dtype) a lowering's result for torch output `spec` must have (complex: shape + [2], parts)."""
-    from ..symbolic import sizes
+    from ..sizes import sizes
 
     dims = sizes(spec.shape)
     return ((*dims, 2), complex_part(spec.dtype)) if is_complex(spec.dtype) else (dims, spec.dtype)

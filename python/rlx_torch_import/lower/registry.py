@@ -16,8 +16,8 @@ from typing import Any
 from ..dtypes import NARROW_DTYPES, boundary_dtype, compute_rlx, is_complex, is_supported, to_rlx
 from ..errors import LoweringError, RtiError, Unsupported, UnsupportedOpsError
 from ..program import Program, Provenance, ValueDecl
-from ..symbolic import evaluate_shape, free_symbols, is_static, size_valued, sizes, values_of
-from ..torchir import TensorSpec, TorchIR, WeightSpec, specialize
+from ..sizes import evaluate_shape, free_symbols, is_static, sizes, values_of
+from ..torchir import TensorSpec, TorchIR, WeightSpec, size_valued, specialize
 from . import complexes
 from .builder import Builder
 from .call import Call, Value
@@ -223,7 +223,7 @@ def try_lower(ir: TorchIR) -> tuple[Program | None, list[Unsupported]]:
     every op overload, argument value and dtype we cannot lower (the checks' verdicts plus the ops
     the RLX workaround layer has no exact route for, found by lowering the graph). The program is
     the one the bundle is written from (a dynamic program's at its example sizes, which
-    `lower.symbolic.lower_symbolic` takes as its `example`)."""
+    `lower.generalize.lower_symbolic` takes as its `example`)."""
     try:
         return lower(ir), []
     except UnsupportedOpsError as e:
@@ -287,7 +287,7 @@ def lower(
 
     With `optimize`, the conversion-time passes of `lower/passes/` run last (weights
     stored in the layout RLX reads, constants folded, dead nodes dropped). A program with
-    dynamic dims is lowered at its example sizes (`lower.symbolic` makes its symbolic graph, from
+    dynamic dims is lowered at its example sizes (`lower.generalize` makes its symbolic graph, from
     lowerings without `share_scalars`: each one-element constant its own node, `Builder`).
 
     Complex graph inputs, weights and outputs are their float pairs, shape + [2] (`lower/complexes.py`)."""

@@ -7,7 +7,7 @@ Its *size stage* is a torch-ir program of its own: the nodes that node's inputs 
 plus a few nodes that compute the size as an int64 scalar output (`stage.<symbol>`). It is lowered
 like any program, symbolic over the input dims and the sizes of stages before k (a chain); at run
 time its outputs bind the symbols, and the main program (lowered at concrete sizes and generalized
-as for dynamic dims, `lower.symbolic`) runs at that binding.
+as for dynamic dims, `lower.generalize`) runs at that binding.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import LoweringError
 from ..program import Program
-from ..symbolic import Symbol
+from ..sizes import Symbol
 from ..torchir import Node, OutputSpec, TensorSpec, TorchIR
 from .registry import lower
 
@@ -176,7 +176,7 @@ def _unique_size(node: Node, make: _Nodes) -> str:
     return make.add("aten.add.Tensor", [{"tensor": make.total(differ, "float32")}, {"int": 1}], [], "int64")
 
 
-# sympy's printed integer functions (as `symbolic.evaluate` reads them) and Python's operators, as the
+# sympy's printed integer functions (as `sizes.evaluate` reads them) and Python's operators, as the
 # int64 ops that compute them in a stage.
 _CALLS = {"FloorDiv": "floordiv", "CleanDiv": "floordiv", "CeilDiv": "ceildiv", "Mod": "mod", "PythonMod": "mod"}
 _CALLS |= {"Max": "max", "Min": "min"}
@@ -301,7 +301,7 @@ def write_stages(ir: TorchIR, main: Program, directory: Path) -> list[dict[str, 
     for k in sorted({s.stage for s in ir.symbols if s.stage}):
         program_ir, symbols = stage_ir(ir, k)
         if program_ir.is_dynamic:  # dynamic input dims: the stage is a symbolic graph too (decision z)
-            from .symbolic import lower_symbolic
+            from .generalize import lower_symbolic
 
             symbolic = lower_symbolic(program_ir)
             found.append(write_stage(symbolic.program, program_ir, symbols, main, directory, k, symbolic.rlxmodel))

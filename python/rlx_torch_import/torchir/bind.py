@@ -1,4 +1,5 @@
-"""Specialisation: a symbolic torch-ir program at one binding of its symbols."""
+"""Specialisation: a symbolic torch-ir program at one binding of its symbols (`specialize`), and the nodes
+of such a bound program whose values depend on a symbol (`size_valued`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any, cast
 from ..errors import TorchIRError
 from ..layout import TORCH_IR
 from ..limits import check_tensor_size, short
-from ..symbolic import Dim, SizeInt, evaluate, evaluate_shape
+from ..sizes import Dim, SizeInt, evaluate, evaluate_shape
 from .schema import Node, OutputSpec, TensorSpec, TorchIR
 
 
@@ -94,3 +95,28 @@ def _check_sizes(ir: TorchIR, values: dict[str, int]) -> None:
         check_tensor_size(
             sizes, declared.dtype, f"{field_path} {short(declared.shape)} at {at} ({sizes})", TorchIRError
         )
+
+
+def size_valued(ir: TorchIR, size_dependent: set[str]) -> set[str]:
+    """The nodes of a program bound from a dynamic one whose values depend on a symbol: those given a
+    size as a number (a SymInt argument, a `SizeInt` once bound) or reading a value of a
+    size-dependent or size-valued node, transitively (`Program.size_valued`: not folded)."""
+    if not ir.symbolic_shapes:
+        return set()
+
+    def sized(arg: dict[str, Any]) -> bool:
+        tag, payload = next(iter(arg.items()))
+        return (tag == "int" and isinstance(payload, SizeInt)) or (tag == "list" and any(sized(a) for a in payload))
+
+    def reads(arg: dict[str, Any], values: set[str]) -> bool:
+        tag, payload = next(iter(arg.items()))
+        return (tag == "tensor" and payload in values) or (tag == "list" and any(reads(a, values) for a in payload))
+
+    found: set[str] = set()
+    values: set[str] = set()
+    for n in ir.nodes:
+        args = [*n.args, *n.kwargs.values()]
+        if n.name in size_dependent or any(sized(a) or reads(a, values) for a in args):
+            found.add(n.name)
+            values.update(o.name for o in n.outputs)
+    return found - size_dependent

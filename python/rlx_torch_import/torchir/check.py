@@ -2,7 +2,8 @@
 anything is lowered.
 
 `torchir.parse` checks the file's form; `check_weights` that weights.safetensors holds each
-declared weight as declared; `check_ops` that each node is a call torch can make and that its
+declared weight as declared; `check_reference` that reference.safetensors holds each tensor verification
+reads as declared; `check_ops` that each node is a call torch can make and that its
 declared outputs are what torch computes from its declared inputs. Per node:
 
 1. its `target` resolves to a torch `OpOverload` (one torch does not know: TorchIRError);
@@ -26,15 +27,17 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Container, Mapping
+from collections.abc import Container, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import safetensors_io
 from ..complex_edge import stored
+from ..dtypes import is_complex
 from ..errors import BundleError, TorchIRError
-from ..layout import TORCH_IR
+from ..layout import TORCH_IR, input_key, output_key, set_prefix, sweep_prefix
 from ..limits import short
-from ..symbolic import evaluate, evaluate_shape, values_of
+from ..sizes import Dim, evaluate, evaluate_known, evaluate_shape, values_of
 from .schema import LAYOUT_SENSITIVE, Node, TensorSpec, TorchIR, WeightSpec, decode_float
 
 # Targets that are not torch ops: Python operators on sizes (the registry lowers them itself).
@@ -413,3 +416,48 @@ def check_weights(ir: TorchIR, tensors: Mapping[str, Any], path: Path) -> list[s
         return []
     listed = ", ".join(extra[:8]) + (f" and {len(extra) - 8} more" if len(extra) > 8 else "")
     return [f"{path.name} holds {len(extra)} tensor(s) {TORCH_IR} does not declare (not used): {listed}"]
+
+
+def check_reference(ir: TorchIR, path: Path) -> dict[str, safetensors_io.RawTensor]:
+    """Read reference.safetensors (`safetensors_io.read`) and check it against torch-ir: every
+    tensor verification will read is there with the declared dtype and shape: `input.<name>` and
+    `output.<name>` (a dynamic program's at the example sizes), `sweep.<i>.input/output.<name>` for
+    each sweep point eager PyTorch ran at (shapes at the point's binding), and
+    `set.<k>.input/output.<name>` for each extra input set it ran on (dtype, and rank and static
+    dims; the sizes a set gives are checked when it runs). Other tensors are ignored.
+
+    Raises BundleError naming the file, the tensor, and the expected vs found dtype and shape."""
+    ref = safetensors_io.read(path)
+    source = ir.origin or TORCH_IR
+
+    def expect(key: str, what: str, dtype: str, shape: Sequence[Dim]) -> None:
+        declared = f"{dtype}{list(shape)}" + (" as its float pairs" if is_complex(dtype) else "")
+        dtype, shape = stored(dtype, list(shape))  # complex: its view_as_real float pairs
+        t = ref.get(key)
+        if t is None:
+            some = ", ".join(sorted(ref)[:8]) + (", ..." if len(ref) > 8 else "")
+            raise BundleError(
+                f"{path}: no tensor {key!r} ({source} {what}: {declared}); the file holds {some or 'no tensors'}"
+            )
+        fits = len(t.shape) == len(shape) and all(
+            isinstance(d, str) or d == n for d, n in zip(shape, t.shape, strict=True)
+        )
+        if t.dtype != dtype or not fits:
+            raise BundleError(f"{path}: tensor {key!r} is {t.dtype}{list(t.shape)}; {source} {what} is {declared}")
+
+    def check_point(prefix: str, binding: dict[str, int] | None, label: str) -> None:
+        for i, s in enumerate(ir.inputs):
+            shape = s.shape if binding is None else evaluate_shape(s.shape, binding)
+            expect(input_key(s.name, prefix), f"inputs[{i}] ({label})", s.dtype, shape)
+        for i, o in enumerate(ir.outputs):
+            shape = o.shape if binding is None else evaluate_known(o.shape, binding)  # staged sizes: unbound
+            expect(output_key(o.name, prefix), f"outputs[{i}] ({label})", o.dtype, shape)
+
+    check_point("", values_of(ir.symbols), "the example")
+    for i, point in enumerate(ir.sweep):
+        if "error" not in point:
+            check_point(sweep_prefix(i), dict(point["binding"]), f"at sweep[{i}], {point['label']}")
+    for k, entry in enumerate(ir.input_sets):
+        if "error" not in entry:
+            check_point(set_prefix(k), None, f"in input_sets[{k}], {entry['label']}")
+    return ref

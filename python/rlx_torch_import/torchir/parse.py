@@ -13,8 +13,8 @@ from .. import jsondoc
 from ..errors import InputError, RtiError, TorchIRError
 from ..layout import TORCH_IR
 from ..limits import check_dtype, check_tensor_size, is_dim, short
-from ..quantize import parse_record
-from ..symbolic import Dim, Symbol, evaluate_shape, free_symbols
+from ..quant.schemes import parse_record
+from ..sizes import Dim, Symbol, evaluate_shape, free_symbols
 from .schema import (
     ARG_TAGS,
     BOUNDARY_ONLY,

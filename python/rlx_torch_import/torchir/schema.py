@@ -15,7 +15,7 @@ from typing import Any
 
 from ..layout import TORCH_IR
 from ..outdir import write_text
-from ..symbolic import Dim, Symbol
+from ..sizes import Dim, Symbol
 
 FORMAT = "rlx-torch-ir"
 VERSION = 4

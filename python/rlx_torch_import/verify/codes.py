@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from .. import torchir
+from ..budgets import budget_for
 from ..conversion import Conversion
 from ..torchir import Node
-from .budgets import budget_for
 from .fed import fed_run
 
 QUANTIZE = (

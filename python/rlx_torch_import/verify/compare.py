@@ -1,4 +1,4 @@
-"""Per-output parity metrics (`compare_output`), judged by the budgets of `verify/budgets.py`.
+"""Per-output parity metrics (`compare_output`), judged by the budgets of `budgets.py`.
 
 A float output passes when shapes and dtypes match, NaN/±inf sit at the same positions, cosine
 similarity of the finite values is at least `min_cosine`, and every finite element is within its
@@ -31,24 +31,15 @@ PyTorch's values.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from .. import safetensors_io
-from ..complex_edge import compared, stored
-from ..dtypes import is_complex
-from ..errors import BundleError
-from ..layout import TORCH_IR, input_key, output_key, set_prefix, sweep_prefix
-from ..symbolic import Dim, evaluate_known, evaluate_shape, values_of
+from ..budgets import JUDGE_FACTOR, JUDGED, Budget, budget_for, is_exact
+from ..complex_edge import compared
 from .bitexact import CRITERION, bit_differences, bits_text
-from .budgets import JUDGE_FACTOR, JUDGED, Budget, budget_for, is_exact
-
-if TYPE_CHECKING:
-    from ..torchir import TorchIR
 
 
 @dataclass
@@ -453,48 +444,3 @@ def _judge(
         f"{rel:.3g}); judged by the output's scale only: {why}"
     )
     return "scale", outlier_at[:0], note
-
-
-def check_reference(ir: TorchIR, path: Path) -> dict[str, safetensors_io.RawTensor]:
-    """Read reference.safetensors (`safetensors_io.read`) and check it against torch-ir: every
-    tensor verification will read is there with the declared dtype and shape: `input.<name>` and
-    `output.<name>` (a dynamic program's at the example sizes), `sweep.<i>.input/output.<name>` for
-    each sweep point eager PyTorch ran at (shapes at the point's binding), and
-    `set.<k>.input/output.<name>` for each extra input set it ran on (dtype, and rank and static
-    dims; the sizes a set gives are checked when it runs). Other tensors are ignored.
-
-    Raises BundleError naming the file, the tensor, and the expected vs found dtype and shape."""
-    ref = safetensors_io.read(path)
-    source = ir.origin or TORCH_IR
-
-    def expect(key: str, what: str, dtype: str, shape: Sequence[Dim]) -> None:
-        declared = f"{dtype}{list(shape)}" + (" as its float pairs" if is_complex(dtype) else "")
-        dtype, shape = stored(dtype, list(shape))  # complex: its view_as_real float pairs
-        t = ref.get(key)
-        if t is None:
-            some = ", ".join(sorted(ref)[:8]) + (", ..." if len(ref) > 8 else "")
-            raise BundleError(
-                f"{path}: no tensor {key!r} ({source} {what}: {declared}); the file holds {some or 'no tensors'}"
-            )
-        fits = len(t.shape) == len(shape) and all(
-            isinstance(d, str) or d == n for d, n in zip(shape, t.shape, strict=True)
-        )
-        if t.dtype != dtype or not fits:
-            raise BundleError(f"{path}: tensor {key!r} is {t.dtype}{list(t.shape)}; {source} {what} is {declared}")
-
-    def check_point(prefix: str, binding: dict[str, int] | None, label: str) -> None:
-        for i, s in enumerate(ir.inputs):
-            shape = s.shape if binding is None else evaluate_shape(s.shape, binding)
-            expect(input_key(s.name, prefix), f"inputs[{i}] ({label})", s.dtype, shape)
-        for i, o in enumerate(ir.outputs):
-            shape = o.shape if binding is None else evaluate_known(o.shape, binding)  # staged sizes: unbound
-            expect(output_key(o.name, prefix), f"outputs[{i}] ({label})", o.dtype, shape)
-
-    check_point("", values_of(ir.symbols), "the example")
-    for i, point in enumerate(ir.sweep):
-        if "error" not in point:
-            check_point(sweep_prefix(i), dict(point["binding"]), f"at sweep[{i}], {point['label']}")
-    for k, entry in enumerate(ir.input_sets):
-        if "error" not in entry:
-            check_point(set_prefix(k), None, f"in input_sets[{k}], {entry['label']}")
-    return ref

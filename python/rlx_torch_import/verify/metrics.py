@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from ..budgets import budget_for
 from ..dtypes import RECORDS
 from ..lower.registry import VALUE_EXACT_KINDS
 from .bitexact import bit_differences
-from .budgets import budget_for
 from .report import NodeError
 
 _EPS = {r.name: r.eps for r in RECORDS.values() if r.eps is not None}

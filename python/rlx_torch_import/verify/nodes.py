@@ -38,7 +38,7 @@ from ..dtypes import COMPLEX_PARTS, NARROW_DTYPES, RECORDS
 from ..layout import input_key
 from ..program import Program
 from ..progress import Progress
-from ..symbolic import sizes, values_of
+from ..sizes import sizes, values_of
 from ..torchir import Node, OutputSpec, TensorSpec, TorchIR
 from .exactness import complex_names, exact_values
 from .metrics import Expected, cumulative_error, local_error, measure
@@ -363,7 +363,9 @@ def _torch_ir_values(conv: Conversion, device: str) -> NodeValues:
     RLX's from the two debug builds (`_run_debug`, `_run_local`)."""
     import torch
 
-    conv.check_ops()  # each node against torch's schema and meta kernels, before anything runs
+    from ..lower import REGISTRY
+
+    conv.check_ops(REGISTRY)  # each node against torch's schema and meta kernels, before anything runs
     ref = conv.reference  # BundleError naming a missing/mismatched tensor
     raw_weights = conv.weights
     ir = torchir.specialize(conv.ir, values_of(conv.ir.symbols)) if conv.ir.is_dynamic else conv.ir

@@ -84,7 +84,7 @@ def quantization_line(q: dict[str, Any]) -> str:
 
 def flagged_features_line(q: dict[str, Any]) -> str:
     """Empty, or when the accuracy cost flagged output features (error against the float model past
-    `feature_limit` of their own magnitude, `quantize_report.feature_errors`), a WARNING naming how many and
+    `feature_limit` of their own magnitude, `quant.report.feature_errors`), a WARNING naming how many and
     the worst (output, input, feature index, relative error)."""
     flagged = [c for c in q.get("accuracy_cost", []) if c.get("flagged_features")]
     if not flagged:

@@ -106,7 +106,7 @@ class ParityReport:
     """Result of one conversion: `ok` is True only when every output passed (or verify was off).
 
     `outputs` is the check at the example inputs; a dynamic program also has one `sweep`
-    row per sweep point (`symbolic.sweep_points`), and `ok` needs every row to pass."""
+    row per sweep point (`sizes.sweep_points`), and `ok` needs every row to pass."""
 
     name: str
     ok: bool
@@ -145,7 +145,7 @@ class ParityReport:
     drift: str = ""
     # Extra input sets verified beside the example (`verify_inputs`), one row each.
     input_sets: list[InputSetRow] = field(default_factory=list)
-    # Weight-only quantization (`--quantize`; `quantize_report.summary`): {} for a float conversion.
+    # Weight-only quantization (`--quantize`; `quant.report.summary`): {} for a float conversion.
     quantization: dict[str, Any] = field(default_factory=dict)
     # Outputs that depend on random draws (torch-ir `random_outputs`; `verify/randomness.py`).
     random_outputs: list[str] = field(default_factory=list)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import _core, torchir
+from ..budgets import is_exact
 from ..bundle.model import BundleModel, tree_children
 from ..conversion import Conversion
 from ..devices import check_device
@@ -25,9 +26,8 @@ from ..layout import TORCH_IR, output_key, report_stem, set_prefix, sweep_prefix
 from ..lower.ops.quantized import pt2e_note
 from ..outdir import write_texts
 from ..progress import Progress
-from ..symbolic import evaluate_shape, values_of
+from ..sizes import evaluate_shape, values_of
 from . import ties
-from .budgets import is_exact
 from .codes import quantizes
 from .compare import OutputParity, compare_output
 from .judge import Judge

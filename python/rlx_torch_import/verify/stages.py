@@ -7,7 +7,7 @@ from ..bundle.model import BundleModel
 from ..conversion import Conversion
 from ..errors import BundleError, InputError, RtiError
 from ..layout import set_prefix, sweep_prefix
-from ..symbolic import Symbol, evaluate
+from ..sizes import Symbol, evaluate
 
 
 def staged_notes(model: BundleModel, conv: Conversion, verified_sets: set[str]) -> list[str]:

@@ -21,7 +21,7 @@ from ...errors import InputError, LoweringError, Unsupported, UnsupportedOpsErro
 from ...layout import REFERENCE, WEIGHTS, input_key, output_key
 from ...program import Program
 from ...progress import Progress
-from ...symbolic import Dim
+from ...sizes import Dim
 from ...torchir import BOUNDARY_ONLY, OutputSpec, TensorSpec, TorchIR, WeightSpec
 from . import bind, expand, gaps, prepass, reference, source
 from .program import Edge, to_program

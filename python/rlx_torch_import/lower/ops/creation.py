@@ -13,7 +13,7 @@ import numpy as np
 
 from ...dtypes import FLOAT_DTYPES
 from ...errors import InputError
-from ...symbolic import SizeInt
+from ...sizes import SizeInt
 from ..builder import Builder
 from ..call import Call, Value
 from ..registry import lowers
@@ -79,7 +79,7 @@ def _arange(b: Builder, call: Call, start: float, step: float, end: Any) -> Valu
         if float(start).is_integer() and float(step).is_integer():
             # an integer range: start + step * i from a running sum in int64, exact (float dtypes: integers,
             # exact below 2^24), the same graph at every size, past a narrow range's max as well (the
-            # symbolic lowering probes there: `lower.symbolic`)
+            # symbolic lowering probes there: `lower.generalize`)
             scaled = b.binary("Mul", iota(b, n), b.const(int(step), "int64"))
             return b.cast(b.binary("Add", scaled, b.const(int(start), "int64")), call.out_dtype)
         if bounds is None:

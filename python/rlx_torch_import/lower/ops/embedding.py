@@ -9,7 +9,7 @@ import numpy as np
 
 from ...dtypes import F32_EXACT
 from ...program import QuantizedTable
-from ...quantize import BLOCK, SCHEMES, WORD_BYTES, table_words
+from ...quant.schemes import BLOCK, SCHEMES, WORD_BYTES, table_words
 from ..builder import Builder
 from ..call import Call, Value
 from ..registry import lowers
@@ -26,10 +26,10 @@ def embedding(b: Builder, call: Call) -> Value:
 
 
 def _quantized_rows(b: Builder, w: Value, idx: Value, scheme_name: str, out_dims: tuple[int, ...]) -> Value:
-    """The rows of a table quantized at conversion (`--quantize`; `quantize.table_parts`): gather the rows'
+    """The rows of a table quantized at conversion (`--quantize`; `quant.schemes.table_parts`): gather the rows'
     int64 words of code bytes and their block scales (stored float16, bound widened to float32: exact), take
     the bytes out of each word by floor division by 256 (exact int64; RLX's division truncates, so a negative
-    remainder borrows 256), then codes * scale in float32, the values `quantize.dequantize` gives (the
+    remainder borrows 256), then codes * scale in float32, the values `quant.schemes.dequantize` gives (the
     reference's). Output: float32 [*idx.dims, D]."""
     scheme = SCHEMES[scheme_name]
     (rows, dim), lead, blocks = w.dims, idx.dims, w.dims[1] // BLOCK

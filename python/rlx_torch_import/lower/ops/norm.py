@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ...dtypes import HALF_DTYPES, compute_rlx
-from ...symbolic import sizes
+from ...sizes import sizes
 from ..builder import Builder
 from ..call import Call, Value
 from ..registry import lowers

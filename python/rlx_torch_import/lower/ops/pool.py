@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...dtypes import FLOAT_DTYPES, INT_DTYPES
-from ...symbolic import sizes
+from ...sizes import sizes
 from ..builder import Builder
 from ..call import Call, Value
 from ..registry import lowers

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ...symbolic import sizes
+from ...sizes import sizes
 from ..builder import Builder
 from ..call import Call, Value, norm_axis
 from ..registry import lowers

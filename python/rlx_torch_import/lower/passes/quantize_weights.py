@@ -1,4 +1,4 @@
-"""`quantize_weights`: a `Linear` whose weight the conversion quantized (`quantize.py`, torch-ir's
+"""`quantize_weights`: a `Linear` whose weight the conversion quantized (`quant/schemes.py`, torch-ir's
 `quantize` record) runs on RLX's `DequantMatMul` over the weight's packed blocks.
 
 After `fold_param_layouts`, `aten.linear` is `MatMul(x, W.T)` with `W.T` a parameter derived from W by a
@@ -19,7 +19,7 @@ import math
 from typing import Any
 
 from ...program import DerivedParam, Program, QuantizedWeight, RlxNode, ValueDecl
-from ...quantize import BLOCK, SCHEMES, packed_size
+from ...quant.schemes import BLOCK, SCHEMES, packed_size
 from ._common import op_variant, splice, value_dims
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...errors import Unsupported
 from ...program import Program, RlxNode
-from ...symbolic import Dim, Symbol, evaluate, free_symbols
+from ...sizes import Dim, Symbol, evaluate, free_symbols
 from .routing import kind_of
 
 if TYPE_CHECKING:

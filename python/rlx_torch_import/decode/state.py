@@ -1,7 +1,7 @@
 """The state a decode-step bundle's `Decoder` keeps between steps (`DecodeState`: the caches, which
 slots hold a token, each row's next position) and Hugging Face's padding rules for `generate`: the
 prompt's attention mask, given (`check_mask`) or inferred from `pad_token_id` (`prompt_mask`);
-`rlx_torch_import.generate` re-exports `DecodeState`."""
+`decode.generate` re-exports `DecodeState`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .decode_spec import DecodeConventionError
+from .convention import DecodeConventionError
 
 
 @dataclass

@@ -1,31 +1,7 @@
 """Greedy decoding with a decode-step bundle: a converted decoder that takes its KV cache as inputs
-and returns this step's keys and values as outputs (`generate`, `Decoder`), and the export of a Hugging Face
-causal LM as such a step (`hf_decode_step`, `hf_decode_inputs`).
-
-The convention a decode-step bundle follows (`DecodeSpec.from_meta` checks it against meta.json):
-
-Inputs, in order:
-1. token ids, int64 (or int32) [B, T]: the new tokens of this step (T = the prompt, or 1).
-2. optionally positions, the same dtype and shape as the ids: the position of each new token in
-   its own row. Unpadded, that is L, L+1, ..., L+T-1, where L is the number of tokens already in
-   the cache; with padding, Hugging Face's (`generate` below).
-3. optionally (with positions) the masks, int64, Hugging Face's 2-D `attention_mask` split at the
-   cache: `token_mask` [B, T] (1: new token i is a token of its row, 0: padding) then `cache_mask`
-   [B, S] (1: cache slot j holds a token of its row; 0: a padded prompt slot or a slot of the
-   Decoder's bucket padding). New token i (slot S + i) must see exactly the slots j <= S + i whose
-   mask is 1. `hf_decode_step` builds such a step. A bundle with positions and no masks (the
-   convention before the masks) must ignore cache slots at or past `positions[b, 0]`; it decodes
-   unpadded batches, and a padded one given to it is refused (it cannot mask padded slots).
-4. one or more cache tensors (keys and values of each layer), float, each of any rank with one
-   *cache axis* whose size is the bundle's cache-length symbol S (one dynamic dim, shared by all).
-   An empty cache (S = 0) must be in S's range: prefill runs at S = 0.
-
-Outputs, in order:
-1. logits, float [B, T, V].
-2. one per cache input, in the same order, same dtype, either
-   - this step's entries alone: size T on the cache axis, every other axis as the input's (what
-     `hf_decode_step` returns: the step copies T entries out, not the whole cache), or
-   - the input concatenated with this step's entries along the cache axis (size S + T there).
+and returns this step's keys and values as outputs (`generate`, `Decoder`). The bundle follows the
+decode-step convention (`decode/convention.py`); `decode/hf_export.py` exports a Hugging Face causal LM
+as such a step (`hf_decode_step`, `hf_decode_inputs`).
 
 Each step with a new S is a new binding of the dynamic bundle, which RLX compiles (hundreds of ms
 for a 6-layer model; `BundleModel.compile_binding`). With a positions input the cache is therefore
@@ -53,11 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from .bundle.model import BundleModel
-from .bundle.ranges import check_prompt_ranges
-from .decode_spec import DecodeConventionError, DecodeSpec
-from .decode_state import DecodeState, check_mask, prompt_mask
-from .hf_decode import hf_decode_inputs, hf_decode_step
+from ..bundle.model import BundleModel
+from ..bundle.ranges import check_prompt_ranges
+from .convention import DecodeConventionError, DecodeSpec
+from .state import DecodeState, check_mask, prompt_mask
 
 __all__ = [
     "DecodeConventionError",
@@ -65,8 +40,6 @@ __all__ = [
     "DecodeState",
     "Decoder",
     "generate",
-    "hf_decode_inputs",
-    "hf_decode_step",
     "prefill",
 ]
 
@@ -237,7 +210,7 @@ class Decoder:
             return None
         sizes = (feed[self.spec.ids].shape, shape)
         binding = self._bindings.get(sizes)
-        if binding is None:  # inferred once per shape (symbolic.infer_binding: ~0.5 ms a step otherwise)
+        if binding is None:  # inferred once per shape (sizes.infer_binding: ~0.5 ms a step otherwise)
             stand_ins = {c.input: np.broadcast_to(np.float32(0), shape) for c in caches}
             binding = self.model.binding({**feed, **stand_ins})
             if len(self._bindings) >= 256:
@@ -354,7 +327,7 @@ def generate(
     tokens; HF warns about it), token for token. A row with no token (all 0) is refused: what HF
     gives there is no answer. Padding needs a bundle with masks (`hf_decode_step` makes one).
 
-    `bundle`: a decode-step bundle (module docstring) as a directory, a BundleModel or a Decoder (a
+    `bundle`: a decode-step bundle (`decode/convention.py`) as a directory, a BundleModel or a Decoder (a
     Decoder keeps its compiled bindings from call to call). The prompt runs with an empty cache
     (S = 0) in chunks of at most the bundle's largest T (prefill), then one token per step, the
     returned cache fed back. `threads` (a directory only) and `bucket` make the Decoder (`Decoder`);

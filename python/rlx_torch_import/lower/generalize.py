@@ -1,7 +1,8 @@
-"""Lower a program with dynamic dims to one symbolic RLX graph (docs/design.md, decision z).
+"""Generalize an example-size lowering to one symbolic RLX graph of a program with dynamic dims
+(docs/design.md, decision z).
 
 The registry lowers at concrete sizes. A dynamic program is lowered at `PROBES` probe
-bindings (`symbolic.probe_bindings`) and at its sweep points; RLX's own
+bindings (`probe_bindings`, chosen here) and at its sweep points (`sizes.sweep_points`); RLX's own
 `generalize_many` (through the Rust core) finds which dims and shape attributes are
 which symbol, and the result, checked against every one of those lowerings, is RLX's
 `.rlxmodel` text. It is specialized per binding at run
@@ -12,19 +13,69 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import _core
 from ..dtypes import BY_RLX
-from ..errors import DynamicShapeError, LoweringError
+from ..errors import DynamicShapeError, InputError, LoweringError
 from ..program import Program, RlxNode
-from ..symbolic import Symbol, probe_bindings, sweep_points, values_of
+from ..sizes import Symbol, sweep_points, values_of
 from ..torchir import TorchIR, specialize
 from .registry import lower
 
 _SCALAR = {r: np.dtype(BY_RLX[r].numpy).newbyteorder("<") for r in ("F32", "F64", "I64", "I32")}
+
+# Probe sizes: each symbol steps by its own pattern, so no two step in proportion (RLX's
+# `generalize` cannot tell such symbols apart) and four points tell a quotient from a line.
+# Wide patterns where the range has room, else orderings of four consecutive sizes.
+_WIDE = ((0, 1, 3, 7), (0, 2, 3, 8), (0, 3, 4, 5), (0, 1, 5, 6), (0, 4, 5, 9), (0, 2, 7, 9))
+_NARROW = ((0, 1, 2, 3), (0, 2, 1, 3), (0, 3, 1, 2), (0, 1, 3, 2), (0, 2, 3, 1), (0, 3, 2, 1))
+PROBES = 4
+
+
+def probe_bindings(symbols: Sequence[Symbol]) -> list[dict[str, int]]:
+    """`PROBES` bindings the symbolic graph is generalized from (docs/design.md, decision z).
+
+    Sizes are >= 2 (torch traces a dim as "not 0 or 1"), inside the range where it has room
+    (a narrow range is probed past its max where it must be: the sweep still checks every
+    point in range), start a little above the minimum (sizes no weight dim or small
+    constant is likely to have), differ between symbols at each probe, and step by
+    patterns no two of which are proportional. A size a stage computes stays in its range where
+    any start fits (it may slice a weight exactly as long as its max: past it, the graph
+    differs). Raises InputError past six symbols."""
+    if len(symbols) > len(_WIDE):
+        raise InputError(f"{len(symbols)} dynamic symbols; this version generalizes at most {len(_WIDE)}")
+    columns: list[list[int]] = []
+    for i, s in enumerate(symbols):
+        lo = max(s.min, 2)
+        hi = s.max if s.max is not None else lo + 64
+        skip = 5 + 2 * i
+        if lo + skip + _WIDE[i][-1] <= hi:
+            start, pattern = lo + skip, _WIDE[i]
+        else:  # staggered, so two symbols never take one size at one probe (equal sizes share constants)
+            start, pattern = max(lo, 3) + 4 * i, _NARROW[i]
+            if s.stage and s.max is not None:  # a computed size may slice a tensor its max fits: stay below it
+                used = {tuple(v - c[0] for v in c) for c in columns}
+                fits = [
+                    (v, p)
+                    for p in (_NARROW[i], *_NARROW)
+                    if p not in used
+                    for v in range(max(lo, 3), s.max - 3)
+                    if not _collides(v, p, columns)
+                ]
+                start, pattern = fits[0] if fits else (start, pattern)
+        while _collides(start, pattern, columns):
+            start += 1
+        columns.append([start + k for k in pattern])
+    return [{s.name: col[k] for s, col in zip(symbols, columns, strict=True)} for k in range(PROBES)]
+
+
+def _collides(start: int, pattern: Sequence[int], columns: list[list[int]]) -> bool:
+    """Whether probing at `start` + `pattern` gives a size another symbol's column has at the same probe."""
+    return any(start + k in (c[j] for c in columns) for j, k in enumerate(pattern))
 
 
 def _affine(values: list[int], bindings: list[dict[str, int]], symbols: list[Symbol]) -> tuple[Symbol, int, int] | None:

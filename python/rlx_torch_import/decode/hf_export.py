@@ -1,18 +1,18 @@
-"""A Hugging Face causal LM as a decode step of `generate`'s convention (`hf_decode_step`) and the
-example inputs and `dynamic_shapes` to export it with (`hf_decode_inputs`); re-exported by
-`rlx_torch_import.generate`."""
+"""A Hugging Face causal LM as a decode step of the decode-step convention (`decode/convention.py`;
+`hf_decode_step`) and the example inputs and `dynamic_shapes` to export it with (`hf_decode_inputs`):
+the torch side of decoding, which `decode/generate.py` (numpy) never imports."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .errors import InputError
+from ..errors import InputError
 
 
 def hf_decode_step(model: Any) -> Any:
     """A Hugging Face causal LM (LlamaForCausalLM, Qwen2, Mistral within its window, GPT-2, or another
     with full causal attention, a `DynamicCache` and 4-D attention masks) as a decode step of the
-    convention (`generate`'s module docstring): `forward(input_ids [B, T] int64, positions [B, T]
+    convention (`decode/convention.py`): `forward(input_ids [B, T] int64, positions [B, T]
     int64, token_mask [B, T] int64, cache_mask [B, S] int64, k_0, v_0, ..., k_{L-1}, v_{L-1})`, each
     cache tensor float [B, n_kv_heads, S, head_dim], returns `(logits [B, T, vocab], k_0', v_0', ...)`
     with this step's keys/values alone, [B, n_kv_heads, T, head_dim] (`Decoder` writes them into its

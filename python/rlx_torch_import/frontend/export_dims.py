@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ..errors import InputError
-from ..symbolic import Symbol, free_symbols, line_of
+from ..sizes import Symbol, free_symbols, line_of
 from ..torchir import TensorSpec
 from .unbacked import stage_symbols
 

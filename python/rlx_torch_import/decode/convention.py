@@ -1,6 +1,30 @@
-"""The decode-step convention's check (`DecodeSpec.from_meta`): which of a bundle's inputs and
-outputs are the ids, positions, logits and caches (`rlx_torch_import.generate`'s module docstring
-gives the convention; `generate` re-exports what is public here)."""
+"""The decode-step convention, and its check (`DecodeSpec.from_meta`): which of a bundle's inputs and
+outputs are the ids, positions, masks, logits and caches. `decode/generate.py` runs such a bundle;
+`decode/hf_export.py` exports a Hugging Face causal LM as one.
+
+Inputs, in order:
+1. token ids, int64 (or int32) [B, T]: the new tokens of this step (T = the prompt, or 1).
+2. optionally positions, the same dtype and shape as the ids: the position of each new token in
+   its own row. Unpadded, that is L, L+1, ..., L+T-1, where L is the number of tokens already in
+   the cache; with padding, Hugging Face's (`decode/generate.py`'s `generate`).
+3. optionally (with positions) the masks, int64, Hugging Face's 2-D `attention_mask` split at the
+   cache: `token_mask` [B, T] (1: new token i is a token of its row, 0: padding) then `cache_mask`
+   [B, S] (1: cache slot j holds a token of its row; 0: a padded prompt slot or a slot of the
+   Decoder's bucket padding). New token i (slot S + i) must see exactly the slots j <= S + i whose
+   mask is 1. `hf_decode_step` builds such a step. A bundle with positions and no masks (the
+   convention before the masks) must ignore cache slots at or past `positions[b, 0]`; it decodes
+   unpadded batches, and a padded one given to it is refused (it cannot mask padded slots).
+4. one or more cache tensors (keys and values of each layer), float, each of any rank with one
+   *cache axis* whose size is the bundle's cache-length symbol S (one dynamic dim, shared by all).
+   An empty cache (S = 0) must be in S's range: prefill runs at S = 0.
+
+Outputs, in order:
+1. logits, float [B, T, V].
+2. one per cache input, in the same order, same dtype, either
+   - this step's entries alone: size T on the cache axis, every other axis as the input's (what
+     `hf_decode_step` returns: the step copies T entries out, not the whole cache), or
+   - the input concatenated with this step's entries along the cache axis (size S + T there).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InputError
+from ..errors import InputError
 
 _INT = ("int64", "int32")
 _FLOAT = ("float32", "float64", "float16", "bfloat16")
@@ -16,7 +40,7 @@ _FLOAT = ("float32", "float64", "float16", "bfloat16")
 
 class DecodeConventionError(InputError, ValueError):
     """A bundle, or arguments to `generate`, that do not follow the decode-step convention
-    (`generate`'s module docstring); a ValueError, and an InputError (exit code 2) like every bad argument."""
+    (this module's docstring); a ValueError, and an InputError (exit code 2) like every bad argument."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +58,7 @@ class CacheSpec:
 
 @dataclass(frozen=True)
 class DecodeSpec:
-    """A decode-step bundle's inputs and outputs by role (`generate`'s module docstring). `seq` and `cache` are the
+    """A decode-step bundle's inputs and outputs by role (this module's docstring). `seq` and `cache` are the
     (min, max) the new-token count T and the cache length S may take (max None: unbounded); `batch`
     is the ids' batch entry (a size, or a symbol name)."""
 

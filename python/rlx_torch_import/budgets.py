@@ -1,8 +1,8 @@
 """The pass budgets by dtype: how far RLX may be from PyTorch and still pass (`Budget`).
 
-A leaf module (no imports beyond the standard library): the verifier (`verify/compare.py`) and the
-crate writer (`crate/sources.py`, which writes the float budgets into a generated crate's
-`src/host.rs`) read the one table here.
+A leaf module below both stages that read it (no imports beyond the standard library): the verifier
+(`verify/compare.py`) and the crate writer (`crate/sources.py`, which writes the float budgets into a
+generated crate's `src/host.rs`) read the one table here.
 """
 
 from __future__ import annotations

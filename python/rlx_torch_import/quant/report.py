@@ -1,18 +1,38 @@
-"""The report's `quantization` section of a weight-only quantized conversion (`quantize.py`): what was packed,
-what stayed float and why, and the bundle's weight bytes as the bundle writer stores them (`weights.py`)."""
+"""The report's `quantization` section of a weight-only quantized conversion (`quant/schemes.py`): what was
+packed, what stayed float and why, and the bundle's weight bytes as the bundle writer stores them
+(`weights.py`); `add_to` puts it, and its note, in a conversion's report. The accuracy cost against the
+float model (`feature_errors`) is measured by the front end, which has the float model."""
 
 from __future__ import annotations
 
 import math
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .dtypes import RECORDS, from_rlx
-from .program import QuantizedTable, QuantizedWeight
-from .quantize import BLOCK, SCHEMES
-from .weights import derived_spec
+from ..dtypes import RECORDS, from_rlx
+from ..program import QuantizedTable, QuantizedWeight
+from ..weights import derived_spec
+from .schemes import BLOCK, SCHEMES
+
+if TYPE_CHECKING:
+    from ..program import Program
+    from ..torchir import TorchIR
+    from ..verify.report import ParityReport
+
+
+def add_to(report: ParityReport, program: Program, ir: TorchIR) -> None:
+    """A weight-only quantized conversion's (torch-ir's `quantize` record set) `quantization` section into
+    `report` (`summary`), with a note when no weight was packed; nothing for a float conversion."""
+    if not ir.quantize:
+        return
+    report.quantization = summary(program, ir.quantize, {w.key: w.dtype for w in ir.weights})
+    if not report.quantization["quantized"]:
+        report.notes.append(
+            f"quantize={ir.quantize['scheme']}: no weight was packed (only float32 nn.Linear weights and "
+            "nn.Embedding tables whose inner dim is a multiple of 32 are; a PT2E graph is quantized already)"
+        )
 
 
 def _stored_bytes(program: Any, param: Any, stored: dict[str, str]) -> int:

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import TorchIRError, Unsupported, UnsupportedOpsError
+from ..errors import TorchIRError, Unsupported, UnsupportedOpsError
 
 BLOCK = 32  # fixed by both GGUF layouts
 
@@ -55,7 +55,7 @@ def check_scheme(name: str, block: int = BLOCK) -> Scheme:
     """The scheme `name` (any case) in blocks of `block` elements, or UnsupportedOpsError (exit 3) naming the
     scheme and why RLX cannot run it (an unknown name, a block size the GGUF layouts do not have); InputError
     (exit 2) for a block size that is no size (below 1) or not an integer."""
-    from .errors import InputError
+    from ..errors import InputError
 
     if isinstance(block, bool) or not isinstance(block, int) or block < 1:
         raise InputError(f"quantize_block must be a positive number of elements, got {block!r}")

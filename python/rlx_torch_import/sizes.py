@@ -1,4 +1,4 @@
-"""Symbolic sizes: torch.export's backed symbols, their ranges, and the bindings we pick or infer.
+"""Symbolic sizes: torch.export's backed symbols, their ranges, and the bindings we infer or sweep.
 
 A *symbol* is one of torch.export's backed size symbols (`s0`, `s77`, ...): a dim the
 user declared dynamic (`torch.export.Dim`, `Dim.AUTO`, `Dim.DYNAMIC`). Shapes and SymInt
@@ -7,8 +7,10 @@ them (`s27*s77`, `2*s27 + 1`, `((s0 + 1)//2)`). A *binding* gives every symbol a
 
 This module evaluates expressions (a whitelisted `ast` walk, never `eval`), infers a
 binding from input shapes (with the bound and consistency checks the runtime promises),
-chooses the *probe* bindings a symbolic RLX graph is generalized from, and lists the
-*sweep points* verification runs at (docs/design.md, decision z).
+and lists the *sweep points* the front end runs eager PyTorch at, the lowering generalizes
+over and verification checks (docs/design.md, decision z). A leaf every stage may import;
+the *probe* bindings a symbolic RLX graph is generalized from are the lowering's
+(`lower/generalize.py`).
 """
 
 from __future__ import annotations
@@ -18,12 +20,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from .errors import InputError
-
-if TYPE_CHECKING:
-    from .torchir import TorchIR
 
 Dim = int | str  # a torch-ir dim: a size, or an expression of symbols
 
@@ -262,56 +261,6 @@ def infer_binding(
     return binding
 
 
-# Probe sizes: each symbol steps by its own pattern, so no two step in proportion (RLX's
-# `generalize` cannot tell such symbols apart) and four points tell a quotient from a line.
-# Wide patterns where the range has room, else orderings of four consecutive sizes.
-_WIDE = ((0, 1, 3, 7), (0, 2, 3, 8), (0, 3, 4, 5), (0, 1, 5, 6), (0, 4, 5, 9), (0, 2, 7, 9))
-_NARROW = ((0, 1, 2, 3), (0, 2, 1, 3), (0, 3, 1, 2), (0, 1, 3, 2), (0, 2, 3, 1), (0, 3, 2, 1))
-PROBES = 4
-
-
-def probe_bindings(symbols: Sequence[Symbol]) -> list[dict[str, int]]:
-    """`PROBES` bindings the symbolic graph is generalized from (docs/design.md, decision z).
-
-    Sizes are >= 2 (torch traces a dim as "not 0 or 1"), inside the range where it has room
-    (a narrow range is probed past its max where it must be: the sweep still checks every
-    point in range), start a little above the minimum (sizes no weight dim or small
-    constant is likely to have), differ between symbols at each probe, and step by
-    patterns no two of which are proportional. A size a stage computes stays in its range where
-    any start fits (it may slice a weight exactly as long as its max: past it, the graph
-    differs). Raises InputError past six symbols."""
-    if len(symbols) > len(_WIDE):
-        raise InputError(f"{len(symbols)} dynamic symbols; this version generalizes at most {len(_WIDE)}")
-    columns: list[list[int]] = []
-    for i, s in enumerate(symbols):
-        lo = max(s.min, 2)
-        hi = s.max if s.max is not None else lo + 64
-        skip = 5 + 2 * i
-        if lo + skip + _WIDE[i][-1] <= hi:
-            start, pattern = lo + skip, _WIDE[i]
-        else:  # staggered, so two symbols never take one size at one probe (equal sizes share constants)
-            start, pattern = max(lo, 3) + 4 * i, _NARROW[i]
-            if s.stage and s.max is not None:  # a computed size may slice a tensor its max fits: stay below it
-                used = {tuple(v - c[0] for v in c) for c in columns}
-                fits = [
-                    (v, p)
-                    for p in (_NARROW[i], *_NARROW)
-                    if p not in used
-                    for v in range(max(lo, 3), s.max - 3)
-                    if not _collides(v, p, columns)
-                ]
-                start, pattern = fits[0] if fits else (start, pattern)
-        while _collides(start, pattern, columns):
-            start += 1
-        columns.append([start + k for k in pattern])
-    return [{s.name: col[k] for s, col in zip(symbols, columns, strict=True)} for k in range(PROBES)]
-
-
-def _collides(start: int, pattern: Sequence[int], columns: list[list[int]]) -> bool:
-    """Whether probing at `start` + `pattern` gives a size another symbol's column has at the same probe."""
-    return any(start + k in (c[j] for c in columns) for j, k in enumerate(pattern))
-
-
 @dataclass
 class SweepPoint:
     """One binding verification runs at: `label` names it in the report ("seq=max-1 (31)")."""
@@ -354,28 +303,3 @@ def sweep_points(symbols: Sequence[Symbol], unbounded_max: int = 4) -> list[Swee
         add("all=max", {s.name: top[s.name] for s in symbols})
         add("min/max alternating", {s.name: s.min if i % 2 == 0 else top[s.name] for i, s in enumerate(symbols)})
     return points
-
-
-def size_valued(ir: TorchIR, size_dependent: set[str]) -> set[str]:
-    """The nodes of a program bound from a dynamic one whose values depend on a symbol: those given a
-    size as a number (a SymInt argument, a `SizeInt` once bound) or reading a value of a
-    size-dependent or size-valued node, transitively (`Program.size_valued`: not folded)."""
-    if not ir.symbolic_shapes:
-        return set()
-
-    def sized(arg: dict[str, Any]) -> bool:
-        tag, payload = next(iter(arg.items()))
-        return (tag == "int" and isinstance(payload, SizeInt)) or (tag == "list" and any(sized(a) for a in payload))
-
-    def reads(arg: dict[str, Any], values: set[str]) -> bool:
-        tag, payload = next(iter(arg.items()))
-        return (tag == "tensor" and payload in values) or (tag == "list" and any(reads(a, values) for a in payload))
-
-    found: set[str] = set()
-    values: set[str] = set()
-    for n in ir.nodes:
-        args = [*n.args, *n.kwargs.values()]
-        if n.name in size_dependent or any(sized(a) or reads(a, values) for a in args):
-            found.add(n.name)
-            values.update(o.name for o in n.outputs)
-    return found - size_dependent
