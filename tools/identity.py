@@ -18,7 +18,9 @@ Normalization, the only one: torch-ir.json is compared as JSON, not as bytes: it
 left out, and its top-level "decomposition" is compared as torch-ir version 4 means it: "onnx" (what
 versions up to 3 wrote for an ONNX importer conversion, which holds its boundary only) as "" (version 4's
 boundary only; docs/design.md (bc)); then it is hashed as `json.dumps(doc, sort_keys=True)`. Every other
-file must match byte for byte, the copies included:
+file must match byte for byte, the copies included, except that provenance naming a module of the package
+that moved and runs inside traced graphs (`MOVED`: the decode step's wrapper, `hf_decode.py` ->
+`decode/hf_export.py`) reads the new name as the old:
 bundle/meta.json holds torch-ir's decomposition and producer (its own "version" is the bundle format's),
 and a crate's src/lib.rs and src/graph.rs name the decomposition in their header comment.
 
@@ -49,14 +51,30 @@ REPORTS = {"report.json", "report.md", "report.html"}
 TORCH_IR = "torch-ir.json"
 NORMALIZATION = (
     f"{TORCH_IR}: compared as JSON (sort_keys) without its top-level 'version', its 'decomposition' \"onnx\" "
-    '(versions up to 3) read as "" (version 4: boundary only); every other file byte for byte; reports left out'
+    '(versions up to 3) read as "" (version 4: boundary only); every other file byte for byte (moved modules '
+    "named in provenance read by their old names: MOVED); reports left out"
 )
 ONNX_DIR = Path("onnx")  # the ONNX files, relative to the run's folder (the tool's working directory)
 
 
+# The package's own modules that moved (issue 40) and whose code runs inside traced graphs, so provenance
+# (torch-ir's and meta.json's `module_type` and `source`) names them: the new name read as the old one.
+MOVED = {
+    b"rlx_torch_import.decode.hf_export.": b"rlx_torch_import.hf_decode.",
+    b'"hf_export.py:': b'"hf_decode.py:',
+}
+
+
+def moved_read_as_before(data: bytes) -> bytes:
+    """`data` with `MOVED`'s new module names read as the old ones (a no-op on the files from before)."""
+    for new, old in MOVED.items():
+        data = data.replace(new, old)
+    return data
+
+
 def torch_ir_digest(data: bytes) -> tuple[str, list[str]]:
     """SHA-256 of torch-ir.json normalized (module docstring) and the keys left out."""
-    doc = json.loads(data)
+    doc = json.loads(moved_read_as_before(data))
     dropped = []
     if "version" in doc:
         dropped.append(f"version ({doc.pop('version')!r})")
@@ -79,7 +97,7 @@ def digests(root: Path) -> tuple[dict[str, str], list[str]]:
             found[rel], keys = torch_ir_digest(p.read_bytes())
             dropped.append(f"{rel} without {', '.join(keys)}")
         else:
-            found[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+            found[rel] = hashlib.sha256(moved_read_as_before(p.read_bytes())).hexdigest()
     return found, dropped
 
 
