@@ -18,8 +18,8 @@ LONG_MODULES: dict[str, str] = {}
 LONG_FUNCTIONS: dict[str, str] = {
     "lower/passes/batch_norm.py:fold_batch_norm": "one pattern match over shared state (the producer map, use "
     "counts, the convolution found, the transposes around it): splitting it passes that state around whole",
-    "frontend/export.py:export_program": "torch.export's calling sequence in order (checks, eval/no_grad, the export "
-    "with its error translation, the decomposition with its own); each step is a few lines of torch's API",
+    "frontend/torch/export.py:export_program": "torch.export's calling sequence in order (checks, eval/no_grad, the "
+    "export with its error translation, the decomposition with its own); each step is a few lines of torch's API",
 }
 
 

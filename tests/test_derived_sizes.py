@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rlx_torch_import.errors import InputError
-from rlx_torch_import.frontend.derived import derive_sizes
+from rlx_torch_import.frontend.torch.derived import derive_sizes
 from rlx_torch_import.sizes import Symbol
 from rlx_torch_import.torchir import Node, OutputSpec, TensorSpec, TorchIR
 

@@ -17,7 +17,7 @@ import torch
 
 import rlx_torch_import as rti
 from models import make
-from rlx_torch_import.frontend.model_file import load_model_file
+from rlx_torch_import.frontend.torch.model_file import load_model_file
 
 REPO = Path(__file__).resolve().parents[1]
 REPORTS = ("report.json", "report.md", "report.html")

@@ -22,7 +22,7 @@ import rlx_torch_import as rti
 from rlx_torch_import import timeout as tl
 from rlx_torch_import.cli import main as cli_main
 from rlx_torch_import.errors import ExitCode, InputError, ModelLoadError, TimeLimitError
-from rlx_torch_import.frontend.model_file import load_model_file
+from rlx_torch_import.frontend.torch.model_file import load_model_file
 
 
 def write(tmp_path: Path, body: str, name: str = "model.py") -> Path:
@@ -131,7 +131,7 @@ def test_keyboard_interrupt_stays_ctrl_c(tmp_path: Path, capsys) -> None:
 def warm_export() -> None:
     """torch.export's first call in a process spends seconds on its own setup, which a short limit
     would count; one export first, so the limits below measure the model's own loop."""
-    from rlx_torch_import.frontend.export import export_program
+    from rlx_torch_import.frontend.torch.export import export_program
 
     export_program(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
 

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 import rlx_torch_import as rti
-from rlx_torch_import.frontend import quantize as front_quantize
+from rlx_torch_import.frontend.torch import quantize as front_quantize
 from rlx_torch_import.lower.ops.quantized import pt2e_note
 from rlx_torch_import.quant.report import FEATURE_LIMIT, feature_errors, feature_magnitude
 from rlx_torch_import.quant.schemes import BLOCK, F16_MIN_NORMAL, SCHEMES, dequantize, pack, scale_fault

@@ -19,8 +19,8 @@ from _samples import of_inputs
 from rlx_torch_import.bundle.model import BundleModel
 from rlx_torch_import.cli import main, verdict_code
 from rlx_torch_import.errors import ExitCode
-from rlx_torch_import.frontend.export import export_program
-from rlx_torch_import.frontend.randomness import random_targets
+from rlx_torch_import.frontend.torch.export import export_program
+from rlx_torch_import.frontend.torch.randomness import random_targets
 from rlx_torch_import.verify.diagnose import diagnose
 from rlx_torch_import.verify.randomness import DRIFT, NODE_NOTE, OUTPUT_NOTE
 

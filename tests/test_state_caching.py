@@ -15,8 +15,8 @@ from torch.export import Dim
 import rlx_torch_import as rti
 from rlx_torch_import import safetensors_io
 from rlx_torch_import.errors import ExitCode, ExportError, InputError
-from rlx_torch_import.frontend.module_attrs import storage_ptr
-from rlx_torch_import.frontend.state import ModelState
+from rlx_torch_import.frontend.torch.module_attrs import storage_ptr
+from rlx_torch_import.frontend.torch.state import ModelState
 
 
 def make_anchors(feats: list[torch.Tensor], strides: torch.Tensor, offset: float = 0.5) -> tuple[torch.Tensor, ...]:

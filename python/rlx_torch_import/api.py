@@ -1,6 +1,6 @@
 """Public entry points: from_torch (module -> verified bundle), build (torch-ir dir -> bundle) and
 reverify (a bundle verified again). Each is front end -> lower -> write -> verify:
-`frontend.driver` (torch-ir, and the program lowered from it), then `backend` (lower, write the bundle
+`frontend.torch.driver` (torch-ir, and the program lowered from it), then `backend` (lower, write the bundle
 and crate, verify the bundle: `verify.run`), over one loaded `conversion.Conversion`."""
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def from_torch(
     A forward that writes the module's own state (a call counter, a running total) is
     converted as one call from the state the module was passed in with: every eager run
     starts from it, weights.safetensors holds it, and the module gets it back in place
-    (`frontend.state.ModelState`: every buffer, the parameters the program writes, and every
+    (`frontend.torch.state.ModelState`: every buffer, the parameters the program writes, and every
     module's own attributes: caches, counters, lazily registered buffers and submodules, which
     torch.export and each eager run leave behind); buffer writes are not outputs.
     With `auto_decompose`, ops the registry cannot lower are decomposed through
@@ -115,7 +115,7 @@ def from_torch(
     one row each; `report.ok` needs every set to pass): a list of dicts keyed by input name or
     path (inputs left out are the example's), tuples of tensors in input order, .safetensors
     files keyed by input name (or `input.<name>`), and "auto" (adversarial sets made from the
-    example's shapes, dtypes and value ranges, `frontend/input_sets.py`); "auto" alone is
+    example's shapes, dtypes and value ranges, `frontend/torch/input_sets.py`); "auto" alone is
     `["auto"]`. Eager PyTorch runs on each set here; the sets are stored with the reference, so
     `build` verifies them again. None (the default) adds none, except to a model with sizes computed
     from tensor values (size stages), verified on the "auto" sets eager PyTorch accepts as well, so
@@ -138,9 +138,9 @@ def from_torch(
     the example and every input set). The module's own weights are given back unchanged. Another scheme
     or block size raises UnsupportedOpsError (exit 3) naming it.
     """
-    from .frontend.driver import TRAINING_NOTE, FrontEnd, eval_mode, with_fallback_reasons
-    from .frontend.input_sets import normalize
-    from .frontend.state import kept_state
+    from .frontend.torch.driver import TRAINING_NOTE, FrontEnd, eval_mode, with_fallback_reasons
+    from .frontend.torch.input_sets import normalize
+    from .frontend.torch.state import kept_state
     from .timeout import check_timeout
 
     set_specs = normalize(verify_inputs) if verify_inputs is not None else None  # checked before anything runs

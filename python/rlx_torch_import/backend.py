@@ -1,6 +1,6 @@
 """The back half every front end shares: a conversion folder's torch-ir lowered (or the program the
 front end already lowered from it), the bundle and crate written, the bundle verified against the
-reference; meta.json written last. `api.from_torch` runs it after the front end (`frontend.driver`),
+reference; meta.json written last. `api.from_torch` runs it after the front end (`frontend.torch.driver`),
 `api.build` on a folder as it is."""
 
 from __future__ import annotations

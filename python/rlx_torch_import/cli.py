@@ -385,8 +385,8 @@ def _convert(args: argparse.Namespace) -> ParityReport:
     watchdog: the CLI owns its process) and a `sys.exit()` in it is a ModelLoadError (exit 2)."""
     from . import api, timeout
     from .devices import check_device
-    from .frontend.dynamic import parse_cli
-    from .frontend.model_file import load_model_file
+    from .frontend.torch.dynamic import parse_cli
+    from .frontend.torch.model_file import load_model_file
     from .progress import Progress
 
     dynamic_shapes = parse_cli(args.dynamic or [])

@@ -61,7 +61,7 @@ class Door:
 
 # producer["frontend"] -> the module that registers that door.
 FRONT_ENDS = {
-    "torch": "rlx_torch_import.frontend.door",
+    "torch": "rlx_torch_import.frontend.torch.door",
     "onnx": "rlx_torch_import.frontend.onnx.door",
 }
 _DOORS: dict[str, Door] = {}

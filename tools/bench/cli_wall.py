@@ -67,7 +67,7 @@ import torch
 t_torch = time.perf_counter()
 model, inputs = runpy.run_path(sys.argv[1])["get_model"]()
 t_model = time.perf_counter()
-from rlx_torch_import.frontend.export import decomposition_table  # the table only: not counted
+from rlx_torch_import.frontend.torch.export import decomposition_table  # the table only: not counted
 table = decomposition_table("high")
 t_table = time.perf_counter()
 with torch.no_grad():
@@ -86,7 +86,7 @@ CLI = """import sys, time
 start = time.perf_counter()
 import rlx_torch_import.cli as cli
 from rlx_torch_import import api
-from rlx_torch_import.frontend import dynamic, model_file
+from rlx_torch_import.frontend.torch import dynamic, model_file
 print(f"[rlx-torch-import] package import done in {time.perf_counter() - start:.4f}s", file=sys.stderr)
 sys.argv[0] = "rlx-torch-import"
 sys.exit(cli.main())

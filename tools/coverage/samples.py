@@ -170,7 +170,7 @@ def _ops(ep: torch.export.ExportedProgram) -> list[str]:
 
 def _level_ops(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], level: str) -> list[str]:
     """Ops of the sample's graph at `level` (torch.export, then that level's decomposition)."""
-    from rlx_torch_import.frontend.export import export_program
+    from rlx_torch_import.frontend.torch.export import export_program
 
     return _ops(export_program(module, inputs, decomposition=level))
 

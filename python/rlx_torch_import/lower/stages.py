@@ -1,7 +1,7 @@
 """Size stages: the part of a program that computes its sizes that depend on tensor values
 (docs/design.md, decision ax).
 
-A symbol with `stage` k > 0 (`frontend.unbacked.stage_symbols`) is the size of one node's result
+A symbol with `stage` k > 0 (`frontend.torch.unbacked.stage_symbols`) is the size of one node's result
 (nonzero's row count, `.item()`'s value, ...), or a function of such sizes (`derived`, decision bb).
 Its *size stage* is a torch-ir program of its own: the nodes that node's inputs are computed from,
 plus a few nodes that compute the size as an int64 scalar output (`stage.<symbol>`). It is lowered

@@ -165,7 +165,7 @@ def _records(doc: dict[str, Any], key: str, source: str, fields: dict[str, type 
 
 
 def check_output_tree(node: Any, where: str, outputs: set[str], error: type[RtiError]) -> None:
-    """An `output_tree` node (`frontend.outputs.output_tree`): containers of leaves, each leaf an
+    """An `output_tree` node (`frontend.torch.outputs.output_tree`): containers of leaves, each leaf an
     `{"output": name}` of `outputs`, a `{"constant", "name"}` or a `{"size": expression, "name"}`.
     Raises `error` naming the field path and the value."""
     if not isinstance(node, dict):

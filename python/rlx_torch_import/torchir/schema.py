@@ -24,7 +24,7 @@ VERSION = 4
 # front end named in `producer["frontend"]`.
 READABLE_VERSIONS = (1, 2, 3, 4)
 
-# The export levels (`frontend.export.DECOMPOSITION_LEVELS`) and the weight kinds capture writes.
+# The export levels (`frontend.torch.export.DECOMPOSITION_LEVELS`) and the weight kinds capture writes.
 DECOMPOSITIONS = ("aten", "high", "core")
 # No decomposition: no ATen graph at all. Torch-ir then holds the graph's boundary only (inputs, outputs,
 # weights, no nodes) and the program comes from its front end's program hook (`door.Door.program`:
@@ -150,14 +150,14 @@ class TorchIR:
     # The example call's positional arguments, by forward's parameter names; the first part of
     # an input's `path` names one of them or a keyword argument.
     call_args: list[str] = field(default_factory=list)
-    # The structure `forward` returns (`frontend.outputs.output_tree`): leaves are
+    # The structure `forward` returns (`frontend.torch.outputs.output_tree`): leaves are
     # {"output": name} (an entry of `outputs`), {"constant": value} (a Python value torch.export
     # baked in) or {"size": expr} (an int computed from the input sizes). Empty: a flat list.
     output_tree: dict[str, Any] = field(default_factory=dict)
     # Graph nodes left out of `nodes` because they compute nothing RLX needs: runtime checks
     # torch.export proved or that the binding checks make ({"node", "target", "reason"}).
     dropped: list[dict[str, Any]] = field(default_factory=list)
-    # Control-flow operators inlined before capture (`frontend.control_flow`): {"node", "kind", "how"}.
+    # Control-flow operators inlined before capture (`frontend.torch.control_flow`): {"node", "kind", "how"}.
     control_flow: list[dict[str, Any]] = field(default_factory=list)
     # Extra input sets verification runs besides the example (`verify_inputs`): {"label",
     # "description", "error" (eager PyTorch's error on it, or why it cannot run), "values"
@@ -167,7 +167,7 @@ class TorchIR:
     # Weight-only quantization (`--quantize`; `quantize.parse_record`): {} none, else {"scheme", "rlx",
     # "block", "weights" (keys stored quantized in the bundle), "kept_float" ({"weight", "reason"})}.
     quantize: dict[str, Any] = field(default_factory=dict)
-    # Outputs whose eager values changed when torch's seed did (`frontend.randomness`): they depend on random
+    # Outputs whose eager values changed when torch's seed did (`frontend.torch.randomness`): they depend on random
     # draws, which RLX makes with its own generator, so they get the "random" verdict. Written only when set.
     random_outputs: list[str] = field(default_factory=list)
     # Set by `bind` on the program it returns (never written to the file): the symbolic

@@ -3,7 +3,7 @@
 RLX draws with its own generator (Philox, a fixed seed per bundle: `lower/ops/random.py`), torch with
 its own (mt19937 under the global seed), so an output whose values depend on the draws cannot equal
 eager PyTorch's. The front end records which outputs changed when torch's seed did (torch-ir
-`random_outputs`, `frontend/randomness.py`); here a verified report names them, notes how to verify
+`random_outputs`, `frontend/torch/randomness.py`); here a verified report names them, notes how to verify
 them, and says RANDOM instead of FAIL when every other output passed (`ParityReport.verdict`, CLI exit 9).
 Per-node parity does not compare a random node's draws (`random_node`) and says the failing outputs
 depend on the draws instead of reporting drift.

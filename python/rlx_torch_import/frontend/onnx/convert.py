@@ -23,7 +23,7 @@ from ...program import Program
 from ...progress import Progress
 from ...verify.report import ParityReport
 from ...verify.run import add_node_parity, write_reports
-from ..to_torchir import Captured
+from ..torch.to_torchir import Captured
 from . import gaps
 
 IMPORTER_ROUTE, TORCH_ROUTE = "importer", "torch"  # torch-ir producer["route"]; its note: door.ROUTES
@@ -254,8 +254,8 @@ def _onnx_names(ir: torchir.TorchIR, inputs: dict[str, str], outputs: list[str])
 def _torch_front(module: Any, args: tuple[Any, ...], boundary: _Boundary, stage: Path, req: Request) -> Program:
     """`from_torch`'s front end on the translated module into `stage`, each capture's boundary settled by
     `boundary` before it is lowered and written: returns the program it lowered, which the back half uses."""
-    from ..driver import FrontEnd, eval_mode
-    from ..state import kept_state
+    from ..torch.driver import FrontEnd, eval_mode
+    from ..torch.state import kept_state
 
     front = FrontEnd.check(
         module, args, None, req.name or req.path.stem, None,

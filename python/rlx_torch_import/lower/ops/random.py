@@ -9,7 +9,7 @@ node's name and the draw's position in it (`draw_key`). RLX re-seeds every node 
 bundle draws the same values on every run and on every machine (a fixed seed per bundle, like calling
 `torch.manual_seed` before each call), two random nodes draw independently of each other, and the
 values are not torch's (torch's CPU generator is an mt19937 stream): a model whose outputs depend on the
-draws gets the "random" verdict (`frontend/randomness.py`, `verify/randomness.py`), not a comparison.
+draws gets the "random" verdict (`frontend/torch/randomness.py`, `verify/randomness.py`), not a comparison.
 
 RLX draws float32 in [0, 1) with 24 random bits; other float dtypes are derived from it (float64 keeps
 those 24 bits, float16/bfloat16 round down to their own grid so a draw stays below 1), integers by

@@ -12,10 +12,10 @@ import torch.utils._pytree as pytree
 from torch.export.graph_signature import OutputKind
 from torch.export.graph_signature import OutputSpec as ExportOutputSpec
 
-from ..dtypes import torch_name
-from ..errors import ExportError, InputError
-from ..sizes import evaluate, evaluate_shape
-from ..torchir import OutputSpec, TensorSpec
+from ...dtypes import torch_name
+from ...errors import ExportError, InputError
+from ...sizes import evaluate, evaluate_shape
+from ...torchir import OutputSpec, TensorSpec
 from .encode import ArgEncoder, data_dependent, scalar_dtype, spec_of, sym_text
 from .inputs import path_name
 from .provenance import op_name

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from ..errors import InputError
+from ...errors import InputError
 
 # Leaves torch.export accepts besides tensors; each is specialized (baked in as a constant).
 CONSTANT_LEAVES = (bool, int, float, str, type(None))

@@ -5,8 +5,8 @@ baked in."""
 
 from __future__ import annotations
 
-from ..door import Door, register
-from ..torchir import TorchIR
+from ...door import Door, register
+from ...torchir import TorchIR
 
 
 def _notes(ir: TorchIR) -> list[str]:

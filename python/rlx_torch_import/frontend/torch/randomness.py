@@ -15,7 +15,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..torchir import TorchIR, WeightSpec
+from ...torchir import TorchIR, WeightSpec
 from .inputs import ModelInputs
 from .outputs import output_names
 from .reference import eager_outputs
@@ -73,7 +73,7 @@ class _Draws(TorchDispatchMode):
 def seed_dependent_outputs(
     model: Any, inputs: ModelInputs, state: ModelState
 ) -> tuple[list[str], list[tuple[str, torch.Tensor]]]:
-    """Names (as torch-ir's `outputs`, `frontend.outputs.output_names`) of the outputs whose eager values
+    """Names (as torch-ir's `outputs`, `frontend.torch.outputs.output_names`) of the outputs whose eager values
     differ between runs under the torch seeds `SEEDS`; and what the random ops drew ((ATen overload, values),
     in call order) when the model seeds torch's generator itself (Reformer's LSH `hash_seed`: every run
     leaves the generator in one state, and drew the same), else [].
@@ -112,8 +112,8 @@ def bake_draws(ir: TorchIR, weights: dict[str, torch.Tensor], draws: list[tuple[
     (decision aw): its draws are then part of the model, as a weight is. Returns False and changes nothing
     when the random nodes and the draws do not pair up one to one by ATen overload, shape and dtype (a
     decomposed graph draws with other ops than eager PyTorch called)."""
-    from ..dtypes import torch_name
-    from ..verify.randomness import random_node
+    from ...dtypes import torch_name
+    from ...verify.randomness import random_node
 
     nodes = [n for n in ir.nodes if random_node(n)]
     if not nodes or len(nodes) != len(draws):
@@ -143,7 +143,7 @@ def bake_draws(ir: TorchIR, weights: dict[str, torch.Tensor], draws: list[tuple[
 
 def drawn_outputs(ir: TorchIR) -> list[str]:
     """Names of `ir`'s outputs computed (through any chain of nodes) from a random node's draws."""
-    from ..verify.randomness import random_node
+    from ...verify.randomness import random_node
 
     drawn = {o.name for n in ir.nodes if random_node(n) for o in n.outputs}
     for node in ir.nodes:

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ..errors import InputError
+from ...errors import InputError
 
 
 def op_name(target: Any) -> str:

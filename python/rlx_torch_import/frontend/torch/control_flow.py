@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from ..errors import InputError
+from ...errors import InputError
 from .provenance import module_info
 
 aten = torch.ops.aten
@@ -143,7 +143,7 @@ def _size_predicate(graph: fx.Graph, pred: fx.Node, cond: fx.Node) -> fx.Node:
     (`aten.scalar_tensor`), which the dynamic lowering evaluates at each binding; the arithmetic and
     the comparisons are tensor ops on them, so the branch is chosen when the bundle runs. Raises
     DynamicShapeError (exit 3) naming the cond node and the part of the predicate it cannot compute."""
-    from ..errors import DynamicShapeError
+    from ...errors import DynamicShapeError
 
     def refuse(what: str) -> DynamicShapeError:
         return DynamicShapeError(

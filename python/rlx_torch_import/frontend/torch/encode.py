@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 
-from ..dtypes import torch_name
-from ..errors import InputError
-from ..torchir import LAYOUT_SENSITIVE, TensorSpec, encode_float
+from ...dtypes import torch_name
+from ...errors import InputError
+from ...torchir import LAYOUT_SENSITIVE, TensorSpec, encode_float
 from .provenance import op_name
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ..errors import InputError
+from ...errors import InputError
 from .inputs import ModelInputs, forward_names
 
 # `x:0=batch:1:64`, `x:0=batch`, `x:0=batch:1:`, `x:1=auto`, `x:1=dynamic`

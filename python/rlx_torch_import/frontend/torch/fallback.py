@@ -61,7 +61,7 @@ def _resolve(target: str) -> Any:
 def _non_aten(ep: torch.export.ExportedProgram) -> list[str]:
     """Call targets that are not ATen ops and have no lowering (e.g. most prims.*): the registry cannot lower
     them. (The few prims decompositions leave behind that `lower/ops/prims.py` lowers are accepted.)"""
-    from ..lower import REGISTRY
+    from ...lower import REGISTRY
 
     bad = []
     for node in ep.graph.nodes:

@@ -8,8 +8,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelLoadError, describe
-from ..timeout import user_code
+from ...errors import ModelLoadError, describe
+from ...timeout import user_code
 
 FACTORIES = ("get_model", "build")
 

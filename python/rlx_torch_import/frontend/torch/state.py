@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch.export.graph_signature import InputKind
 
-from ..errors import ExportError, InputError
+from ...errors import ExportError, InputError
 from .module_attrs import ModuleAttrs, storage_ptr, uninitialized
 
 

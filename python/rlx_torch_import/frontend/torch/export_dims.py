@@ -8,9 +8,9 @@ from typing import Any
 
 import torch
 
-from ..errors import InputError
-from ..sizes import Symbol, free_symbols, line_of
-from ..torchir import TensorSpec
+from ...errors import InputError
+from ...sizes import Symbol, free_symbols, line_of
+from ...torchir import TensorSpec
 from .unbacked import stage_symbols
 
 

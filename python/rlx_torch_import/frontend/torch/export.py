@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from ..errors import ExportError, InputError
-from ..timeout import exit_error
+from ...errors import ExportError, InputError
+from ...timeout import exit_error
 
 DECOMPOSITION_LEVELS = ("aten", "high", "core")
 

@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import safetensors_io
-from ..layout import input_key, output_key, set_prefix
-from ..quant.report import feature_errors, feature_magnitude
-from ..quant.schemes import BLOCK, Scheme, dequantize, scale_fault
-from ..torchir import TorchIR
+from ... import safetensors_io
+from ...layout import input_key, output_key, set_prefix
+from ...quant.report import feature_errors, feature_magnitude
+from ...quant.schemes import BLOCK, Scheme, dequantize, scale_fault
+from ...torchir import TorchIR
 from .inputs import ModelInputs
 from .reference import eager_point
 from .state import ModelState

@@ -19,15 +19,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .. import safetensors_io
-from ..errors import ExportError, InputError, UnsupportedOpsError
-from ..layout import REFERENCE, WEIGHTS
-from ..lower import registry
-from ..program import Program
-from ..progress import Progress
-from ..quant.schemes import BLOCK, Scheme, check_scheme
-from ..torchir import TorchIR
-from ..verify.report import ParityReport
+from ... import safetensors_io
+from ...errors import ExportError, InputError, UnsupportedOpsError
+from ...layout import REFERENCE, WEIGHTS
+from ...lower import registry
+from ...program import Program
+from ...progress import Progress
+from ...quant.schemes import BLOCK, Scheme, check_scheme
+from ...torchir import TorchIR
+from ...verify.report import ParityReport
 from .dynamic import DynamicShapes, parse_dynamic_shapes
 from .export import export_program
 from .fallback import decompose_targets
@@ -106,7 +106,7 @@ class FrontEnd:
     timeout: float | None
     rounds: int  # auto-decompose rounds (0: none)
     set_specs: list[Spec] | None  # None: the user gave none (a staged model gets the "auto" sets)
-    # torch-ir's `quantize` record (`frontend.quantize.dequantized_weights`), set on every capture so the
+    # torch-ir's `quantize` record (`frontend.torch.quantize.dequantized_weights`), set on every capture so the
     # lowering packs those weights ({}: a float conversion)
     quantize: dict[str, Any] = field(default_factory=dict)
     scheme: Scheme | None = None  # `--quantize`: the Linear weights' scheme (None: a float conversion)
@@ -145,7 +145,7 @@ class FrontEnd:
         return cls(model, pristine, name, dynamic, decomposition, strict, timeout, rounds, set_specs, scheme=scheme)
 
     def run(self, stage: Path, prog: Progress, state: ModelState) -> tuple[TorchIR, Program, dict[str, str]]:
-        """`_run` with the chosen `Linear` weights dequantized in place (`frontend.quantize`; with `scheme`),
+        """`_run` with the chosen `Linear` weights dequantized in place (`frontend.torch.quantize`; with `scheme`),
         their float values given back after, error or not."""
         from .quantize import dequantized_weights
 
@@ -156,7 +156,7 @@ class FrontEnd:
         self, report: ParityReport, ir: TorchIR, stage: Path, prog: Progress, state: ModelState
     ) -> None:
         """A quantized conversion's accuracy cost, the float model against the quantized one on the example and
-        the input sets, into `report.quantization["accuracy_cost"]` (`frontend.quantize.accuracy_cost`)."""
+        the input sets, into `report.quantization["accuracy_cost"]` (`frontend.torch.quantize.accuracy_cost`)."""
         from .quantize import accuracy_cost
 
         if report.quantization:
@@ -170,7 +170,7 @@ class FrontEnd:
         reference.safetensors into `stage`, every eager run from `state`. Returns the torch-ir, the program
         lowered from it and, per op auto-decomposition skipped, why. Raises UnsupportedOpsError before any
         file is written when the program does not lower."""
-        from ..timeout import user_code
+        from ...timeout import user_code
 
         model, pristine, timeout = self.model, self.pristine, self.timeout
         shape_log: list[str] = []  # torch's symbolic-shape log: why a dynamic dim was specialized
@@ -250,10 +250,10 @@ class FrontEnd:
 
     def _random_outputs(self, cap: Captured, ep: Any, prog: Progress, state: ModelState) -> bool:
         """A graph with random ops: the outputs whose eager values depend on the draws, into `ir.random_outputs`
-        (`frontend.randomness`); where the model seeds torch's generator itself, its draws made constants
+        (`frontend.torch.randomness`); where the model seeds torch's generator itself, its draws made constants
         instead (returns True: `cap.ir` changed), or where they cannot be (a draw sized by tensor values), the
         outputs computed from them."""
-        from ..timeout import user_code
+        from ...timeout import user_code
         from .randomness import bake_draws, drawn_outputs, random_targets, seed_dependent_outputs
 
         if not random_targets(ep.graph_module):
@@ -270,7 +270,7 @@ class FrontEnd:
     def _references(self, ir: TorchIR, reference: dict[str, Any], prog: Progress, state: ModelState) -> None:
         """Eager PyTorch's values at a dynamic program's sweep points and on the extra input sets, into
         `reference` (and `ir.sweep`, `ir.input_sets`)."""
-        from ..timeout import user_code
+        from ...timeout import user_code
 
         if ir.is_dynamic:
             with prog.phase("sweep references"), user_code("the eager PyTorch runs at the sweep points", self.timeout):

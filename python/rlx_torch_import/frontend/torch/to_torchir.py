@@ -9,12 +9,12 @@ from typing import Any
 import torch
 from torch.export.graph_signature import InputKind
 
-from ..dtypes import torch_name
-from ..errors import InputError
-from ..layout import input_key, output_key
-from ..sizes import values_of
-from ..torchir import Node, TensorSpec, TorchIR, WeightSpec
-from ..version import __version__
+from ...dtypes import torch_name
+from ...errors import InputError
+from ...layout import input_key, output_key
+from ...sizes import values_of
+from ...torchir import Node, TensorSpec, TorchIR, WeightSpec
+from ...version import __version__
 from .checks import ERROR_CHECKS, SIZE_ASSERTS, check_cone, dropped_check, only_checked
 from .control_flow import inline_control_flow
 from .derived import derive_sizes

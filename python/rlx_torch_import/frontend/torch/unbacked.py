@@ -14,8 +14,8 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind
 
-from ..errors import InputError
-from ..sizes import Symbol
+from ...errors import InputError
+from ...sizes import Symbol
 from .provenance import op_name
 
 # The ops whose result size (or value, for `.item()`) a size stage can compute.

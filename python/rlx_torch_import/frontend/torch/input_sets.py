@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..errors import InputError
-from ..layout import NOT_INPUTS, input_key, output_key, set_prefix
-from ..torchir import TensorSpec, TorchIR
+from ...errors import InputError
+from ...layout import NOT_INPUTS, input_key, output_key, set_prefix
+from ...torchir import TensorSpec, TorchIR
 from .inputs import ModelInputs
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ _OTHER_KEYS = NOT_INPUTS
 
 def _read_file(path: Path) -> dict[str, torch.Tensor]:
     """The tensors of a .safetensors file (native dtypes; bfloat16 back from numpy's float32 exactly)."""
-    from .. import safetensors_io
+    from ... import safetensors_io
 
     found = {}
     for key, raw in safetensors_io.read(path).items():

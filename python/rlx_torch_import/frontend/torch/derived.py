@@ -14,9 +14,9 @@ import ast
 from dataclasses import replace
 from typing import Any
 
-from ..errors import InputError
-from ..sizes import Dim, Symbol, evaluate, free_symbols
-from ..torchir import Node, TensorSpec, TorchIR
+from ...errors import InputError
+from ...sizes import Dim, Symbol, evaluate, free_symbols
+from ...torchir import Node, TensorSpec, TorchIR
 
 # A range is found by evaluating the expression at every value of its one symbol up to this many.
 _ENUMERABLE = 1 << 16

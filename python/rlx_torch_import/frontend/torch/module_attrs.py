@@ -1,5 +1,5 @@
 """A module's own attributes as a forward can write them (caches, counters, lazily made buffers and
-submodules), snapshot and given back: `frontend.state.ModelState` keeps them beside the buffers.
+submodules), snapshot and given back: `frontend.torch.state.ModelState` keeps them beside the buffers.
 
 torch.export runs forward on fake tensors. Non-strict export puts back the attributes that were in a
 module's `__dict__` before, but not one a forward adds (a class attribute shadowed, as ultralytics'

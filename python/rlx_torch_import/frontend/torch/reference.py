@@ -10,10 +10,10 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from ..errors import ExportError, InputError
-from ..layout import input_key, output_key, sweep_prefix
-from ..sizes import evaluate_shape, values_of
-from ..torchir import TorchIR
+from ...errors import ExportError, InputError
+from ...layout import input_key, output_key, sweep_prefix
+from ...sizes import evaluate_shape, values_of
+from ...torchir import TorchIR
 from .inputs import ModelInputs
 from .outputs import PYTHON_OUTPUTS, mutation_output_name, output_names
 from .state import ModelState
@@ -124,7 +124,7 @@ def sweep_references(
     starts from `state` (see `eager_outputs`). An eager error at a point is recorded, and that
     point then fails verification. Raises ExportError when eager PyTorch's output at a point has
     another shape than the program's there (`_check_shapes`)."""
-    from ..sizes import sweep_points
+    from ...sizes import sweep_points
 
     example_inputs = example.tensors
     ir.sweep = []
@@ -156,7 +156,7 @@ def _check_shapes(ir: TorchIR, outputs: dict[str, torch.Tensor], values: dict[st
     gives there (its symbolic shape at `values`): torch.export's graph does not follow the model at that
     size, so no program for the dims' range can be made from it. Outputs sized by a value read from
     tensors (a size stage's symbol) are not checked."""
-    from ..sizes import free_symbols
+    from ...sizes import free_symbols
 
     staged = {s.name for s in ir.symbols if s.stage}
     for out in ir.outputs:
