@@ -51,7 +51,7 @@ ARG_TAGS = (
 @dataclass
 class TensorSpec:
     """A named value: its shape (each dim a size, or an expression of symbols such as
-    `"s0*8"`; `symbolic.py`) and a torch dtype name."""
+    `"s0*8"`; `sizes.py`) and a torch dtype name."""
 
     name: str
     shape: list[Dim]
@@ -164,7 +164,7 @@ class TorchIR:
     # (Python-value outputs eager PyTorch gave)}; their inputs and eager outputs are
     # `set.<k>.input.<name>` / `set.<k>.output.<name>` in reference.safetensors.
     input_sets: list[dict[str, Any]] = field(default_factory=list)
-    # Weight-only quantization (`--quantize`; `quantize.parse_record`): {} none, else {"scheme", "rlx",
+    # Weight-only quantization (`--quantize`; `quant.schemes.parse_record`): {} none, else {"scheme", "rlx",
     # "block", "weights" (keys stored quantized in the bundle), "kept_float" ({"weight", "reason"})}.
     quantize: dict[str, Any] = field(default_factory=dict)
     # Outputs whose eager values changed when torch's seed did (`frontend.torch.randomness`): they depend on random
