@@ -14,7 +14,7 @@ use rlx_ir::{DimBinding, Graph};
 
 use crate::error::CoreError;
 use crate::runner::guarded;
-use crate::safety;
+use crate::{graph_check, memory};
 
 /// Largest constant offset a derived dim may have (`seq + 1`, a padded conv's `h + 6`).
 /// Four probes pin each fit, and the result is checked against all of them.
@@ -24,7 +24,7 @@ const MAX_OFFSET: i64 = 1 << 16;
 pub fn mir_of_hir_json(text: &str) -> Result<Graph, CoreError> {
     let hir = rlx_ir::serialize::hir_from_json(text)
         .map_err(|e| CoreError::Check(format!("not valid RLX HIR JSON: {e}")))?;
-    safety::check_hir(&hir, safety::machine_memory())?;
+    graph_check::check_hir(&hir, memory::machine_memory())?;
     let mut mir = guarded("lowering HIR to MIR", || hir.lower_to_mir())?
         .map_err(|e| CoreError::Rlx(format!("RLX could not lower the HIR: {e:?}")))?;
     guarded("inferring shapes", || {
@@ -225,12 +225,12 @@ pub fn read(text: &str) -> Result<Graph, CoreError> {
 pub fn specialize(graph: &Graph, binding: &[(u32, usize)]) -> Result<Graph, CoreError> {
     // Every symbol is a dim of some tensor, which then holds at least that many bytes: a
     // size past the machine's memory cannot run (and products of such sizes could wrap).
-    let limit = safety::machine_memory();
+    let limit = memory::machine_memory();
     if let Some((s, n)) = binding.iter().find(|(_, n)| *n as u64 > limit.bytes) {
         return Err(CoreError::Check(format!(
             "symbol {s} bound to {n}: a tensor with that dim would be larger than this \
              machine's memory, {}",
-            safety::human(limit.bytes)
+            memory::human(limit.bytes)
         )));
     }
     let binding: DimBinding = binding.iter().copied().collect();

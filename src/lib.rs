@@ -14,16 +14,19 @@ compile_error!("tensors cross the core as little-endian bytes");
 pub mod blas;
 pub mod boundary;
 pub mod bounds;
+pub mod defects;
 pub mod device;
 pub mod dynamic;
 pub mod error;
 pub mod fpmode;
+pub mod graph_check;
+pub mod memory;
 #[cfg(feature = "onnx")]
 pub mod onnx;
 pub mod program;
 pub mod runner;
 pub mod rust_syntax;
-pub mod safety;
+pub mod sizing;
 
 #[cfg(feature = "python")]
 mod python;

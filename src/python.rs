@@ -522,7 +522,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     };
     m.add("BOUNDARY_NARROW", names(crate::boundary::NARROW))?;
     m.add("BOUNDARY_HALF", names(crate::boundary::HALF))?;
-    m.add("PROBE_RAW_KERNELS_ENV", crate::safety::RAW_KERNELS_ENV)?;
+    m.add("PROBE_RAW_KERNELS_ENV", crate::defects::RAW_KERNELS_ENV)?;
     m.add("PROBE_RAW_DEVICE_ENV", crate::device::RAW_DEVICE_ENV)?;
     m.add_function(wrap_pyfunction!(device_info, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_refusal, m)?)?;

@@ -2,7 +2,7 @@
 //!
 //! Tensors cross this boundary as `(bytes, dtype)` in their native dtype;
 //! the Python side owns shapes and numpy conversion. Nothing reaches RLX unchecked:
-//! every graph passes `safety::check_hir` / `safety::check_graph` before RLX compiles
+//! every graph passes `graph_check::check_hir` / `graph_check::check_graph` before RLX compiles
 //! or allocates anything, and every parameter and input is checked against its
 //! declaration (name, dtype, byte length) before RLX reads it.
 
@@ -15,7 +15,9 @@ use rlx_runtime::{CompileOptions, CompiledGraph, Device, FusionOptions, Session}
 use crate::device;
 use crate::dtype_name;
 use crate::error::{CoreError, catch};
-use crate::safety::{self, MemoryLimit, TensorDecl};
+use crate::graph_check;
+use crate::memory::{self, MemoryLimit};
+use crate::sizing::{self, TensorDecl};
 
 /// A compiled RLX graph plus the declared shapes of its inputs, parameters and outputs.
 pub struct Runner {
@@ -137,7 +139,7 @@ fn declarations<'a>(
                 rlx_ir::Dim::Dynamic(_) => 0,
             })
             .collect();
-        let (elements, bytes) = safety::tensor_size(&dims, shape.dtype()).unwrap_or((0, 0));
+        let (elements, bytes) = sizing::tensor_size(&dims, shape.dtype()).unwrap_or((0, 0));
         let decl = TensorDecl {
             name: name.to_string(),
             dims,
@@ -154,7 +156,7 @@ fn declarations<'a>(
     (inputs, params)
 }
 
-/// The checks every MIR graph passes before RLX compiles it: [`safety::check_graph`] within
+/// The checks every MIR graph passes before RLX compiles it: [`graph_check::check_graph`] within
 /// `limit`, then `device` made ready ([`device::prepare`]: present, its settings in effect) and
 /// [`device::check_graph`] (what the device cannot run within the budgets).
 fn check_before_compiling(
@@ -162,7 +164,9 @@ fn check_before_compiling(
     device: Device,
     limit: &MemoryLimit,
 ) -> Result<(), CoreError> {
-    guarded("checking the graph", || safety::check_graph(graph, limit))??;
+    guarded("checking the graph", || {
+        graph_check::check_graph(graph, limit)
+    })??;
     device::prepare(device)?;
     guarded("checking the graph for the device", || {
         device::check_graph(device, graph)
@@ -187,10 +191,10 @@ fn name_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
 }
 
 impl Runner {
-    /// Compile `hir` for `device`, after [`safety::check_hir`], [`safety::check_graph`] (on the
+    /// Compile `hir` for `device`, after [`graph_check::check_hir`], [`graph_check::check_graph`] (on the
     /// MIR graph it lowers to) within the machine's memory, and [`device::check_graph`].
     pub fn compile(hir: HirModule, device: Device) -> Result<Self, CoreError> {
-        Self::compile_within(hir, device, safety::machine_memory())
+        Self::compile_within(hir, device, memory::machine_memory())
     }
 
     /// [`Runner::compile`] with the memory limit given (tests).
@@ -199,7 +203,7 @@ impl Runner {
         device: Device,
         limit: &MemoryLimit,
     ) -> Result<Self, CoreError> {
-        safety::check_hir(&hir, limit)?;
+        graph_check::check_hir(&hir, limit)?;
         let mir = guarded("lowering the graph to check it", || {
             hir.clone().lower_to_mir()
         })?
@@ -242,9 +246,9 @@ impl Runner {
     /// Compile a static MIR graph (a symbolic graph specialized to one binding) the way
     /// [`Runner::compile`] compiles HIR: RLX's pre-fusion cleanup, then the same fusion
     /// pipeline and options (`compile_hir_with` runs these two after lowering HIR to MIR).
-    /// [`safety::check_graph`] and [`device::check_graph`] run first.
+    /// [`graph_check::check_graph`] and [`device::check_graph`] run first.
     pub fn from_graph(graph: Graph, device: Device) -> Result<Self, CoreError> {
-        Self::from_graph_within(graph, device, safety::machine_memory())
+        Self::from_graph_within(graph, device, memory::machine_memory())
     }
 
     /// [`Runner::from_graph`] with the memory limit given (tests).
