@@ -19,6 +19,8 @@ use crate::graph_check;
 use crate::memory::{self, MemoryLimit};
 use crate::sizing::{self, TensorDecl};
 
+mod resident;
+
 /// A compiled RLX graph plus the declared shapes of its inputs, parameters and outputs.
 pub struct Runner {
     graph: CompiledGraph,
@@ -407,82 +409,6 @@ impl Runner {
         }
         self.call(&format!("setting part of parameter {name:?}"), |g| {
             g.set_param_range(name, byte_offset, data)
-        })
-    }
-
-    /// Keep f32 input `name` in RLX's arena between runs, holding `data` (RLX's resident
-    /// handle, `CompiledGraph::bind_gpu_handle`: on the CPU the input's arena slot is written
-    /// once and left out of the per-run clearing); later runs may leave the input out, and
-    /// [`Runner::feed_rows`] copies rows of output `feed_from` into it. Giving the input to
-    /// `run` again unbinds it (RLX writes it per run from then on).
-    pub fn bind_resident(
-        &mut self,
-        name: &str,
-        data: &[u8],
-        feed_from: usize,
-    ) -> Result<(), CoreError> {
-        let decl = self.input(name)?;
-        if decl.dtype != DType::F32 || data.len() != decl.bytes {
-            return Err(CoreError::Check(format!(
-                "a resident input takes its declared f32 bytes; {name:?} is declared {}, got {} bytes",
-                decl.describe(),
-                data.len()
-            )));
-        }
-        if self.output_dtypes.get(feed_from) != Some(&DType::F32) {
-            return Err(CoreError::Check(format!(
-                "resident input {name:?} is fed from output {feed_from}, which is not an f32 output \
-                 (the graph has {} outputs)",
-                self.output_dtypes.len()
-            )));
-        }
-        let values = f32_values(data, DType::F32).unwrap_or_default();
-        let bound = self.call("binding a resident input", |g| {
-            g.bind_gpu_handle(name, &values) && g.register_kv_row_feed(name, feed_from)
-        })?;
-        if !bound {
-            return Err(CoreError::Check(format!(
-                "RLX keeps no resident inputs on {:?}; pass {name:?} to every run",
-                self.device
-            )));
-        }
-        self.resident.insert(name.to_string(), feed_from);
-        Ok(())
-    }
-
-    /// How many runs were started on this graph (see the `runs` field).
-    pub fn run_count(&self) -> u64 {
-        self.runs
-    }
-
-    /// After a run, copy rows of each resident input's output into the input: for each
-    /// `(src, dst)` in `moves`, output row `src` to input row `dst`, a row being `row_elems`
-    /// consecutive elements (RLX's `CompiledGraph::feed_kv_row`). A row past either end is
-    /// refused; nothing is copied then.
-    pub fn feed_rows(
-        &mut self,
-        moves: &[(usize, usize)],
-        row_elems: usize,
-    ) -> Result<(), CoreError> {
-        for (name, &out) in &self.resident {
-            let out_elems: usize = self.output_dims[out].iter().product();
-            let in_elems = self.input(name)?.bytes / 4;
-            for &(src, dst) in moves {
-                let past = |row: usize, elems: usize| {
-                    (row + 1).checked_mul(row_elems).is_none_or(|e| e > elems)
-                };
-                if row_elems == 0 || past(src, out_elems) || past(dst, in_elems) {
-                    return Err(CoreError::Check(format!(
-                        "row move {src} -> {dst} of {row_elems} elements is past output {out} \
-                         ({out_elems} elements) or resident input {name:?} ({in_elems} elements)"
-                    )));
-                }
-            }
-        }
-        self.call("copying rows into resident inputs", |g| {
-            for &(src, dst) in moves {
-                g.feed_kv_row(src, dst, row_elems);
-            }
         })
     }
 
