@@ -12,8 +12,7 @@
 use rlx_ir::dynamic::{generalize_many, specialize as rlx_specialize};
 use rlx_ir::{DimBinding, Graph};
 
-use crate::error::CoreError;
-use crate::runner::guarded;
+use crate::error::{CoreError, catch};
 use crate::{graph_check, memory};
 
 /// Largest constant offset a derived dim may have (`seq + 1`, a padded conv's `h + 6`).
@@ -25,9 +24,9 @@ pub fn mir_of_hir_json(text: &str) -> Result<Graph, CoreError> {
     let hir = rlx_ir::serialize::hir_from_json(text)
         .map_err(|e| CoreError::Check(format!("not valid RLX HIR JSON: {e}")))?;
     graph_check::check_hir(&hir, memory::machine_memory())?;
-    let mut mir = guarded("lowering HIR to MIR", || hir.lower_to_mir())?
+    let mut mir = catch("lowering HIR to MIR", || hir.lower_to_mir())?
         .map_err(|e| CoreError::Rlx(format!("RLX could not lower the HIR: {e:?}")))?;
-    guarded("inferring shapes", || {
+    catch("inferring shapes", || {
         rlx_ir::dynamic::sync_graph_shapes(mir.as_graph_mut())
     })?;
     Ok(mir.into_graph())
@@ -71,7 +70,7 @@ fn generalize_checked(
 ) -> Result<Graph, CoreError> {
     let refs: Vec<&Graph> = at.iter().map(|&k| &graphs[k]).collect();
     let picked = sizes_at(sizes, at);
-    let general = guarded("generalizing the lowerings", || {
+    let general = catch("generalizing the lowerings", || {
         generalize_many(&refs, &picked, Some(MAX_OFFSET))
     })?
     .map_err(CoreError::Rlx)?;
@@ -94,7 +93,7 @@ fn reproduces(
     k: usize,
 ) -> Result<Option<String>, CoreError> {
     let binding = binding_at(sizes, k);
-    let again = guarded("specializing the symbolic graph", || {
+    let again = catch("specializing the symbolic graph", || {
         rlx_specialize(general, &binding)
     })?;
     Ok(first_difference(&again, graph))
@@ -237,7 +236,7 @@ pub fn specialize(graph: &Graph, binding: &[(u32, usize)]) -> Result<Graph, Core
     // A symbolic graph RLX cannot specialize (a declared shape its operands contradict, an op
     // missing operands) is a malformed model file: our own graphs are checked to specialize
     // back to each lowering they were made from (`generalize_checked`).
-    let g = guarded("specializing the symbolic graph", || {
+    let g = catch("specializing the symbolic graph", || {
         rlx_specialize(graph, &binding)
     })
     .map_err(|e| CoreError::Check(format!("the symbolic graph is malformed: {}", e.message())))?;

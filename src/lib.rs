@@ -35,9 +35,9 @@ mod python;
 pub const RLX_VERSION: &str = "0.2.19";
 
 /// Parse a dtype name in rlx-ir's serde spelling (`"F32"`, `"I64"`, ...).
-pub fn parse_dtype(name: &str) -> Result<rlx_ir::DType, String> {
+pub fn parse_dtype(name: &str) -> Result<rlx_ir::DType, error::CoreError> {
     serde_json::from_value(serde_json::Value::String(name.to_string()))
-        .map_err(|_| format!("unknown RLX dtype {name:?}"))
+        .map_err(|_| error::CoreError::Check(format!("unknown RLX dtype {name:?}")))
 }
 
 /// The serde spelling of a dtype, the inverse of [`parse_dtype`].

@@ -104,11 +104,6 @@ fn output_layout(outputs: &[(String, Shape)]) -> Result<(Vec<Vec<usize>>, Vec<DT
     Ok((dims, dtypes))
 }
 
-/// Run `f`, turning an RLX panic into [`CoreError::Rlx`] naming `what` was being done.
-pub fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, CoreError> {
-    catch(what, f).map_err(CoreError::Rlx)
-}
-
 /// The compile options every graph here (and every generated crate) uses.
 ///
 /// `no_weight_concat`: RLX's QKV and gate/up fusions concatenate the separate
@@ -166,11 +161,11 @@ fn check_before_compiling(
     device: Device,
     limit: &MemoryLimit,
 ) -> Result<(), CoreError> {
-    guarded("checking the graph", || {
+    catch("checking the graph", || {
         graph_check::check_graph(graph, limit)
     })??;
     device::prepare(device)?;
-    guarded("checking the graph for the device", || {
+    catch("checking the graph for the device", || {
         device::check_graph(device, graph)
     })?
 }
@@ -206,7 +201,7 @@ impl Runner {
         limit: &MemoryLimit,
     ) -> Result<Self, CoreError> {
         graph_check::check_hir(&hir, limit)?;
-        let mir = guarded("lowering the graph to check it", || {
+        let mir = catch("lowering the graph to check it", || {
             hir.clone().lower_to_mir()
         })?
         .map_err(|e| CoreError::Rlx(format!("RLX could not lower the graph: {e:?}")))?;
@@ -226,7 +221,7 @@ impl Runner {
             }
             _ => None,
         }));
-        let graph = guarded("compiling the graph", || {
+        let graph = catch("compiling the graph", || {
             Session::new(device).compile_hir_with(hir, &compile_options())
         })?
         .map_err(|e| CoreError::Rlx(format!("RLX could not lower the graph: {e:?}")))?;
@@ -272,7 +267,7 @@ impl Runner {
             _ => None,
         }));
         let options = compile_options();
-        let compiled = guarded("compiling the graph", || {
+        let compiled = catch("compiling the graph", || {
             let graph = rlx_runtime::precompile::precompile_cleanup(graph, &options);
             Session::new(device).compile_with(graph, &options)
         })?;
@@ -317,10 +312,7 @@ impl Runner {
             )));
         }
         let graph = &mut self.graph;
-        catch(what, || f(graph)).map_err(|message| {
-            self.poisoned = Some(message.clone());
-            CoreError::Rlx(message)
-        })
+        catch(what, || f(graph)).inspect_err(|e| self.poisoned = Some(e.message().to_string()))
     }
 
     /// The declared parameters, by name.
