@@ -225,7 +225,7 @@ fn onnx_import<'py>(
     entry("importing the ONNX file", || {
         let imported = py
             .allow_threads(|| crate::onnx::import(std::path::Path::new(path), &dims, strict))
-            .map_err(check_err)?;
+            .map_err(to_py)?;
         let weights = imported
             .weights
             .into_iter()
