@@ -5,8 +5,8 @@
 //! arena allocation fails (`AlignedBytes::zeroed` → `handle_alloc_error`); a declared
 //! output smaller than its operands give is overrun; and some kernels corrupt the heap
 //! on some dtypes whatever the shapes (`scripts/probe_core_safety.py` finds them;
-//! docs/rlx-defects.md lists them, [`crate::defects`]). None of these can be caught once they happen, so
-//! [`check_hir`] and [`check_graph`] refuse them first:
+//! docs/rlx-defects.md lists them, [`crate::defects`] holds them). None of these can be
+//! caught once they happen, so [`check_hir`] and [`check_graph`] refuse them first:
 //!
 //! * every node's shape is static, its element count and byte size fit (checked
 //!   arithmetic), and no single tensor is larger than the machine's memory
@@ -17,8 +17,8 @@
 //!   each declared shape is the one its operands give (RLX's own shape rules), and a
 //!   `Constant` holds as many bytes as its shape;
 //! * no node, nested bodies (`If`, `While`, `Scan`) included, is an (op, dtype) pair of
-//!   [`crate::defects::KERNEL_DEFECTS`], and no graph output is Bool/I8/U8/I16 (RLX reads those with 4 bytes
-//!   per element, past the buffer).
+//!   [`crate::defects::KERNEL_DEFECTS`], and no graph output is Bool/I8/U8/I16 (RLX reads
+//!   those with 4 bytes per element, past the buffer).
 //! * every baked index (a constant index of `Gather`, `GatherElements`, `GatherNd`, the
 //!   scatters) and every `Narrow`/`Slice` window lies inside the axis it addresses
 //!   ([`crate::bounds`]).

@@ -2,8 +2,8 @@
 //!
 //! Tensors cross this boundary as `(bytes, dtype)` in their native dtype;
 //! the Python side owns shapes and numpy conversion. Nothing reaches RLX unchecked:
-//! every graph passes `graph_check::check_hir` / `graph_check::check_graph` before RLX compiles
-//! or allocates anything, and every parameter and input is checked against its
+//! every graph passes `graph_check::check_hir` / `graph_check::check_graph` before RLX
+//! compiles or allocates anything, and every parameter and input is checked against its
 //! declaration (name, dtype, byte length) before RLX reads it.
 
 use std::collections::{HashMap, HashSet};
@@ -188,8 +188,8 @@ fn name_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
 }
 
 impl Runner {
-    /// Compile `hir` for `device`, after [`graph_check::check_hir`], [`graph_check::check_graph`] (on the
-    /// MIR graph it lowers to) within the machine's memory, and [`device::check_graph`].
+    /// Compile `hir` for `device`, after [`graph_check::check_hir`], [`graph_check::check_graph`]
+    /// (on the MIR graph it lowers to) within the machine's memory, and [`device::check_graph`].
     pub fn compile(hir: HirModule, device: Device) -> Result<Self, CoreError> {
         Self::compile_within(hir, device, memory::machine_memory())
     }
