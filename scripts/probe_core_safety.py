@@ -19,7 +19,7 @@ Children run with glibc's malloc checks (libc_malloc_debug, MALLOC_CHECK_=3) whe
 available, which turns silent heap damage into an abort (or, seen too, a hang).
 
 By default the children set RLX_TORCH_IMPORT_PROBE_RAW_KERNELS=1, which makes the core
-skip its table of known-crashing (op, dtype) pairs (src/safety.rs) so that RLX itself is
+skip its table of known-crashing (op, dtype) pairs (src/defects.rs) so that RLX itself is
 probed; every crash found is then run again with the table on (`checked` column) to
 show that the core refuses it. `--checked` probes through the table only.
 

@@ -1,4 +1,4 @@
-//! Baked indices and slices against the shapes they address (part of [`crate::safety`]'s graph
+//! Baked indices and slices against the shapes they address (part of [`crate::graph_check`]'s graph
 //! check, run on every node before RLX compiles the graph).
 //!
 //! RLX's kernels trust their indices: `Gather` copies the row an index names whatever it is (past
@@ -25,7 +25,7 @@ use rlx_ir::{DType, Dim, Graph, Node, NodeId, Op};
 
 use crate::dtype_name;
 use crate::error::CoreError;
-use crate::safety::dims_text;
+use crate::sizing::dims_text;
 
 /// The static dims of node `id` (None if one is dynamic: `check_shape` refuses those first).
 fn dims_of(graph: &Graph, id: NodeId) -> Option<Vec<usize>> {

@@ -185,11 +185,6 @@ pub fn check_graph(device: Device, graph: &Graph) -> Result<(), CoreError> {
     if device != Device::Cuda || raw_device() {
         return Ok(());
     }
-    let refuse = |what: String| {
-        CoreError::Device(format!(
-            "this graph cannot run on device 'cuda': {what}; run it on 'cpu'"
-        ))
-    };
     for node in graph.nodes() {
         if node.shape.dtype() == DType::F64 {
             return Err(refuse(format!(
@@ -209,13 +204,20 @@ pub fn check_graph(device: Device, graph: &Graph) -> Result<(), CoreError> {
             )));
         }
     }
-    check_kernels(graph).map_err(refuse)
+    check_kernels(graph)
+}
+
+/// The [`CoreError::Device`] refusing a graph on CUDA for `what`.
+fn refuse(what: String) -> CoreError {
+    CoreError::Device(format!(
+        "this graph cannot run on device 'cuda': {what}; run it on 'cpu'"
+    ))
 }
 
 /// RLX's own legalization for its CUDA backend (what its compile runs, and panics on): every
 /// op kind must have a CUDA kernel or a rewrite into ops that do.
 #[cfg(feature = "cuda")]
-fn check_kernels(graph: &Graph) -> Result<(), String> {
+fn check_kernels(graph: &Graph) -> Result<(), CoreError> {
     let unfused = rlx_cuda::unfuse::unfuse(graph.clone());
     match rlx_compile::legalize_or_rewrite_for_backend(unfused, rlx_cuda::SUPPORTED_OPS) {
         Ok(_) => Ok(()),
@@ -223,17 +225,17 @@ fn check_kernels(graph: &Graph) -> Result<(), String> {
             let mut kinds: Vec<String> = errors.iter().map(|(_, k)| format!("{k:?}")).collect();
             kinds.sort();
             kinds.dedup();
-            Err(format!(
+            Err(refuse(format!(
                 "RLX's CUDA backend has no kernel for {} op kind(s): {}",
                 kinds.len(),
                 kinds.join(", ")
-            ))
+            )))
         }
     }
 }
 
 #[cfg(not(feature = "cuda"))]
-fn check_kernels(_graph: &Graph) -> Result<(), String> {
+fn check_kernels(_graph: &Graph) -> Result<(), CoreError> {
     Ok(())
 }
 

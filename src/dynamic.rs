@@ -12,9 +12,8 @@
 use rlx_ir::dynamic::{generalize_many, specialize as rlx_specialize};
 use rlx_ir::{DimBinding, Graph};
 
-use crate::error::CoreError;
-use crate::runner::guarded;
-use crate::safety;
+use crate::error::{CoreError, catch};
+use crate::{graph_check, memory};
 
 /// Largest constant offset a derived dim may have (`seq + 1`, a padded conv's `h + 6`).
 /// Four probes pin each fit, and the result is checked against all of them.
@@ -24,10 +23,10 @@ const MAX_OFFSET: i64 = 1 << 16;
 pub fn mir_of_hir_json(text: &str) -> Result<Graph, CoreError> {
     let hir = rlx_ir::serialize::hir_from_json(text)
         .map_err(|e| CoreError::Check(format!("not valid RLX HIR JSON: {e}")))?;
-    safety::check_hir(&hir, safety::machine_memory())?;
-    let mut mir = guarded("lowering HIR to MIR", || hir.lower_to_mir())?
+    graph_check::check_hir(&hir, memory::machine_memory())?;
+    let mut mir = catch("lowering HIR to MIR", || hir.lower_to_mir())?
         .map_err(|e| CoreError::Rlx(format!("RLX could not lower the HIR: {e:?}")))?;
-    guarded("inferring shapes", || {
+    catch("inferring shapes", || {
         rlx_ir::dynamic::sync_graph_shapes(mir.as_graph_mut())
     })?;
     Ok(mir.into_graph())
@@ -71,7 +70,7 @@ fn generalize_checked(
 ) -> Result<Graph, CoreError> {
     let refs: Vec<&Graph> = at.iter().map(|&k| &graphs[k]).collect();
     let picked = sizes_at(sizes, at);
-    let general = guarded("generalizing the lowerings", || {
+    let general = catch("generalizing the lowerings", || {
         generalize_many(&refs, &picked, Some(MAX_OFFSET))
     })?
     .map_err(CoreError::Rlx)?;
@@ -94,7 +93,7 @@ fn reproduces(
     k: usize,
 ) -> Result<Option<String>, CoreError> {
     let binding = binding_at(sizes, k);
-    let again = guarded("specializing the symbolic graph", || {
+    let again = catch("specializing the symbolic graph", || {
         rlx_specialize(general, &binding)
     })?;
     Ok(first_difference(&again, graph))
@@ -225,19 +224,19 @@ pub fn read(text: &str) -> Result<Graph, CoreError> {
 pub fn specialize(graph: &Graph, binding: &[(u32, usize)]) -> Result<Graph, CoreError> {
     // Every symbol is a dim of some tensor, which then holds at least that many bytes: a
     // size past the machine's memory cannot run (and products of such sizes could wrap).
-    let limit = safety::machine_memory();
+    let limit = memory::machine_memory();
     if let Some((s, n)) = binding.iter().find(|(_, n)| *n as u64 > limit.bytes) {
         return Err(CoreError::Check(format!(
             "symbol {s} bound to {n}: a tensor with that dim would be larger than this \
              machine's memory, {}",
-            safety::human(limit.bytes)
+            memory::human(limit.bytes)
         )));
     }
     let binding: DimBinding = binding.iter().copied().collect();
     // A symbolic graph RLX cannot specialize (a declared shape its operands contradict, an op
     // missing operands) is a malformed model file: our own graphs are checked to specialize
     // back to each lowering they were made from (`generalize_checked`).
-    let g = guarded("specializing the symbolic graph", || {
+    let g = catch("specializing the symbolic graph", || {
         rlx_specialize(graph, &binding)
     })
     .map_err(|e| CoreError::Check(format!("the symbolic graph is malformed: {}", e.message())))?;
@@ -248,4 +247,151 @@ pub fn specialize(graph: &Graph, binding: &[(u32, usize)]) -> Result<Graph, Core
         )));
     }
     Ok(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// HIR JSON of `y = reshape(relu(x), [4n])` for `x: F32 [n, 4]`, `extra` nodes added (that
+    /// read `r`) and returned too.
+    fn hir_at(n: usize, extra: &str, outputs: &str) -> String {
+        let m = 4 * n;
+        let program = format!(
+            r#"{{
+            "name": "t",
+            "inputs": [{{"name": "x", "shape": {{"dims": [{{"Static": {n}}}, {{"Static": 4}}], "dtype": "F32"}}}}],
+            "params": [],
+            "nodes": [
+                {{"id": "r", "op": {{"Activation": "Relu"}}, "inputs": ["x"], "label": "aten.relu",
+                  "shape": {{"dims": [{{"Static": {n}}}, {{"Static": 4}}], "dtype": "F32"}}}},
+                {{"id": "f", "op": {{"Reshape": {{"new_shape": [{m}]}}}}, "inputs": ["r"], "label": "aten.view",
+                  "shape": {{"dims": [{{"Static": {m}}}], "dtype": "F32"}}}}{extra}
+            ],
+            "outputs": ["f"{outputs}]
+        }}"#
+        );
+        crate::program::program_to_hir_json(&program).unwrap()
+    }
+
+    const SIZES: [usize; 5] = [7, 8, 10, 13, 21];
+
+    fn n_sizes() -> Vec<(u32, Vec<usize>)> {
+        vec![(0, SIZES.to_vec())]
+    }
+
+    fn n_name() -> Vec<(u32, String)> {
+        vec![(0, "n".to_string())]
+    }
+
+    fn check_message<T>(result: Result<T, CoreError>) -> String {
+        match result {
+            Err(CoreError::Check(m)) => m,
+            Err(other) => panic!("expected a CheckError, got {other:?}"),
+            Ok(_) => panic!("expected a CheckError, got a result"),
+        }
+    }
+
+    #[test]
+    fn one_symbolic_graph_specializes_to_each_size() {
+        let hirs: Vec<String> = SIZES.iter().map(|&n| hir_at(n, "", "")).collect();
+        let general = generalize(&hirs, &n_sizes(), &n_name(), 4).unwrap();
+        assert!(general.unreproduced.is_empty());
+        // The reshape's length is a derived symbol of `n`, written by its name.
+        assert!(
+            general.text.contains("Reshape{new_shape: [n*4]}")
+                && general.text.contains("f32[n, 4]"),
+            "{}",
+            general.text
+        );
+        let graph = read(&general.text).unwrap();
+        // A size none of the lowerings had: the graph the lowering there would give.
+        let at_5 = specialize(&graph, &[(0, 5)]).unwrap();
+        let want = mir_of_hir_json(&hir_at(5, "", "")).unwrap();
+        assert_eq!(first_difference(&at_5, &want), None);
+        let at_6 = mir_of_hir_json(&hir_at(6, "", "")).unwrap();
+        assert!(first_difference(&at_5, &at_6).is_some());
+        let mut runner = crate::runner::Runner::from_graph(at_5, rlx_runtime::Device::Cpu).unwrap();
+        let x: Vec<f32> = (0..20).map(|i| i as f32 - 10.0).collect();
+        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let out = runner.run(&[("x", &bytes, rlx_ir::DType::F32)]).unwrap();
+        assert_eq!(out[0].2, vec![20]);
+        let got: Vec<f32> = out[0]
+            .0
+            .as_bytes()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        assert_eq!(got, x.iter().map(|v| v.max(0.0)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_constant_that_depends_on_the_size_is_refused_naming_its_node() {
+        let hirs: Vec<String> = SIZES
+            .iter()
+            .map(|&n| {
+                let c = (n as f32).to_le_bytes();
+                let extra = format!(
+                    r#", {{"id": "c", "op": {{"Constant": {{"data": {:?}}}}}, "inputs": [], "label": "aten.full",
+                          "shape": {{"dims": [], "dtype": "F32"}}}},
+                        {{"id": "s", "op": {{"Binary": "Add"}}, "inputs": ["r", "c"], "label": "aten.add",
+                          "shape": {{"dims": [{{"Static": {n}}}, {{"Static": 4}}], "dtype": "F32"}}}}"#,
+                    c.to_vec()
+                );
+                hir_at(n, &extra, r#", "s""#)
+            })
+            .collect();
+        let err = generalize(&hirs, &n_sizes(), &n_name(), 4).err().unwrap();
+        assert!(
+            matches!(&err, CoreError::Rlx(m) if m.starts_with("node %3 [aten.full] (const(4B)): the op differs between the sizes")),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn bad_lowerings_and_bindings_are_check_errors() {
+        assert_eq!(
+            check_message(generalize(&[], &[], &[], 4)),
+            "no lowerings to generalize"
+        );
+        let two = vec![hir_at(7, "", ""), hir_at(8, "", "")];
+        assert_eq!(
+            check_message(generalize(&two, &[(0, vec![7])], &n_name(), 4)),
+            "symbol 0 has 1 sizes for 2 lowerings"
+        );
+        let bad = vec![hir_at(7, "", ""), "{}".to_string()];
+        assert!(
+            check_message(generalize(&bad, &[(0, vec![7, 8])], &n_name(), 4))
+                .starts_with("lowering 1: not valid RLX HIR JSON: ")
+        );
+        assert!(check_message(read("not a model")).starts_with("not a valid .rlxmodel graph: "));
+        let hirs: Vec<String> = SIZES.iter().map(|&n| hir_at(n, "", "")).collect();
+        let graph = read(&generalize(&hirs, &n_sizes(), &n_name(), 4).unwrap().text).unwrap();
+        let huge = check_message(specialize(&graph, &[(0, usize::MAX)]));
+        assert!(
+            huge.starts_with(&format!(
+                "symbol 0 bound to {}: a tensor with that dim would be larger than this machine's \
+                 memory, ",
+                usize::MAX
+            )),
+            "{huge}"
+        );
+        let unbound = check_message(specialize(&graph, &[]));
+        assert!(
+            unbound.starts_with("node %0 (input(\"x\")) keeps a dynamic dim at binding"),
+            "{unbound}"
+        );
+    }
+
+    #[test]
+    fn messages_name_each_node_with_its_label() {
+        let graph = mir_of_hir_json(&hir_at(7, "", "")).unwrap();
+        assert_eq!(
+            with_labels(
+                "node %1 differs from node %2; node %9 and node % too",
+                &graph
+            ),
+            "node %1 [aten.relu] differs from node %2 [aten.view]; node %9 and node % too"
+        );
+    }
 }

@@ -1,4 +1,4 @@
-//! The two kinds of failure the core reports, and the panic shield every entry point runs under.
+//! The kinds of failure the core reports, and the panic shield every entry point runs under.
 //!
 //! * [`CoreError::Check`]: the core's own checks refused the input before RLX saw it (a size
 //!   past the machine's memory, a dtype or byte length other than declared, an unknown name,
@@ -87,24 +87,19 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// Run `f`; a panic anywhere in it (RLX's or the core's own) becomes the message
-/// "RLX panicked while `what`: <the panic's message> (at <where>)", the place given when
-/// the panic happened on this thread.
-pub fn catch<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, String> {
+/// Run `f`; a panic anywhere in it (RLX's or the core's own) becomes [`CoreError::Rlx`] with the
+/// message "RLX panicked while `what`: <the panic's message> (at <where>)", the place given when
+/// the panic happened on this thread. (`f`'s own result, an error included, passes through.)
+pub fn catch<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, CoreError> {
     let _guard = InFlight::enter();
     catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
         let at = LAST_PANIC_AT.with(|c| c.borrow_mut().take());
         let at = at.map(|a| format!(" (at {a})")).unwrap_or_default();
-        format!(
+        CoreError::Rlx(format!(
             "RLX panicked while {what}: {}{at}",
             panic_message(payload.as_ref())
-        )
+        ))
     })
-}
-
-/// [`catch`] for a call that returns a [`CoreError`]: a panic becomes [`CoreError::Rlx`].
-pub fn shield<T>(what: &str, f: impl FnOnce() -> Result<T, CoreError>) -> Result<T, CoreError> {
-    catch(what, f).unwrap_or_else(|message| Err(CoreError::Rlx(message)))
 }
 
 /// `path` from the crate directory on (`rlx-cpu-0.2.19/src/thunk.rs`), or as is.
@@ -147,11 +142,10 @@ mod tests {
 
     #[test]
     fn a_panic_becomes_an_rlx_error_naming_the_step() {
-        let err = shield("running the graph", || -> Result<(), CoreError> {
+        let err = catch("running the graph", || {
             let v: Vec<u8> = Vec::new();
             let i = std::hint::black_box(3);
-            let _ = v[i];
-            Ok(())
+            v[i]
         })
         .unwrap_err();
         assert!(!err.is_check());
@@ -165,9 +159,9 @@ mod tests {
 
     #[test]
     fn errors_and_values_pass_through() {
-        assert_eq!(shield("x", || Ok::<_, CoreError>(7)).unwrap(), 7);
-        let err = shield("x", || Err::<(), _>(CoreError::Check("bad".into()))).unwrap_err();
-        assert_eq!(err, CoreError::Check("bad".into()));
+        assert_eq!(catch("x", || 7).unwrap(), 7);
+        let inner = catch("x", || Err::<(), _>(CoreError::Check("bad".into()))).unwrap();
+        assert_eq!(inner, Err(CoreError::Check("bad".into())));
     }
 
     #[test]

@@ -14,16 +14,19 @@ compile_error!("tensors cross the core as little-endian bytes");
 pub mod blas;
 pub mod boundary;
 pub mod bounds;
+pub mod defects;
 pub mod device;
 pub mod dynamic;
 pub mod error;
 pub mod fpmode;
+pub mod graph_check;
+pub mod memory;
 #[cfg(feature = "onnx")]
 pub mod onnx;
 pub mod program;
 pub mod runner;
 pub mod rust_syntax;
-pub mod safety;
+pub mod sizing;
 
 #[cfg(feature = "python")]
 mod python;
@@ -32,9 +35,9 @@ mod python;
 pub const RLX_VERSION: &str = "0.2.19";
 
 /// Parse a dtype name in rlx-ir's serde spelling (`"F32"`, `"I64"`, ...).
-pub fn parse_dtype(name: &str) -> Result<rlx_ir::DType, String> {
+pub fn parse_dtype(name: &str) -> Result<rlx_ir::DType, error::CoreError> {
     serde_json::from_value(serde_json::Value::String(name.to_string()))
-        .map_err(|_| format!("unknown RLX dtype {name:?}"))
+        .map_err(|_| error::CoreError::Check(format!("unknown RLX dtype {name:?}")))
 }
 
 /// The serde spelling of a dtype, the inverse of [`parse_dtype`].

@@ -10,6 +10,8 @@ use rlx_ir::hir::{HirModule, HirNodeId};
 use rlx_ir::{Op, Shape};
 use serde::Deserialize;
 
+use crate::error::CoreError;
+
 /// A graph input or parameter declaration.
 #[derive(Debug, Deserialize)]
 pub struct ValueDecl {
@@ -39,8 +41,9 @@ pub struct Program {
 }
 
 /// Parse a program from its JSON text.
-pub fn parse_program(text: &str) -> Result<Program, String> {
-    serde_json::from_str(text).map_err(|e| format!("lowered program is not valid JSON: {e}"))
+pub fn parse_program(text: &str) -> Result<Program, CoreError> {
+    serde_json::from_str(text)
+        .map_err(|e| CoreError::Check(format!("lowered program is not valid JSON: {e}")))
 }
 
 fn node_context(node: &NodeDecl) -> String {
@@ -54,16 +57,16 @@ fn define<'a>(
     ids: &mut HashMap<&'a str, HirNodeId>,
     name: &'a str,
     id: HirNodeId,
-) -> Result<(), String> {
+) -> Result<(), CoreError> {
     if ids.insert(name, id).is_some() {
-        Err(format!("value {name:?} is defined twice"))
+        Err(CoreError::Check(format!("value {name:?} is defined twice")))
     } else {
         Ok(())
     }
 }
 
 /// Build the `HirModule`; every error names the node (and its provenance label).
-pub fn build_hir(program: &Program) -> Result<HirModule, String> {
+pub fn build_hir(program: &Program) -> Result<HirModule, CoreError> {
     let mut hir = HirModule::new(program.name.clone());
     let mut ids: HashMap<&str, HirNodeId> = HashMap::new();
     for input in &program.inputs {
@@ -76,20 +79,20 @@ pub fn build_hir(program: &Program) -> Result<HirModule, String> {
     }
     for node in &program.nodes {
         let op: Op = serde_json::from_value(node.op.clone()).map_err(|e| {
-            format!(
+            CoreError::Check(format!(
                 "{}: op {} is not a valid rlx_ir::Op for RLX {}: {e}",
                 node_context(node),
                 node.op,
                 crate::RLX_VERSION
-            )
+            ))
         })?;
         let mut inputs = Vec::with_capacity(node.inputs.len());
         for name in &node.inputs {
             let id = ids.get(name.as_str()).copied().ok_or_else(|| {
-                format!(
+                CoreError::Check(format!(
                     "{}: input {name:?} is not defined before it is used",
                     node_context(node)
-                )
+                ))
             })?;
             inputs.push(id);
         }
@@ -101,10 +104,9 @@ pub fn build_hir(program: &Program) -> Result<HirModule, String> {
     }
     let mut outputs = Vec::with_capacity(program.outputs.len());
     for name in &program.outputs {
-        let id = ids
-            .get(name.as_str())
-            .copied()
-            .ok_or_else(|| format!("graph output {name:?} is not a defined value"))?;
+        let id = ids.get(name.as_str()).copied().ok_or_else(|| {
+            CoreError::Check(format!("graph output {name:?} is not a defined value"))
+        })?;
         outputs.push(id);
     }
     hir.set_outputs(outputs);
@@ -112,9 +114,10 @@ pub fn build_hir(program: &Program) -> Result<HirModule, String> {
 }
 
 /// Program JSON → rlx-ir's own HIR JSON (what a bundle stores).
-pub fn program_to_hir_json(text: &str) -> Result<String, String> {
+pub fn program_to_hir_json(text: &str) -> Result<String, CoreError> {
     let hir = build_hir(&parse_program(text)?)?;
-    rlx_ir::serialize::hir_to_json(&hir).map_err(|e| format!("cannot serialize HIR: {e}"))
+    rlx_ir::serialize::hir_to_json(&hir)
+        .map_err(|e| CoreError::Check(format!("cannot serialize HIR: {e}")))
 }
 
 #[cfg(test)]
@@ -147,9 +150,9 @@ mod tests {
     fn unknown_input_names_the_node() {
         let bad = MATMUL_RELU.replace(r#"["mm"]"#, r#"["nope"]"#);
         let err = program_to_hir_json(&bad).unwrap_err();
-        assert!(
-            err.contains("node \"r\"") && err.contains("\"nope\""),
-            "{err}"
+        assert_eq!(
+            err,
+            CoreError::Check("node \"r\": input \"nope\" is not defined before it is used".into())
         );
     }
 
@@ -157,16 +160,21 @@ mod tests {
     fn bad_op_names_the_node_and_label() {
         let bad = MATMUL_RELU.replace(r#""op": "MatMul""#, r#""op": "MatMulz""#);
         let err = program_to_hir_json(&bad).unwrap_err();
-        assert!(err.contains("node \"mm\" (aten.mm)"), "{err}");
+        assert!(
+            err.is_check()
+                && err
+                    .message()
+                    .starts_with("node \"mm\" (aten.mm): op \"MatMulz\""),
+            "{err}"
+        );
     }
 
     #[test]
     fn duplicate_value_is_rejected() {
         let bad = MATMUL_RELU.replace(r#""id": "r""#, r#""id": "mm""#);
-        assert!(
-            program_to_hir_json(&bad)
-                .unwrap_err()
-                .contains("defined twice")
+        assert_eq!(
+            program_to_hir_json(&bad).unwrap_err(),
+            CoreError::Check("value \"mm\" is defined twice".into())
         );
     }
 }

@@ -67,7 +67,7 @@ fn check_err(message: String) -> PyErr {
 
 /// Run an entry point's body; a panic anywhere in it becomes `RlxFailure` naming `what`.
 fn entry<T>(what: &str, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
-    crate::error::catch(what, f).unwrap_or_else(|message| Err(RlxFailure::new_err(message)))
+    crate::error::catch(what, f).unwrap_or_else(|e| Err(to_py(e)))
 }
 
 /// One output as Python sees it: its bytes (lent to numpy without a copy), RLX dtype name, dims.
@@ -202,7 +202,7 @@ impl PySymbolicModel {
 fn program_to_hir_json(py: Python<'_>, program_json: &str) -> PyResult<String> {
     entry("building the HIR", || {
         py.allow_threads(|| crate::program::program_to_hir_json(program_json))
-            .map_err(check_err)
+            .map_err(to_py)
     })
 }
 
@@ -225,7 +225,7 @@ fn onnx_import<'py>(
     entry("importing the ONNX file", || {
         let imported = py
             .allow_threads(|| crate::onnx::import(std::path::Path::new(path), &dims, strict))
-            .map_err(check_err)?;
+            .map_err(to_py)?;
         let weights = imported
             .weights
             .into_iter()
@@ -257,7 +257,7 @@ fn onnx_op_types() -> PyResult<Vec<&'static str>> {
 #[pyfunction]
 fn op_to_rust(op_json: &str, data_expr: &str) -> PyResult<(String, Vec<String>)> {
     entry("printing an op as Rust", || {
-        let expr = crate::rust_syntax::op_json_to_rust(op_json, data_expr).map_err(check_err)?;
+        let expr = crate::rust_syntax::op_json_to_rust(op_json, data_expr).map_err(to_py)?;
         Ok((expr.code, expr.types.into_iter().collect()))
     })
 }
@@ -417,7 +417,7 @@ impl PyCompiledModel {
         dtype: &str,
     ) -> PyResult<()> {
         entry("setting a parameter", || {
-            let dtype = crate::parse_dtype(dtype).map_err(check_err)?;
+            let dtype = crate::parse_dtype(dtype).map_err(to_py)?;
             let bytes = bytes_of(&data)?;
             self.with_runner(py, |r| r.set_param(name, bytes, dtype))
         })
@@ -479,7 +479,7 @@ impl PyCompiledModel {
             let mut typed = Vec::with_capacity(inputs.len());
             for (name, data, dtype) in &inputs {
                 let dtype = crate::parse_dtype(dtype)
-                    .map_err(|e| check_err(format!("input {name:?}: {e}")))?;
+                    .map_err(|e| to_py(e.map(|m| format!("input {name:?}: {m}"))))?;
                 typed.push((name.as_str(), bytes_of(data)?, dtype));
             }
             let outputs = self.with_runner(py, |r| r.run(&typed))?;
@@ -522,7 +522,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     };
     m.add("BOUNDARY_NARROW", names(crate::boundary::NARROW))?;
     m.add("BOUNDARY_HALF", names(crate::boundary::HALF))?;
-    m.add("PROBE_RAW_KERNELS_ENV", crate::safety::RAW_KERNELS_ENV)?;
+    m.add("PROBE_RAW_KERNELS_ENV", crate::defects::RAW_KERNELS_ENV)?;
     m.add("PROBE_RAW_DEVICE_ENV", crate::device::RAW_DEVICE_ENV)?;
     m.add_function(wrap_pyfunction!(device_info, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_refusal, m)?)?;

@@ -2,8 +2,8 @@
 //!
 //! Tensors cross this boundary as `(bytes, dtype)` in their native dtype;
 //! the Python side owns shapes and numpy conversion. Nothing reaches RLX unchecked:
-//! every graph passes `safety::check_hir` / `safety::check_graph` before RLX compiles
-//! or allocates anything, and every parameter and input is checked against its
+//! every graph passes `graph_check::check_hir` / `graph_check::check_graph` before RLX
+//! compiles or allocates anything, and every parameter and input is checked against its
 //! declaration (name, dtype, byte length) before RLX reads it.
 
 use std::collections::{HashMap, HashSet};
@@ -15,7 +15,11 @@ use rlx_runtime::{CompileOptions, CompiledGraph, Device, FusionOptions, Session}
 use crate::device;
 use crate::dtype_name;
 use crate::error::{CoreError, catch};
-use crate::safety::{self, MemoryLimit, TensorDecl};
+use crate::graph_check;
+use crate::memory::{self, MemoryLimit};
+use crate::sizing::{self, TensorDecl};
+
+mod resident;
 
 /// A compiled RLX graph plus the declared shapes of its inputs, parameters and outputs.
 pub struct Runner {
@@ -100,11 +104,6 @@ fn output_layout(outputs: &[(String, Shape)]) -> Result<(Vec<Vec<usize>>, Vec<DT
     Ok((dims, dtypes))
 }
 
-/// Run `f`, turning an RLX panic into [`CoreError::Rlx`] naming `what` was being done.
-pub fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, CoreError> {
-    catch(what, f).map_err(CoreError::Rlx)
-}
-
 /// The compile options every graph here (and every generated crate) uses.
 ///
 /// `no_weight_concat`: RLX's QKV and gate/up fusions concatenate the separate
@@ -137,7 +136,7 @@ fn declarations<'a>(
                 rlx_ir::Dim::Dynamic(_) => 0,
             })
             .collect();
-        let (elements, bytes) = safety::tensor_size(&dims, shape.dtype()).unwrap_or((0, 0));
+        let (elements, bytes) = sizing::tensor_size(&dims, shape.dtype()).unwrap_or((0, 0));
         let decl = TensorDecl {
             name: name.to_string(),
             dims,
@@ -154,7 +153,7 @@ fn declarations<'a>(
     (inputs, params)
 }
 
-/// The checks every MIR graph passes before RLX compiles it: [`safety::check_graph`] within
+/// The checks every MIR graph passes before RLX compiles it: [`graph_check::check_graph`] within
 /// `limit`, then `device` made ready ([`device::prepare`]: present, its settings in effect) and
 /// [`device::check_graph`] (what the device cannot run within the budgets).
 fn check_before_compiling(
@@ -162,9 +161,11 @@ fn check_before_compiling(
     device: Device,
     limit: &MemoryLimit,
 ) -> Result<(), CoreError> {
-    guarded("checking the graph", || safety::check_graph(graph, limit))??;
+    catch("checking the graph", || {
+        graph_check::check_graph(graph, limit)
+    })??;
     device::prepare(device)?;
-    guarded("checking the graph for the device", || {
+    catch("checking the graph for the device", || {
         device::check_graph(device, graph)
     })?
 }
@@ -187,10 +188,10 @@ fn name_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
 }
 
 impl Runner {
-    /// Compile `hir` for `device`, after [`safety::check_hir`], [`safety::check_graph`] (on the
-    /// MIR graph it lowers to) within the machine's memory, and [`device::check_graph`].
+    /// Compile `hir` for `device`, after [`graph_check::check_hir`], [`graph_check::check_graph`]
+    /// (on the MIR graph it lowers to) within the machine's memory, and [`device::check_graph`].
     pub fn compile(hir: HirModule, device: Device) -> Result<Self, CoreError> {
-        Self::compile_within(hir, device, safety::machine_memory())
+        Self::compile_within(hir, device, memory::machine_memory())
     }
 
     /// [`Runner::compile`] with the memory limit given (tests).
@@ -199,8 +200,8 @@ impl Runner {
         device: Device,
         limit: &MemoryLimit,
     ) -> Result<Self, CoreError> {
-        safety::check_hir(&hir, limit)?;
-        let mir = guarded("lowering the graph to check it", || {
+        graph_check::check_hir(&hir, limit)?;
+        let mir = catch("lowering the graph to check it", || {
             hir.clone().lower_to_mir()
         })?
         .map_err(|e| CoreError::Rlx(format!("RLX could not lower the graph: {e:?}")))?;
@@ -220,7 +221,7 @@ impl Runner {
             }
             _ => None,
         }));
-        let graph = guarded("compiling the graph", || {
+        let graph = catch("compiling the graph", || {
             Session::new(device).compile_hir_with(hir, &compile_options())
         })?
         .map_err(|e| CoreError::Rlx(format!("RLX could not lower the graph: {e:?}")))?;
@@ -242,9 +243,9 @@ impl Runner {
     /// Compile a static MIR graph (a symbolic graph specialized to one binding) the way
     /// [`Runner::compile`] compiles HIR: RLX's pre-fusion cleanup, then the same fusion
     /// pipeline and options (`compile_hir_with` runs these two after lowering HIR to MIR).
-    /// [`safety::check_graph`] and [`device::check_graph`] run first.
+    /// [`graph_check::check_graph`] and [`device::check_graph`] run first.
     pub fn from_graph(graph: Graph, device: Device) -> Result<Self, CoreError> {
-        Self::from_graph_within(graph, device, safety::machine_memory())
+        Self::from_graph_within(graph, device, memory::machine_memory())
     }
 
     /// [`Runner::from_graph`] with the memory limit given (tests).
@@ -266,7 +267,7 @@ impl Runner {
             _ => None,
         }));
         let options = compile_options();
-        let compiled = guarded("compiling the graph", || {
+        let compiled = catch("compiling the graph", || {
             let graph = rlx_runtime::precompile::precompile_cleanup(graph, &options);
             Session::new(device).compile_with(graph, &options)
         })?;
@@ -311,10 +312,7 @@ impl Runner {
             )));
         }
         let graph = &mut self.graph;
-        catch(what, || f(graph)).map_err(|message| {
-            self.poisoned = Some(message.clone());
-            CoreError::Rlx(message)
-        })
+        catch(what, || f(graph)).inspect_err(|e| self.poisoned = Some(e.message().to_string()))
     }
 
     /// The declared parameters, by name.
@@ -403,82 +401,6 @@ impl Runner {
         }
         self.call(&format!("setting part of parameter {name:?}"), |g| {
             g.set_param_range(name, byte_offset, data)
-        })
-    }
-
-    /// Keep f32 input `name` in RLX's arena between runs, holding `data` (RLX's resident
-    /// handle, `CompiledGraph::bind_gpu_handle`: on the CPU the input's arena slot is written
-    /// once and left out of the per-run clearing); later runs may leave the input out, and
-    /// [`Runner::feed_rows`] copies rows of output `feed_from` into it. Giving the input to
-    /// `run` again unbinds it (RLX writes it per run from then on).
-    pub fn bind_resident(
-        &mut self,
-        name: &str,
-        data: &[u8],
-        feed_from: usize,
-    ) -> Result<(), CoreError> {
-        let decl = self.input(name)?;
-        if decl.dtype != DType::F32 || data.len() != decl.bytes {
-            return Err(CoreError::Check(format!(
-                "a resident input takes its declared f32 bytes; {name:?} is declared {}, got {} bytes",
-                decl.describe(),
-                data.len()
-            )));
-        }
-        if self.output_dtypes.get(feed_from) != Some(&DType::F32) {
-            return Err(CoreError::Check(format!(
-                "resident input {name:?} is fed from output {feed_from}, which is not an f32 output \
-                 (the graph has {} outputs)",
-                self.output_dtypes.len()
-            )));
-        }
-        let values = f32_values(data, DType::F32).unwrap_or_default();
-        let bound = self.call("binding a resident input", |g| {
-            g.bind_gpu_handle(name, &values) && g.register_kv_row_feed(name, feed_from)
-        })?;
-        if !bound {
-            return Err(CoreError::Check(format!(
-                "RLX keeps no resident inputs on {:?}; pass {name:?} to every run",
-                self.device
-            )));
-        }
-        self.resident.insert(name.to_string(), feed_from);
-        Ok(())
-    }
-
-    /// How many runs were started on this graph (see the `runs` field).
-    pub fn run_count(&self) -> u64 {
-        self.runs
-    }
-
-    /// After a run, copy rows of each resident input's output into the input: for each
-    /// `(src, dst)` in `moves`, output row `src` to input row `dst`, a row being `row_elems`
-    /// consecutive elements (RLX's `CompiledGraph::feed_kv_row`). A row past either end is
-    /// refused; nothing is copied then.
-    pub fn feed_rows(
-        &mut self,
-        moves: &[(usize, usize)],
-        row_elems: usize,
-    ) -> Result<(), CoreError> {
-        for (name, &out) in &self.resident {
-            let out_elems: usize = self.output_dims[out].iter().product();
-            let in_elems = self.input(name)?.bytes / 4;
-            for &(src, dst) in moves {
-                let past = |row: usize, elems: usize| {
-                    (row + 1).checked_mul(row_elems).is_none_or(|e| e > elems)
-                };
-                if row_elems == 0 || past(src, out_elems) || past(dst, in_elems) {
-                    return Err(CoreError::Check(format!(
-                        "row move {src} -> {dst} of {row_elems} elements is past output {out} \
-                         ({out_elems} elements) or resident input {name:?} ({in_elems} elements)"
-                    )));
-                }
-            }
-        }
-        self.call("copying rows into resident inputs", |g| {
-            for &(src, dst) in moves {
-                g.feed_kv_row(src, dst, row_elems);
-            }
         })
     }
 

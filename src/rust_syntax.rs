@@ -17,6 +17,8 @@ use std::fmt::{self, Display};
 use rlx_ir::Op;
 use serde::ser::{self, Serialize};
 
+use crate::error::CoreError;
+
 /// A Rust expression and the type names it mentions (for the `use` list).
 #[derive(Debug, Default)]
 pub struct RustExpr {
@@ -62,10 +64,11 @@ pub fn op_to_rust(op: &Op, data_expr: &str) -> Result<RustExpr, PrintError> {
 }
 
 /// Op JSON (rlx-ir's serde form) → Rust expression; errors name the op.
-pub fn op_json_to_rust(op_json: &str, data_expr: &str) -> Result<RustExpr, String> {
+pub fn op_json_to_rust(op_json: &str, data_expr: &str) -> Result<RustExpr, CoreError> {
     let op: Op = serde_json::from_str(op_json)
-        .map_err(|e| format!("op {op_json} is not a valid rlx_ir::Op: {e}"))?;
-    op_to_rust(&op, data_expr).map_err(|e| format!("cannot print op {op_json} as Rust: {e}"))
+        .map_err(|e| CoreError::Check(format!("op {op_json} is not a valid rlx_ir::Op: {e}")))?;
+    op_to_rust(&op, data_expr)
+        .map_err(|e| CoreError::Check(format!("cannot print op {op_json} as Rust: {e}")))
 }
 
 #[derive(Default)]

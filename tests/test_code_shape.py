@@ -1,7 +1,8 @@
 """The package's shape stays one a reader can follow (issue 25): no module over MODULE_LINES lines,
 no function over FUNCTION_LINES (its lines without its docstring: a public entry point documents every
 parameter there), except the ones listed below with why they stay. A list entry
-that no longer exceeds its limit fails too, so the list only shrinks."""
+that no longer exceeds its limit fails too, so the list only shrinks. The Rust core too (issue 40): no
+file of src/ over RUST_LINES lines before its test module."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "python" / "rlx_torch_import"
 MODULE_LINES = 500
 FUNCTION_LINES = 80
+CRATE = Path(__file__).resolve().parents[1]
+RUST_LINES = 600
 
 # module (relative to the package) -> why it stays longer
 LONG_MODULES: dict[str, str] = {}
@@ -73,3 +76,41 @@ def test_no_function_over_the_limit() -> None:
     assert not new, f"functions over {FUNCTION_LINES} lines (split them, or list them with why): {new}"
     stale = sorted(set(LONG_FUNCTIONS) - set(found))
     assert not stale, f"listed as long but no longer are (remove them from LONG_FUNCTIONS): {stale}"
+
+
+def rust_code_lines(text: str) -> int:
+    """Lines of a Rust file before its test module: those before the first line that starts with
+    `#[cfg(test)]` (an indented one, on an item inside a function or module, does not end the count)."""
+    lines = text.splitlines()
+    return next((i for i, line in enumerate(lines) if line.startswith("#[cfg(test)]")), len(lines))
+
+
+def rust_files() -> list[Path]:
+    return sorted((CRATE / "src").rglob("*.rs"))
+
+
+def long_rust_files() -> dict[str, int]:
+    found = {}
+    for path in rust_files():
+        n = rust_code_lines(path.read_text(encoding="utf-8"))
+        if n > RUST_LINES:
+            found[path.relative_to(CRATE).as_posix()] = n
+    return found
+
+
+def test_rust_lines_stop_at_the_test_module() -> None:
+    code = "//! A module.\nuse std::fmt;\n\nfn f() {}\n"
+    tests = "#[cfg(test)]\nmod tests {\n    #[test]\n    fn t() {}\n}\n"
+    assert rust_code_lines(code + tests) == 4
+    assert rust_code_lines(code) == 4
+    assert rust_code_lines(code + "#[cfg(test)]\n") == 4
+    assert rust_code_lines("fn f() {\n    #[cfg(test)]\n    let x = 1;\n}\n" + tests) == 4
+    assert rust_code_lines('#[cfg(feature = "x")]\nmod a;\n' + tests + "#[cfg(test)]\nmod more;\n") == 2
+    assert rust_code_lines("") == 0
+
+
+def test_no_rust_file_over_the_limit() -> None:
+    names = {p.relative_to(CRATE).as_posix() for p in rust_files()}
+    assert {"src/lib.rs", "src/runner.rs", "src/python.rs"} <= names, sorted(names)
+    found = long_rust_files()
+    assert not found, f"Rust files over {RUST_LINES} lines before their #[cfg(test)] module (split them): {found}"

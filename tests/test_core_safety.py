@@ -1,4 +1,4 @@
-"""No valid or invalid input takes the Python process down (src/safety.rs, src/error.rs).
+"""No valid or invalid input takes the Python process down (src/graph_check.rs, src/error.rs).
 
 Each case that crashed the process before the core's checks runs in a child Python, so a
 regression shows as the child killed by a signal rather than as this test process dying: the

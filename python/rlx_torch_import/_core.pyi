@@ -2,7 +2,7 @@
 
 Every call raises one of three classes (never PyO3's PanicException, never an abort): `CheckError`
 when the core's checks refuse the input before RLX sees it (an op and dtype whose RLX kernel is
-known to corrupt memory included, src/safety.rs), `DeviceError` when the device asked for is not in
+known to corrupt memory included, src/defects.rs), `DeviceError` when the device asked for is not in
 this build or on this machine or cannot run the graph as the budgets need (src/device.rs),
 `RlxFailure` when RLX fails or panics.
 """

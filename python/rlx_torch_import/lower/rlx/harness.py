@@ -92,7 +92,7 @@ def same(op: Any, inputs: Sequence[tuple[Any, str]], want: Any, out_dtype: str, 
     want = np.asarray(want)
     try:
         got = run_raw(op, inputs, want.shape, out_dtype, consts=consts)
-    except (RuntimeError, _core.CheckError) as e:  # CheckError: a kernel the core refuses (src/safety.rs)
+    except (RuntimeError, _core.CheckError) as e:  # CheckError: a kernel the core refuses (src/defects.rs)
         return f"RLX failed: {str(e).splitlines()[0][:160]}"
     return differs(got, want)
 
@@ -101,7 +101,7 @@ def relative(op: Any, x: np.ndarray, want: np.ndarray, limit: float) -> str | No
     """Run a float32 activation; None when every result is within `limit` relative error of `want`."""
     try:
         got = run_raw(op, [(x, "F32")], x.shape, "F32")
-    except (RuntimeError, _core.CheckError) as e:  # CheckError: a kernel the core refuses (src/safety.rs)
+    except (RuntimeError, _core.CheckError) as e:  # CheckError: a kernel the core refuses (src/defects.rs)
         return f"RLX failed: {str(e).splitlines()[0][:160]}"
     worst = float(np.max(np.abs(got - want) / np.abs(want)))
     return None if worst < limit else f"relative error up to {worst:.2g} (got {got.tolist()}, expected {want.tolist()})"
@@ -112,7 +112,7 @@ def close(op: Any, inputs: Sequence[tuple[Any, str]], want: Any, out_dtype: str)
     want = np.asarray(want)
     try:
         got = run_raw(op, inputs, want.shape, out_dtype)
-    except (RuntimeError, _core.CheckError) as e:  # CheckError: a kernel the core refuses (src/safety.rs)
+    except (RuntimeError, _core.CheckError) as e:  # CheckError: a kernel the core refuses (src/defects.rs)
         return f"RLX failed: {str(e).splitlines()[0][:160]}"
     if np.allclose(got, want, rtol=1e-9, atol=1e-12, equal_nan=True):
         return None

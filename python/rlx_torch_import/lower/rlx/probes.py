@@ -332,7 +332,7 @@ def exp_range() -> str | None:
         want = np.exp(x.astype(np.float64)).astype(np.float32)
     try:
         got = run_raw({"Activation": "Exp"}, [(x, "F32")], x.shape, "F32")
-    except (RuntimeError, _core.CheckError) as e:  # CheckError: a kernel the core refuses (src/safety.rs)
+    except (RuntimeError, _core.CheckError) as e:  # CheckError: a kernel the core refuses (src/defects.rs)
         return f"RLX failed: {str(e).splitlines()[0][:160]}"
     close = np.isclose(got, want, rtol=1e-5, atol=0.0, equal_nan=True) | (got == want)
     return None if close.all() else f"got {got.tolist()}, expected {want.tolist()}"
@@ -345,7 +345,7 @@ def sigmoid_range() -> str | None:
         want = (np.float32(1) / (np.float32(1) + np.exp(-x))).astype(np.float32)
     try:
         got = run_raw({"Activation": "Sigmoid"}, [(x, "F32")], x.shape, "F32")
-    except (RuntimeError, _core.CheckError) as e:  # CheckError: a kernel the core refuses (src/safety.rs)
+    except (RuntimeError, _core.CheckError) as e:  # CheckError: a kernel the core refuses (src/defects.rs)
         return f"RLX failed: {str(e).splitlines()[0][:160]}"
     close = np.isclose(got, want, rtol=1e-5, atol=0.0, equal_nan=True)
     return None if close.all() else f"got {got.tolist()}, expected {want.tolist()}"
@@ -355,7 +355,7 @@ def tanh_nan() -> str | None:
     x = np.array([np.nan, 0.5, -np.inf, np.inf] * 4, np.float32)
     try:
         got = run_raw({"Activation": "Tanh"}, [(x, "F32")], x.shape, "F32")
-    except (RuntimeError, _core.CheckError) as e:  # CheckError: a kernel the core refuses (src/safety.rs)
+    except (RuntimeError, _core.CheckError) as e:  # CheckError: a kernel the core refuses (src/defects.rs)
         return f"RLX failed: {str(e).splitlines()[0][:160]}"
     return None if np.array_equal(np.isnan(got), np.isnan(x)) else f"tanh(NaN) gave {got[0]}"
 
@@ -376,7 +376,7 @@ def relu_signed_zero() -> str | None:
     x = np.array([-0.0, 0.0, -2.0, 3.0], np.float32)
     try:
         got = run_raw({"Activation": "Relu"}, [(x, "F32")], x.shape, "F32")
-    except (RuntimeError, _core.CheckError) as e:  # CheckError: a kernel the core refuses (src/safety.rs)
+    except (RuntimeError, _core.CheckError) as e:  # CheckError: a kernel the core refuses (src/defects.rs)
         return f"RLX failed: {str(e).splitlines()[0][:160]}"
     want = np.array([-0.0, 0.0, 0.0, 3.0], np.float32)  # torch.relu(-0.0) is -0.0 (clamp_min keeps x unless x < 0)
     got_bits, want_bits = ([hex(v) for v in a.view(np.uint32).tolist()] for a in (got, want))
@@ -392,7 +392,7 @@ def boundary_narrow() -> str | None:
     program = Program("probe", inputs=[ValueDecl("x", (4,), "F32")], outputs=["gt"])
     program.nodes.append(RlxNode("zero", {"Constant": {"data": [0, 0, 0, 0]}}, (), (), "F32", Provenance("p", "p")))
     program.nodes.append(RlxNode("gt", {"Compare": "Gt"}, ("x", "zero"), (4,), "Bool", Provenance("p", "p")))
-    try:  # the core refuses a Bool graph output while the defect is in its crash table (src/safety.rs)
+    try:  # the core refuses a Bool graph output while the defect is in its crash table (src/defects.rs)
         model = _core.CompiledModel(_core.program_to_hir_json(program.to_core_json()))
         x = np.array([1.0, -1.0, 0.0, 2.5], np.float32)
         ((data, dtype, _),) = model.run([("x", x.view(np.uint8), "F32")])
