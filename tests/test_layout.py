@@ -121,3 +121,39 @@ def test_the_key_scheme_and_file_names_are_spelled_only_in_layout() -> None:
         if spelled.search(line) and not line.lstrip().startswith("#")
     ]
     assert not found, found
+
+
+def test_the_onnx_torch_route_lowers_once_and_writes_each_file_once(tmp_path, monkeypatch) -> None:
+    """The ONNX torch route settles the ONNX names, producer and ONNX Runtime's outputs on the capture
+    (`FrontEnd.settle`) before it is lowered: one lowering, and torch-ir and the reference written once,
+    holding the ONNX graph's boundary."""
+    from onnx_models import export_conv_and_mlp
+    from rlx_torch_import.torchir import TorchIR
+
+    lowerings, reads = _count(monkeypatch)
+    writes: Counter[str] = Counter()
+    real_save, real_write = TorchIR.save, safetensors_io.write
+
+    def counted_save(self: TorchIR, directory: Any) -> Any:
+        writes[layout.TORCH_IR] += 1
+        return real_save(self, directory)
+
+    def counted_write(path: Any, *args: Any, **kw: Any) -> Any:
+        folder = Path(path).parent  # the conversion folder (torch-ir.json is written first), not the bundle
+        if Path(path).name in (layout.WEIGHTS, layout.REFERENCE) and (folder / layout.TORCH_IR).is_file():
+            writes[Path(path).name] += 1
+        return real_write(path, *args, **kw)
+
+    monkeypatch.setattr(TorchIR, "save", counted_save)
+    monkeypatch.setattr(safetensors_io, "write", counted_write)
+    model = export_conv_and_mlp(tmp_path / "pair.onnx")
+    out = tmp_path / "o"
+    report = rti.from_onnx(model, out, route="torch", per_node=False)
+    assert report.ok, report.summary()
+    assert _program_lowerings(lowerings) == 1
+    assert writes == {layout.TORCH_IR: 1, layout.WEIGHTS: 1, layout.REFERENCE: 1}
+    assert reads == {layout.TORCH_IR: 1, layout.WEIGHTS: 1, layout.REFERENCE: 1}
+    ir = torchir.load(out)
+    assert [s.name for s in ir.inputs] == ["img", "x"] and [o.name for o in ir.outputs] == ["feat", "logits"]
+    assert ir.producer["frontend"] == "onnx" and ir.producer["route"] == "torch"
+    assert set(safetensors_io.read(out / layout.REFERENCE)) == {"input.img", "input.x", "output.feat", "output.logits"}
