@@ -284,13 +284,7 @@ mod tests {
         vec![(0, "n".to_string())]
     }
 
-    fn check_message<T>(result: Result<T, CoreError>) -> String {
-        match result {
-            Err(CoreError::Check(m)) => m,
-            Err(other) => panic!("expected a CheckError, got {other:?}"),
-            Ok(_) => panic!("expected a CheckError, got a result"),
-        }
-    }
+    use crate::test_support::check_message;
 
     #[test]
     fn one_symbolic_graph_specializes_to_each_size() {

@@ -318,16 +318,7 @@ fn check_arena(graph: &Graph, limit: &MemoryLimit) -> Result<(), CoreError> {
 mod tests {
     use super::*;
 
-    fn limit(bytes: u64) -> MemoryLimit {
-        MemoryLimit {
-            bytes,
-            source: "a test limit".into(),
-        }
-    }
-
-    fn f32s(dims: &[usize]) -> Shape {
-        Shape::new(dims, DType::F32)
-    }
+    use crate::test_support::{f32s, limit};
 
     fn matmul_graph(dtype: DType, out: &[usize]) -> Graph {
         let mut g = Graph::new("t");

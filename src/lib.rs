@@ -27,6 +27,8 @@ pub mod program;
 pub mod runner;
 pub mod rust_syntax;
 pub mod sizing;
+#[cfg(test)]
+mod test_support;
 
 #[cfg(feature = "python")]
 mod python;

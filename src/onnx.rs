@@ -420,18 +420,7 @@ mod tests {
         assert!(err.message().contains("parse ONNX protobuf"), "{err}");
     }
 
-    const PROGRAM: &str = r#"{
-        "name": "t",
-        "inputs": [{"name": "x", "shape": {"dims": [{"Static": 2}, {"Static": 3}], "dtype": "F32"}}],
-        "params": [{"name": "w", "shape": {"dims": [{"Static": 3}, {"Static": 4}], "dtype": "F32"}}],
-        "nodes": [
-            {"id": "mm", "op": "MatMul", "inputs": ["x", "w"],
-             "shape": {"dims": [{"Static": 2}, {"Static": 4}], "dtype": "F32"}, "label": "aten.mm"},
-            {"id": "r", "op": {"Activation": "Relu"}, "inputs": ["mm"],
-             "shape": {"dims": [{"Static": 2}, {"Static": 4}], "dtype": "F32"}}
-        ],
-        "outputs": ["r"]
-    }"#;
+    use crate::test_support::MATMUL_RELU as PROGRAM;
 
     #[test]
     fn the_respelling_is_the_inverse_of_building_the_hir() {

@@ -124,18 +124,7 @@ pub fn program_to_hir_json(text: &str) -> Result<String, CoreError> {
 mod tests {
     use super::*;
 
-    const MATMUL_RELU: &str = r#"{
-        "name": "t",
-        "inputs": [{"name": "x", "shape": {"dims": [{"Static": 2}, {"Static": 3}], "dtype": "F32"}}],
-        "params": [{"name": "w", "shape": {"dims": [{"Static": 3}, {"Static": 4}], "dtype": "F32"}}],
-        "nodes": [
-            {"id": "mm", "op": "MatMul", "inputs": ["x", "w"],
-             "shape": {"dims": [{"Static": 2}, {"Static": 4}], "dtype": "F32"}, "label": "aten.mm"},
-            {"id": "r", "op": {"Activation": "Relu"}, "inputs": ["mm"],
-             "shape": {"dims": [{"Static": 2}, {"Static": 4}], "dtype": "F32"}}
-        ],
-        "outputs": ["r"]
-    }"#;
+    use crate::test_support::MATMUL_RELU;
 
     #[test]
     fn builds_and_round_trips_through_rlx_json() {

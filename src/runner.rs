@@ -563,15 +563,7 @@ fn f32_values(bytes: &[u8], dtype: DType) -> Option<Vec<f32>> {
 mod tests {
     use super::*;
 
-    fn f32_bytes(v: &[f32]) -> Vec<u8> {
-        v.iter().flat_map(|x| x.to_le_bytes()).collect()
-    }
-
-    fn f32_from(b: &[u8]) -> Vec<f32> {
-        b.chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect()
-    }
+    use crate::test_support::{check_message, f32_bytes, f32_from};
 
     #[test]
     fn bool_results_cross_the_boundary_as_f32() {
@@ -653,14 +645,6 @@ mod tests {
             Device::Cpu,
         )
         .unwrap()
-    }
-
-    fn check_message<T>(result: Result<T, CoreError>) -> String {
-        match result {
-            Err(CoreError::Check(m)) => m,
-            Err(other) => panic!("expected a CheckError, got {other:?}"),
-            Ok(_) => panic!("expected a CheckError, got a result"),
-        }
     }
 
     #[test]

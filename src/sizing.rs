@@ -96,16 +96,7 @@ pub fn check_shape(
 mod tests {
     use super::*;
 
-    fn limit(bytes: u64) -> MemoryLimit {
-        MemoryLimit {
-            bytes,
-            source: "a test limit".into(),
-        }
-    }
-
-    fn f32s(dims: &[usize]) -> Shape {
-        Shape::new(dims, DType::F32)
-    }
+    use crate::test_support::{f32s, limit};
 
     #[test]
     fn sizes_use_checked_arithmetic() {

@@ -92,15 +92,7 @@ mod tests {
     use super::*;
     use rlx_runtime::Device;
 
-    fn f32_bytes(v: &[f32]) -> Vec<u8> {
-        v.iter().flat_map(|x| x.to_le_bytes()).collect()
-    }
-
-    fn f32_from(b: &[u8]) -> Vec<f32> {
-        b.chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect()
-    }
+    use crate::test_support::{check_message, f32_bytes, f32_from};
 
     /// `next = cache + x`, each F32 [2, 2], plus `extra` outputs.
     fn cache_plus_x(extra_nodes: &str, extra_outputs: &str) -> Runner {
@@ -119,14 +111,6 @@ mod tests {
         );
         let json = crate::program::program_to_hir_json(&program).unwrap();
         Runner::from_hir_json(&json, Device::Cpu).unwrap()
-    }
-
-    fn check_message<T>(result: Result<T, CoreError>) -> String {
-        match result {
-            Err(CoreError::Check(m)) => m,
-            Err(other) => panic!("expected a CheckError, got {other:?}"),
-            Ok(_) => panic!("expected a CheckError, got a result"),
-        }
     }
 
     #[test]
