@@ -106,3 +106,17 @@ def initializers(path: Path) -> dict[str, np.ndarray]:
     model = onnx.load(str(path))
     arrays = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     return {k: v for k, v in arrays.items() if v.dtype == np.float32}
+
+
+def save_gather(path: Path) -> Path:
+    """Rows of a [10, 4] table (0..39) gathered by ids int64[3] (ONNX Gather, axis 0, opset 17), saved at `path`."""
+    table = np.arange(40, dtype=np.float32).reshape(10, 4)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)],
+        "g",
+        [tensor("ids", [3], TensorProto.INT64)],
+        [tensor("y", [3, 4])],
+        [numpy_helper.from_array(table, "table")],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path

@@ -33,7 +33,7 @@ from rlx_torch_import.verify.compare import compare_output
 MAX_SEQ, MAX_CACHE = 16, 64
 
 
-def _tiny_llama() -> transformers.LlamaForCausalLM:
+def tiny_llama() -> transformers.LlamaForCausalLM:
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(
         num_hidden_layers=2,
@@ -50,7 +50,7 @@ def _tiny_llama() -> transformers.LlamaForCausalLM:
 
 @pytest.fixture(scope="module")
 def llama() -> transformers.LlamaForCausalLM:
-    return _tiny_llama()
+    return tiny_llama()
 
 
 @pytest.fixture(scope="module")

@@ -155,20 +155,9 @@ def _negative_gather() -> tuple[Path, dict[str, Any]]:
     negative ids: the importer's bundle cannot serve them (IndexRangeError), the torch route wraps them as
     ONNX Runtime does, so the "auto" route falls back."""
     import numpy as np
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
 
-    table = np.arange(40, dtype=np.float32).reshape(10, 4)
-    graph = helper.make_graph(
-        [helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)],
-        "g",
-        [helper.make_tensor_value_info("ids", TensorProto.INT64, [3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
-        [numpy_helper.from_array(table, "table")],
-    )
-    path = ONNX_DIR / "gather.onnx"
     ONNX_DIR.mkdir(exist_ok=True)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    path = import_module("onnx_models").save_gather(ONNX_DIR / "gather.onnx")  # tests/onnx_models.py
     return path, {"ids": np.array([1, -1, -10], np.int64)}
 
 
@@ -226,25 +215,13 @@ def _int8_mlp() -> tuple[Any, tuple[Any, ...]]:
 def _decode_step(out: Path) -> Any:
     """A tiny random-weight Llama (tests/test_generate.py's) as a decode step (`hf_decode_step`), exported
     with `hf_decode_inputs`'s seeded example and dynamic seq (1..16) and cache (0..64) lengths."""
-    import torch
-    import transformers
-
     import rlx_torch_import as rti
     from rlx_torch_import.decode.hf_export import hf_decode_inputs, hf_decode_step
 
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(
-        num_hidden_layers=2,
-        hidden_size=64,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=128,
-        vocab_size=256,
-    )
+    llama = import_module("test_generate").tiny_llama()  # tests/test_generate.py's, seeded
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        llama = transformers.LlamaForCausalLM(cfg).eval()
-        args, dims = hf_decode_inputs(cfg, max_seq=16, max_cache=64)
+        args, dims = hf_decode_inputs(llama.config, max_seq=16, max_cache=64)
         return rti.from_torch(hf_decode_step(llama), args, out, dynamic_shapes=dims, per_node=False)
 
 
