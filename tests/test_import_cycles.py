@@ -176,7 +176,10 @@ def test_every_door_plugs_in_through_the_door_table() -> None:
     assert (doors["torch"].label, doors["onnx"].label) == ("PyTorch", "ONNX Runtime")
     onnx = doors["onnx"]
     assert onnx.program and onnx.node_values and onnx.write_repro and onnx.op_kind
-    assert onnx.op_kind("MatMul", "float32") == "contraction" and onnx.op_kind("Relu", "float32") == "movement"
+    assert (
+        onnx.op_kind("onnx::MatMul", "float32") == "contraction" and onnx.op_kind("onnx::Relu", "float32") == "movement"
+    )
+    assert onnx.op_kind("onnx::MatMul", "int64") == "exact"
 
 
 def _reaches(graph: dict[str, set[str]], start: str) -> set[str]:

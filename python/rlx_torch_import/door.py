@@ -44,8 +44,8 @@ class Door:
       each value its graph computes, its reference runtime's value and RLX's two debug values, for the
       one per-node comparison (`verify.nodes.compare_nodes`). A torch-ir with nodes needs none: PyTorch
       runs its nodes (`verify.torch_values`).
-    - `op_kind(op, dtype)`: the numerical character of one of its graph's ops (per-node budgets;
-      `lower.registry.KINDS`).
+    - `op_kind(op, dtype)`: the numerical character of one of its graph's ops as the oracle's rows name
+      them (`NodeParity.aten`), which per-node budgets follow (`lower.registry.KINDS`).
     - `write_repro(directory, found, row, target)`: the repro folder of one of its graph's nodes, for a
       boundary-only conversion (`diagnose`)."""
 
@@ -86,7 +86,7 @@ def front_end(ir: TorchIR) -> Door:
             f"(known: {', '.join(sorted(FRONT_ENDS))})",
             hint="convert the model again with this version of rlx-torch-import",
         )
-    if ir.boundary_only and (door.program is None or door.node_values is None):
+    if ir.boundary_only and (door.program is None or door.node_values is None or door.op_kind is None):
         where = f"{ir.origin}: " if ir.origin else ""
         raise TorchIRError(
             f'{where}decomposition: "" (the boundary only) but front end {door.name!r} makes no program of its own'

@@ -51,10 +51,11 @@ def _node_values(conv: Conversion, device: str, progress: Progress) -> NodeValue
     return node_values(conv, device, progress)
 
 
-def _op_kind(op_type: str, dtype: str) -> str:
+def _op_kind(op: str, dtype: str) -> str:
+    """The kind of an ONNX op as per-node rows name it (`onnx::<op type>`)."""
     from .kinds import op_kind
 
-    return op_kind(op_type, dtype)
+    return op_kind(op.removeprefix("onnx::"), dtype)
 
 
 def _write_repro(directory: Path, found: NodeReport, row: NodeParity, target: Path) -> Path:
