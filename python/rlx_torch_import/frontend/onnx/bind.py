@@ -21,7 +21,8 @@ SEED = 0
 
 
 def parse_dims(items: Mapping[str, int] | list[str] | None) -> dict[str, int]:
-    """`{"batch": 2}` or `["batch=2", ...]` (the CLI's --dim) as a dict; InputError on a bad item."""
+    """`{"batch": 2}` or `["batch=2", "x:0=6", ...]` (the CLI's --dim: a dim's name, or INPUT:AXIS) as a
+    dict; InputError on a bad item."""
     if items is None:
         return {}
     pairs: list[tuple[str, Any]]
@@ -32,7 +33,7 @@ def parse_dims(items: Mapping[str, int] | list[str] | None) -> dict[str, int]:
         for item in items:
             name, sep, size = str(item).partition("=")
             if not sep or not name.strip():
-                raise InputError(f"--dim {item!r}: expected NAME=SIZE, e.g. --dim batch=2")
+                raise InputError(f"--dim {item!r}: expected NAME=SIZE or INPUT:AXIS=SIZE, e.g. --dim batch=2")
             pairs.append((name.strip(), size.strip()))
     found: dict[str, int] = {}
     for name, size in pairs:
@@ -81,37 +82,78 @@ def read_inputs(inputs: Any) -> dict[str, np.ndarray] | None:
 
 
 def bind_sizes(src: OnnxSource, dims: dict[str, int], given: dict[str, np.ndarray] | None) -> dict[str, int]:
-    """Every symbolic dim of the model's inputs -> its size: from `dims`, else read from the user's
-    inputs. Raises InputError naming each dim without a size (and the inputs and axes it sizes), a
-    `dims` name no input has, and a given input whose shape disagrees with the model's."""
-    sizes = dict(dims)
+    """Every symbolic dim of the model's inputs -> its size: from `dims` (by the dim's name, or as
+    `INPUT:AXIS`, which names an unnamed dim and may name a named one), else read from the user's inputs.
+    Each dim the file leaves unnamed is its own symbol (`source.unnamed_dim`). Raises InputError naming
+    each dim without a size (and the inputs and axes it sizes), a `dims` key no input has, a static axis
+    given a size, and two sizes for one dim."""
+    _check_given(src, given)
     used: dict[str, list[str]] = {}
+    at: dict[str, int | str] = {}  # "INPUT:AXIS" -> the dim there
     for spec in src.inputs:
         for axis, d in enumerate(spec.dims or ()):
+            at[f"{spec.name}:{axis}"] = d
             if isinstance(d, str):
                 used.setdefault(d, []).append(f"{spec.name}[{axis}]")
-                if given is not None and spec.name in given and d not in dims:
-                    arr = given[spec.name]
-                    if arr.ndim == len(spec.dims or ()):
-                        sizes.setdefault(d, int(arr.shape[axis]))
-    unknown = sorted(set(dims) - set(used))
-    if unknown:
-        known = ", ".join(sorted(used)) or "none: every input dim is static"
-        raise InputError(
-            f"--dim {', '.join(unknown)}: no input of the model has such a dim (its symbolic dims: {known})"
-        )
+    sizes: dict[str, int] = {}
+    for key, size in dims.items():
+        name = at.get(key, key)
+        if isinstance(name, int):
+            raise InputError(f"--dim {key}={size}: that axis is static (size {name}) in the model")
+        if name not in used:
+            known = ", ".join(_shown(d, used) for d in used) or "none: every input dim is static"
+            raise InputError(f"--dim {key}: no input of the model has such a dim (its symbolic dims: {known})")
+        if sizes.get(name, size) != size:
+            raise InputError(f"--dim {key}={size}: {_shown(name, used)} is given {sizes[name]} already")
+        sizes[name] = size
+    for spec in src.inputs:
+        arr = given.get(spec.name) if given is not None else None
+        if arr is None or spec.dims is None:
+            continue
+        for axis, d in enumerate(spec.dims or ()):
+            if isinstance(d, str):
+                sizes.setdefault(d, int(arr.shape[axis]))
     missing = [d for d in used if d not in sizes]
     if missing:
-        where = "; ".join(f"{d!r} sizes {', '.join(used[d])}" for d in missing)
+        where = "; ".join(f"{_shown(d, used)} sizes {', '.join(used[d])}" for d in missing)
+        first = used[missing[0]][0].replace("[", ":").rstrip("]") if _unnamed(missing[0]) else missing[0]
         raise InputError(
             f"symbolic dim(s) without a size: {where}",
-            hint=f"give each a size, e.g. --dim {missing[0]}=1 (from_onnx(..., dims={{{missing[0]!r}: 1}}))",
+            hint=f"give each a size, e.g. --dim {first}=1 (from_onnx(..., dims={{{first!r}: 1}})), or pass the "
+            "inputs (--inputs)",
         )
     return sizes
 
 
+def _check_given(src: OnnxSource, given: dict[str, np.ndarray] | None) -> None:
+    """InputError for a given input the model does not take, or one of another rank than it declares
+    (before the sizes they would give are missed)."""
+    names = {s.name for s in src.inputs}
+    extra = sorted(set(given or {}) - names)
+    if extra:
+        raise InputError(
+            f"inputs name(s) {', '.join(map(repr, extra))} the model does not take; its inputs: "
+            + ", ".join(s.describe() for s in src.inputs)
+        )
+    for spec in src.inputs:
+        arr = (given or {}).get(spec.name)
+        if arr is not None and spec.dims is not None and arr.ndim != len(spec.dims):
+            raise InputError(f"input {spec.name!r} has shape {list(arr.shape)}, the model takes {spec.describe()}")
+
+
+def _unnamed(dim: str) -> bool:
+    """Whether `dim` is the symbol of a dim the file leaves unnamed (`INPUT:AXIS`)."""
+    tensor, sep, axis = dim.rpartition(":")
+    return bool(sep and tensor) and axis.isdigit()
+
+
+def _shown(dim: str, used: dict[str, list[str]]) -> str:
+    """A symbolic dim as messages name it: `'batch'`, or an unnamed one as the file has it (`?`) with where."""
+    return f"an unnamed dim ? ({used[dim][0]})" if _unnamed(dim) else repr(dim)
+
+
 def input_shape(spec: TensorInfo, sizes: dict[str, int]) -> tuple[int, ...]:
-    """The input's shape at `sizes` ("?" dims are symbolic dims too: they need a given input)."""
+    """The input's shape at `sizes` (every symbolic dim, unnamed ones included, has a size: `bind_sizes`)."""
     if spec.dims is None:
         raise InputError(f"input {spec.name!r}: the model declares no shape; pass its value with --inputs")
     shape = []
@@ -136,13 +178,7 @@ def make_inputs(
     rng = np.random.default_rng(SEED)
     found: dict[str, np.ndarray] = {}
     notes: list[str] = []
-    names = {s.name for s in src.inputs}
-    extra = sorted(set(given or {}) - names)
-    if extra:
-        raise InputError(
-            f"inputs name(s) {', '.join(map(repr, extra))} the model does not take; its inputs: "
-            + ", ".join(s.describe() for s in src.inputs)
-        )
+    _check_given(src, given)
     drawn = []
     for spec in src.inputs:
         dtype = spec.dtype

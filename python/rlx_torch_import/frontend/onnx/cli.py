@@ -38,7 +38,8 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=SIZE",
-        help="a size for a symbolic input dim (repeat for each; not needed for dims --inputs sizes)",
+        help="a size for a symbolic input dim, by its name or as INPUT:AXIS=SIZE (an unnamed dim, shown as ?); "
+        "repeat for each; not needed for dims --inputs sizes",
     )
     p.add_argument("--name", type=model_name, help="model name (default: the file's stem)")
     p.add_argument(

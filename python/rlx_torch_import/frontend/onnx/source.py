@@ -55,10 +55,16 @@ def elem_name(elem_type: int) -> str:
     return _ELEM_NAMES.get(elem_type, f"type {elem_type}")
 
 
+def unnamed_dim(tensor: str, axis: int) -> str:
+    """The symbol of a dim the file leaves unnamed (no `dim_param`, or a negative `dim_value`): its own,
+    `<tensor>:<axis>`, the spelling `--dim INPUT:AXIS=SIZE` takes."""
+    return f"{tensor}:{axis}"
+
+
 @dataclass(frozen=True)
 class TensorInfo:
-    """A graph input or output: name, dims (int, or the symbolic dim's name; "?" when unnamed),
-    ONNX element type."""
+    """A graph input or output: name, dims (int, or the symbolic dim's name; an unnamed dim has its own
+    symbol, `unnamed_dim`), ONNX element type."""
 
     name: str
     dims: tuple[int | str, ...] | None  # None: rank unknown
@@ -68,9 +74,16 @@ class TensorInfo:
     def dtype(self) -> str | None:
         return elem_dtype(self.elem_type)
 
+    def unnamed(self, axis: int) -> bool:
+        """Whether the file leaves this axis's dim unnamed."""
+        return self.dims is not None and self.dims[axis] == unnamed_dim(self.name, axis)
+
     def describe(self) -> str:
-        dims = "?" if self.dims is None else "[" + ", ".join(str(d) for d in self.dims) + "]"
-        return f"{self.name}: {elem_name(self.elem_type)}{dims}"
+        """`name: type[dims]`, each dim as the file has it (an unnamed one as `?`)."""
+        if self.dims is None:
+            return f"{self.name}: {elem_name(self.elem_type)}?"
+        dims = ", ".join("?" if self.unnamed(i) else str(d) for i, d in enumerate(self.dims))
+        return f"{self.name}: {elem_name(self.elem_type)}[{dims}]"
 
 
 @dataclass
@@ -101,11 +114,11 @@ def _dims(value_info: Any) -> tuple[int | str, ...] | None:
     if not t.HasField("shape"):
         return None
     dims: list[int | str] = []
-    for d in t.shape.dim:
+    for axis, d in enumerate(t.shape.dim):
         if d.HasField("dim_value") and d.dim_value >= 0:
             dims.append(int(d.dim_value))
-        else:
-            dims.append(d.dim_param or "?")
+        else:  # a dim_param names a symbol; without one (or a negative dim_value) the dim is its own
+            dims.append(d.dim_param or unnamed_dim(value_info.name, axis))
     return tuple(dims)
 
 
