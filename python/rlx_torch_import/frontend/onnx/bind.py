@@ -4,6 +4,7 @@ mapping, a .safetensors or .npz file), or random ones of the declared dtypes and
 from __future__ import annotations
 
 import os
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import numpy as np
 
 from ...dtypes import numpy_dtype
 from ...errors import InputError, Unsupported, UnsupportedOpsError
+from ...limits import check_tensor_size
 from .gaps import HINT
 from .source import OnnxSource, TensorInfo, elem_name
 
@@ -69,8 +71,11 @@ def read_inputs(inputs: Any) -> dict[str, np.ndarray] | None:
         if not path.is_file():
             raise InputError(f"{path}: no such inputs file")
         if path.suffix == ".npz":
-            with np.load(path) as data:
-                return {k: np.asarray(data[k]) for k in data.files}
+            try:
+                with np.load(path) as data:
+                    return {k: np.asarray(data[k]) for k in data.files}
+            except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:  # not an .npz numpy can read
+                raise InputError(f"{path}: not a readable .npz file ({type(e).__name__}: {str(e)[:160]})") from None
         if path.suffix == ".safetensors":
             from ... import safetensors_io
 
@@ -166,6 +171,8 @@ def input_shape(spec: TensorInfo, sizes: dict[str, int]) -> tuple[int, ...]:
             raise InputError(
                 f"input {spec.name!r} axis {axis} has an unnamed dynamic size; pass its value with --inputs"
             )
+    if spec.dtype is not None:  # within the machine's memory before anything is drawn (the torch path's limit)
+        check_tensor_size(shape, spec.dtype, f"input {spec.describe()} at the sizes given", InputError)
     return tuple(shape)
 
 

@@ -143,8 +143,8 @@ def _external_files(model: Any) -> list[str]:
 
 def read(path: str | os.PathLike[str]) -> OnnxSource:
     """Read the ONNX file at `path` with its external data (files named relative to it). Raises
-    InputError when there is no such file, ModelLoadError when it is not a readable ONNX model or
-    its external data is missing."""
+    InputError when there is no such file, ModelLoadError when it is not a readable ONNX model, its
+    external data is missing, or it is malformed (`wellformed.check`)."""
     import onnx
 
     p = Path(path)
@@ -165,6 +165,9 @@ def read(path: str | os.PathLike[str]) -> OnnxSource:
             onnx.load_external_data_for_model(model, str(p.parent))
         except Exception as e:
             raise ModelLoadError(f"{p}: cannot read its external data ({type(e).__name__}: {str(e)[:200]})") from None
+    from .wellformed import check
+
+    check(p, model)  # malformed structure, data and sizes: ModelLoadError (exit 2)
     initializers = {t.name for t in model.graph.initializer}
     return OnnxSource(
         path=p,
