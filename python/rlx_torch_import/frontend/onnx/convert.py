@@ -82,6 +82,7 @@ def convert(req: Request, stage: Path) -> ParityReport:
     try:
         report = _torch_route(req, second)
         why = "; ".join(line.strip(" -") for line in first.message.splitlines())
+        why = why.replace(str(stage), str(req.out_dir))  # the staging folder is gone once the output lands
         report.notes.insert(1, f"RLX's ONNX importer route: {why[:1500]}")
         _replace(stage, second)
         return _finish(report, req, stage, TORCH_ROUTE)

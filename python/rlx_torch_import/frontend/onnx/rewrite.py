@@ -291,6 +291,47 @@ def _reduce_axes(node: Any, ctx: _Ctx) -> list[Any] | None:
     return [new]
 
 
+@rule("Resize")
+def _resize_empty(node: Any, ctx: _Ctx) -> list[Any] | None:
+    """An empty constant for `roi` or `scales` (what torch 1.x and paddle2onnx write at opsets 11-12 for
+    "not given") as the absent input ONNX also allows: the importer re-encodes an empty constant as one
+    element, so its bundle's weights would not match."""
+    empty = {k for k in (1, 2) if len(node.input) > k and 0 in list(getattr(ctx.inits.get(node.input[k]), "dims", [1]))}
+    if not empty:
+        return None
+    new = _node("Resize", ["" if k in empty else x for k, x in enumerate(node.input)], list(node.output))
+    new.attribute.extend(node.attribute)
+    return [new]
+
+
+_INTS = {2, 3, 4, 5, 6, 7, 12, 13}  # ONNX element types of the integers
+
+
+@rule("Mod")
+def _int_mod(node: Any, ctx: _Ctx) -> list[Any] | None:
+    """Integer Mod as `r = a - (a / b) * b` (ONNX's integer Div truncates), the sign of `b` where `fmod`
+    is 0 (`r + b` where r and b have opposite signs): the importer's own Mod panics on int32 (its kernel
+    takes float32) and gives int64 the wrong sign with fmod 0."""
+    if ctx.types.get(node.input[0]) not in _INTS:
+        return None
+    a, b, out = node.input[0], node.input[1], node.output[0]
+    fmod = next((x.i for x in node.attribute if x.name == "fmod"), 0)
+    q, qb, r = ctx.name("q"), ctx.name("qb"), out if fmod else ctx.name("r")
+    nodes = [_node("Div", [a, b], [q]), _node("Mul", [q, b], [qb]), _node("Sub", [a, qb], [r])]
+    if fmod:
+        return nodes
+    sr, sb, p, neg, rb = (ctx.name(h) for h in ("sr", "sb", "p", "neg", "rb"))
+    zero = ctx.const(0, a)
+    return [
+        *nodes,
+        *(_node("Sign", [x], [y]) for x, y in ((r, sr), (b, sb))),
+        _node("Mul", [sr, sb], [p]),
+        _node("Less", [p, zero], [neg]),
+        _node("Add", [r, b], [rb]),
+        _node("Where", [neg, rb, r], [out]),
+    ]
+
+
 def _shapes(model: Any) -> dict[str, tuple[int, ...]]:
     """Each value's static shape, where every dim is known."""
     found = {}
