@@ -230,7 +230,8 @@ class NodeValues:
     `exact`: values judged bit for bit (`verify/exactness.py`); `magnitude`: value name -> its largest finite
     magnitude; `fit`: RLX's values may differ from the reference's shape by size-1 axes (RLX has no rank-0
     tensor; ONNX's [] is [1]); `label`: the reference runtime's name in notes; `expected`: the reference
-    values a repro folder reads."""
+    runtime's values by name (a torch-ir node's inputs, for its reduction length and tie choice; a repro
+    folder's inputs)."""
 
     rows: list[tuple[NodeParity, Node | None]]
     reference: Callable[[NodeParity], Any]
@@ -240,7 +241,6 @@ class NodeValues:
     value_notes: dict[str, str] = field(default_factory=dict)
     exact: set[str] = field(default_factory=set)
     magnitude: Callable[[str], float] | None = None
-    env: dict[str, Any] = field(default_factory=dict)  # PyTorch's values of a torch-ir graph (reduction, ties)
     fit: bool = False
     label: str = "PyTorch"
     expected: dict[str, Any] = field(default_factory=dict)
@@ -252,7 +252,7 @@ class NodeValues:
         name, dtype = row.value, row.dtype
         expected = Expected(value, dtype)
         if node is not None and row.kind in ("contraction", "reduction"):
-            row.reduction = _reduction_length(node, self.env, row.kind, value.size)
+            row.reduction = _reduction_length(node, self.expected, row.kind, value.size)
         from ..lower.registry import VALUE_EXACT_KINDS
 
         if name in self.local:
@@ -289,7 +289,7 @@ class NodeValues:
         indices = self.local.get(tie_indices(node))
         if indices is None:
             return
-        count, why, picked = tie_choice(node, self.env, indices)
+        count, why, picked = tie_choice(node, self.expected, indices)
         if why or not count:
             return
         if row.value != tie_indices(node):
@@ -431,10 +431,8 @@ def _torch_ir_values(conv: Conversion, device: str) -> NodeValues:
             elif spec.name not in env:
                 row.note = missing.get(node.name, "no PyTorch value (an input of it has none)")
             rows.append((row, node))
-    return NodeValues(
-        rows, reference, local, cumulative, alone, exact=exact_values(ir), magnitude=magnitude, env=env,
-        expected=env, ir=ir,
-    )  # fmt: skip
+    exact = exact_values(ir)
+    return NodeValues(rows, reference, local, cumulative, alone, exact=exact, magnitude=magnitude, expected=env, ir=ir)
 
 
 def _drift(rows: list[NodeParity]) -> str:

@@ -26,8 +26,6 @@ from ...verify.run import add_node_parity, write_reports
 from ..torch.to_torchir import Captured
 from . import gaps
 
-IMPORTER_ROUTE, TORCH_ROUTE = "importer", "torch"  # torch-ir producer["route"]; its note: door.ROUTES
-
 
 @dataclass
 class Request:
@@ -55,7 +53,7 @@ def convert(req: Request, stage: Path) -> ParityReport:
     route. Raises UnsupportedOpsError listing the importer route's gaps and, per node, why the torch
     route could not translate it, when neither route can convert the model."""
     if req.route == "torch":
-        return _finish(_torch_route(req, stage), req, stage, TORCH_ROUTE)
+        return _finish(_torch_route(req, stage), stage)
     failed: ParityReport | None = None  # the importer's bundle, when it failed parity
     unexpected: Exception | None = None  # an error of the importer route that is no gap (a bug of ours)
     try:
@@ -75,7 +73,7 @@ def convert(req: Request, stage: Path) -> ParityReport:
         first = RtiError(f"internal error ({type(e).__name__}: {str(e)[:200]})")
     else:
         if report.ok or not req.verify or req.route == "importer":
-            return _finish(report, req, stage, IMPORTER_ROUTE)
+            return _finish(report, stage)
         first = RtiError(f"the bundle from RLX's ONNX importer failed parity ({_failed(report)})")
         failed = report
     second = Path(tempfile.mkdtemp(prefix=".torch-route-", dir=stage.parent))
@@ -85,7 +83,7 @@ def convert(req: Request, stage: Path) -> ParityReport:
         why = why.replace(str(stage), str(req.out_dir))  # the staging folder is gone once the output lands
         report.notes.insert(1, f"RLX's ONNX importer route: {why[:1500]}")
         _replace(stage, second)
-        return _finish(report, req, stage, TORCH_ROUTE)
+        return _finish(report, stage)
     except UnsupportedOpsError as e:  # UntranslatableError, or a gap of the torch path
         if unexpected is not None:
             raise unexpected from None  # neither route converts it: our bug surfaces as it is
@@ -93,7 +91,7 @@ def convert(req: Request, stage: Path) -> ParityReport:
             raise _combined(first, e) from None
         # the importer's bundle stands, failing; the report says why the torch route could not help
         failed.notes.insert(0, f"the torch route could not convert it either: {e.message.splitlines()[0]}")
-        return _finish(failed, req, stage, IMPORTER_ROUTE)
+        return _finish(failed, stage)
     finally:
         shutil.rmtree(second, ignore_errors=True)
 
@@ -106,8 +104,9 @@ def _failed(report: ParityReport) -> str:
     return text + (f"; first diverging ONNX node {first.node} ({first.aten})" if first is not None else "")
 
 
-def _finish(report: ParityReport, req: Request, stage: Path, route: str) -> ParityReport:
-    """Write the reports of the route that made the bundle (its route note comes from torch-ir)."""
+def _finish(report: ParityReport, stage: Path) -> ParityReport:
+    """Write the reports of the route that made the bundle (its route note comes from torch-ir's
+    `producer["route"]`, `door.ROUTES`)."""
     write_reports(report, stage)
     return report
 

@@ -18,20 +18,19 @@ from typing import Any
 from ...errors import ModelLoadError
 from ...limits import check_tensor_size
 
-# The typed field of a TensorProto that holds each element type's values when raw_data is empty
-# (onnx.proto: float16/bfloat16 and the small integers and bool live in int32_data).
-_FIELDS = {
-    1: "float_data", 2: "int32_data", 3: "int32_data", 4: "int32_data", 5: "int32_data", 6: "int32_data",
-    7: "int64_data", 9: "int32_data", 10: "int32_data", 11: "double_data", 12: "uint64_data",
-    13: "uint64_data", 16: "int32_data",
-}  # fmt: skip
-# Bytes per element of the element types whose raw data is checked (others are the importer's to judge).
-_ITEMSIZE = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8, 16: 2}
-# The dtype names `check_tensor_size` sizes them by.
-_DTYPE = {
-    1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
-    10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16",
-}  # fmt: skip
+
+def _numeric(elem_type: int) -> Any | None:
+    """The numpy dtype of an ONNX element type whose data is checked here: the integers, bool and the real
+    floats, bfloat16 included (onnx's own mapping, `helper.tensor_dtype_to_np_dtype`); None for strings,
+    complex, 8-bit floats and packed 4-bit types, which are the importer's to judge."""
+    import numpy as np
+    from onnx import helper
+
+    try:
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return dtype if dtype.kind in "biuf" or dtype.name == "bfloat16" else None
 
 
 def check(path: Path, model: Any) -> None:
@@ -45,35 +44,40 @@ def check(path: Path, model: Any) -> None:
 
 
 def _check_initializer(path: Path, t: Any) -> None:
+    from onnx import helper
+
     where = f"{path}: initializer {t.name!r}"
     dims = list(t.dims)
     if any(d < 0 for d in dims):
         raise ModelLoadError(f"{where}: dims {dims} hold a negative size")
-    if t.data_type in _DTYPE:
-        check_tensor_size(dims, _DTYPE[t.data_type], where, ModelLoadError)
-    if t.data_location == 1 or t.data_type not in _ITEMSIZE:  # external (read as raw_data by source) or exotic
+    dtype = _numeric(t.data_type)
+    if dtype is None:
+        return
+    check_tensor_size(dims, dtype.name, where, ModelLoadError)
+    if t.data_location == 1:  # external: source.read loads it as raw_data
         return
     count = math.prod(dims)
     if t.raw_data:
-        want = count * _ITEMSIZE[t.data_type]
+        want = count * dtype.itemsize
         if len(t.raw_data) != want:
             raise ModelLoadError(
-                f"{where}: raw_data holds {len(t.raw_data)} bytes, its dims {dims} of type {_DTYPE[t.data_type]} "
-                f"take {want}"
+                f"{where}: raw_data holds {len(t.raw_data)} bytes, its dims {dims} of type {dtype.name} take {want}"
             )
         return
-    held = len(getattr(t, _FIELDS[t.data_type]))
+    field = helper.tensor_dtype_to_field(t.data_type)  # the typed field holding the values without raw_data
+    held = len(getattr(t, field))
     if held != count:
-        raise ModelLoadError(f"{where}: {_FIELDS[t.data_type]} holds {held} values, its dims {dims} take {count}")
+        raise ModelLoadError(f"{where}: {field} holds {held} values, its dims {dims} take {count}")
 
 
 def _check_declared(path: Path, v: Any) -> None:
     """A graph input's declared static dims within the machine's memory (symbolic ones are sized later)."""
     t = v.type.tensor_type if v.type.HasField("tensor_type") else None
-    if t is None or not t.HasField("shape") or t.elem_type not in _DTYPE:
+    dtype = _numeric(t.elem_type) if t is not None and t.HasField("shape") else None
+    if t is None or dtype is None:
         return
     static = [int(d.dim_value) for d in t.shape.dim if d.HasField("dim_value") and d.dim_value >= 0]
-    check_tensor_size(static, _DTYPE[t.elem_type], f"{path}: input {v.name!r}", ModelLoadError)
+    check_tensor_size(static, dtype.name, f"{path}: input {v.name!r}", ModelLoadError)
 
 
 def _check_wiring(path: Path, graph: Any) -> None:
